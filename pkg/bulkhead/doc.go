@@ -1,0 +1,46 @@
+// Package bulkhead is the limiter at the core of Bulkhead: one counting
+// semaphore per bulkhead, with priority classes, reserved headroom, a
+// bounded priority wait queue with load shedding, and resize at run time.
+// It imports neither gRPC nor Prometheus.
+//
+// # Model
+//
+// A Limiter has a limit (max_concurrent), a queue bound (max_queue, 0 =
+// fail fast), a wait bound (max_wait) and two reserves. Classes, highest
+// first: Critical, Normal, BestEffort. Critical may fill the whole limit,
+// Normal the limit less ceil(reserve.critical*limit), BestEffort the limit
+// less ceil((reserve.critical+reserve.normal)*limit) (Settings.Ceiling).
+//
+// An arrival of class p is granted at once when in-use is below p's ceiling
+// and no waiter of class p or higher is queued. Otherwise it joins the one
+// bounded queue, served highest class first and FIFO within a class. If the
+// queue is full, the arrival evicts the youngest waiter of the lowest class
+// strictly below p (that waiter gets ErrShed); with none, the arrival gets
+// ErrQueueFull. A waiter leaves the queue when granted, when max_wait passes
+// (ErrTimeout), when its context ends (the context's error), when shed, or
+// when the limiter closes (ErrClosed).
+//
+// # Invariants
+//
+//   - A permit is granted only while in-use is below the grantee's class
+//     ceiling, so in-use never exceeds the limit, except for permits granted
+//     before a shrink (Resize never revokes permits).
+//   - After every operation no queued waiter is grantable: whenever in-use
+//     falls or a ceiling rises, waiters are granted in queue order before the
+//     lock is released.
+//   - A waiter is decided exactly once, under the limiter's lock, by closing
+//     its ready channel; the decision (permit or error) is written before the
+//     close, so it happens before the waiter observes it.
+//   - A caller whose Acquire returns an error holds no permit: if its context
+//     ended at the same moment it was granted, Acquire releases that permit
+//     under the lock before returning.
+//   - Each Permit is released at most once: a slot generation makes a second
+//     Release a counted no-op that returns false.
+//   - Snapshot counters only grow, and Admitted minus Released equals InUse.
+//
+// # Concurrency
+//
+// Limiter, Permit and Registry are safe for concurrent use. Each Limiter
+// has its own mutex; Registry.Get is lock-free, so work on one bulkhead
+// never blocks another. The path that does not wait allocates nothing.
+package bulkhead

@@ -1,0 +1,321 @@
+package bulkhead
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+)
+
+// Limiter is one bulkhead: a counting semaphore with priority classes,
+// reserves, a bounded wait queue with shedding, and resize. Safe for
+// concurrent use. Create it with New.
+type Limiter struct {
+	name  string
+	clock clock.Clock
+
+	mu       sync.Mutex
+	settings Settings
+	ceil     [numPriorities]int // Settings.Ceiling per class, cached
+	inUse    int
+	queues   [numPriorities]waitQueue
+	queued   int
+	closed   bool
+	slots    []slot   // one per permit ever held at once; see Permit
+	free     []uint32 // indices of slots not in use
+	stats    counters
+}
+
+// slot tracks one permit so that a second release of it can be told apart
+// from the first: the generation moves on every release.
+type slot struct {
+	gen  uint32
+	busy bool
+}
+
+type counters struct {
+	admitted   [numPriorities]uint64
+	rejected   [numReasons]uint64
+	cancelled  uint64
+	released   uint64
+	duplicates uint64
+}
+
+// Permit is the right to one unit of a Limiter's capacity. It is a small
+// value (no allocation); copies name the same permit. The zero Permit is
+// invalid and releasing it is a no-op.
+type Permit struct {
+	l    *Limiter
+	slot uint32
+	gen  uint32
+}
+
+// Release gives the permit back and reports whether it did. Releasing a
+// permit a second time (or the zero Permit) does nothing, is counted as a
+// duplicate release, and returns false.
+func (p Permit) Release() bool {
+	if p.l == nil {
+		return false
+	}
+	return p.l.release(p)
+}
+
+// Valid reports whether p was granted by a Limiter (released or not).
+func (p Permit) Valid() bool { return p.l != nil }
+
+// Limiter returns the limiter that granted p, or nil for the zero Permit.
+func (p Permit) Limiter() *Limiter { return p.l }
+
+// Option configures a Limiter or a Registry.
+type Option func(*options)
+
+type options struct {
+	clock clock.Clock
+}
+
+// WithClock sets the clock used for max_wait timers (default: the real clock).
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
+
+func buildOptions(opts []Option) options {
+	o := options{clock: clock.Real{}}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// New returns a limiter named name with settings s, or s's validation error.
+func New(name string, s Settings, opts ...Option) (*Limiter, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	o := buildOptions(opts)
+	l := &Limiter{name: name, clock: o.clock}
+	l.setLocked(s)
+	return l, nil
+}
+
+// Name returns the bulkhead's key.
+func (l *Limiter) Name() string { return l.name }
+
+// Acquire takes a permit for a request of class p. It returns at once when
+// the class ceiling allows and no waiter of equal or higher class is queued;
+// otherwise it waits in the queue until granted, until max_wait passes
+// (ErrTimeout), or until ctx ends (ctx.Err()), whichever comes first. A full
+// queue sheds the youngest waiter of a strictly lower class or, with none,
+// returns ErrQueueFull. A closed limiter returns ErrClosed.
+//
+// An invalid p is treated as BestEffort. When ctx ends at the same moment
+// as a grant, the permit is given back before Acquire returns: a caller that
+// gets an error never holds a permit.
+func (l *Limiter) Acquire(ctx context.Context, p Priority) (Permit, error) {
+	done := ctx.Done()
+	l.mu.Lock()
+	select {
+	case <-done:
+		// ctx ending happened before the acquire: do not take a permit.
+		l.stats.cancelled++
+		l.mu.Unlock()
+		return Permit{}, ctx.Err()
+	default:
+	}
+	w, permit, err := l.enqueueLocked(p)
+	maxWait := l.settings.MaxWait
+	l.mu.Unlock()
+	if w == nil {
+		return permit, err
+	}
+	var expired <-chan time.Time
+	if maxWait > 0 {
+		t := l.clock.NewTimer(maxWait)
+		defer t.Stop()
+		expired = t.C()
+	}
+	select {
+	case <-w.ready:
+		return w.permit, w.err
+	case <-done:
+		return l.abandon(w, ctx.Err())
+	case <-expired:
+		return l.abandon(w, ErrTimeout)
+	}
+}
+
+// TryAcquire takes a permit only if it can be granted at once, never
+// waiting; otherwise it returns the reason it would have waited or been
+// rejected (ErrQueueFull stands for "would wait").
+func (l *Limiter) TryAcquire(p Priority) (Permit, error) {
+	if !p.Valid() {
+		p = BestEffort
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		l.stats.rejected[ReasonUnknownBulkhead]++
+		return Permit{}, ErrClosed
+	}
+	if l.admissibleLocked(p) {
+		return l.grantLocked(p), nil
+	}
+	l.stats.rejected[ReasonQueueFull]++
+	return Permit{}, ErrQueueFull
+}
+
+// enqueueLocked decides an arrival of class p: granted at once (permit),
+// rejected at once (err), or queued (w != nil). l.mu must be held.
+func (l *Limiter) enqueueLocked(p Priority) (w *waiter, permit Permit, err error) {
+	if !p.Valid() {
+		p = BestEffort
+	}
+	if l.closed {
+		l.stats.rejected[ReasonUnknownBulkhead]++
+		return nil, Permit{}, ErrClosed
+	}
+	if l.admissibleLocked(p) {
+		return nil, l.grantLocked(p), nil
+	}
+	if l.queued >= l.settings.MaxQueue {
+		victim := l.youngestFromLocked(p + 1)
+		if victim == nil {
+			l.stats.rejected[ReasonQueueFull]++
+			return nil, Permit{}, ErrQueueFull
+		}
+		l.rejectLocked(victim, ErrShed)
+	}
+	w = &waiter{prio: p, ready: make(chan struct{})}
+	l.queues[p].pushBack(w)
+	l.queued++
+	return w, Permit{}, nil
+}
+
+// admissibleLocked reports whether an arrival of class p may be granted now:
+// its ceiling allows one more permit and no waiter of equal or higher class
+// is queued.
+func (l *Limiter) admissibleLocked(p Priority) bool {
+	if l.inUse >= l.ceil[p] {
+		return false
+	}
+	if l.queued == 0 {
+		return true
+	}
+	for c := Critical; c <= p; c++ {
+		if l.queues[c].n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// abandon ends a wait that ran out (ctx ended, or max_wait passed: cause is
+// ctx.Err() or ErrTimeout). If the waiter was decided at the same moment the
+// decision is honoured, except that a permit granted to a cancelled caller
+// is given back: a waiter whose context ended never holds a permit.
+func (l *Limiter) abandon(w *waiter, cause error) (Permit, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-w.ready:
+		if w.err != nil {
+			return Permit{}, w.err
+		}
+		if cause == ErrTimeout {
+			// Granted as max_wait passed: the grant came in time.
+			return w.permit, nil
+		}
+		l.stats.cancelled++
+		l.releaseLocked(w.permit)
+		return Permit{}, cause
+	default:
+	}
+	l.queues[w.prio].remove(w)
+	l.queued--
+	if cause == ErrTimeout {
+		l.stats.rejected[ReasonTimeout]++
+	} else {
+		l.stats.cancelled++
+	}
+	// Leaving cannot make another waiter grantable (ceilings fall with the
+	// class), but keep the "no grantable waiter is queued" invariant obvious.
+	l.notifyLocked()
+	return Permit{}, cause
+}
+
+func (l *Limiter) grantLocked(p Priority) Permit {
+	var i uint32
+	if n := len(l.free); n > 0 {
+		i = l.free[n-1]
+		l.free = l.free[:n-1]
+	} else {
+		i = uint32(len(l.slots))
+		l.slots = append(l.slots, slot{})
+	}
+	l.slots[i].busy = true
+	l.inUse++
+	l.stats.admitted[p]++
+	return Permit{l: l, slot: i, gen: l.slots[i].gen}
+}
+
+func (l *Limiter) release(p Permit) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.releaseLocked(p)
+}
+
+func (l *Limiter) releaseLocked(p Permit) bool {
+	if int(p.slot) >= len(l.slots) || !l.slots[p.slot].busy || l.slots[p.slot].gen != p.gen {
+		l.stats.duplicates++
+		return false
+	}
+	s := &l.slots[p.slot]
+	s.busy = false
+	s.gen++
+	l.free = append(l.free, p.slot)
+	l.inUse--
+	l.stats.released++
+	l.notifyLocked()
+	return true
+}
+
+// notifyLocked grants permits to waiters, highest class first and FIFO
+// within a class, while the head waiter's class ceiling allows. Ceilings
+// never rise as the class falls, so once the highest waiting class cannot be
+// served no lower class can: afterwards no queued waiter is grantable.
+func (l *Limiter) notifyLocked() {
+	for l.queued > 0 {
+		var head *waiter
+		for c := range l.queues {
+			if h := l.queues[c].head; h != nil {
+				head = h
+				break
+			}
+		}
+		if head == nil || l.inUse >= l.ceil[head.prio] {
+			return
+		}
+		l.queues[head.prio].remove(head)
+		l.queued--
+		head.permit = l.grantLocked(head.prio)
+		close(head.ready)
+	}
+}
+
+// rejectLocked removes a queued waiter and decides it with err.
+func (l *Limiter) rejectLocked(w *waiter, err *Rejection) {
+	l.queues[w.prio].remove(w)
+	l.queued--
+	l.stats.rejected[err.reason]++
+	w.err = err
+	close(w.ready)
+}
+
+// youngestFromLocked returns the youngest waiter of the lowest queued class
+// in [lowest, BestEffort] (so lowest-1 for "strictly below"), or nil.
+func (l *Limiter) youngestFromLocked(lowest Priority) *waiter {
+	for c := int(numPriorities) - 1; c >= int(lowest); c-- {
+		if t := l.queues[c].tail; t != nil {
+			return t
+		}
+	}
+	return nil
+}
