@@ -24,7 +24,7 @@ func mustNew(t testing.TB, s Settings, opts ...Option) *Limiter {
 func enqueue(l *Limiter, p Priority) (*waiter, Permit, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.enqueueLocked(p)
+	return l.enqueueLocked(p, false)
 }
 
 func isDecided(w *waiter) bool {

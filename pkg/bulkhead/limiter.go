@@ -110,6 +110,24 @@ func (l *Limiter) Name() string { return l.name }
 // as a grant, the permit is given back before Acquire returns: a caller that
 // gets an error never holds a permit.
 func (l *Limiter) Acquire(ctx context.Context, p Priority) (Permit, error) {
+	return l.acquire(ctx, p, 0, false)
+}
+
+// AcquireBefore is Acquire whose wait also ends at deadline, with
+// ErrTimeout: callers pass their RPC deadline less a margin so that they
+// always answer in time. The wait is min(max_wait, deadline - now). If the
+// deadline has already passed, only an arrival that needs no wait is
+// granted; one that would queue gets ErrTimeout at once and sheds nobody.
+// A zero deadline means no deadline.
+func (l *Limiter) AcquireBefore(ctx context.Context, p Priority, deadline time.Time) (Permit, error) {
+	if deadline.IsZero() {
+		return l.acquire(ctx, p, 0, false)
+	}
+	return l.acquire(ctx, p, deadline.Sub(l.clock.Now()), true)
+}
+
+// acquire implements Acquire; when capped, the wait is at most budget.
+func (l *Limiter) acquire(ctx context.Context, p Priority, budget time.Duration, capped bool) (Permit, error) {
 	done := ctx.Done()
 	l.mu.Lock()
 	select {
@@ -120,15 +138,18 @@ func (l *Limiter) Acquire(ctx context.Context, p Priority) (Permit, error) {
 		return Permit{}, ctx.Err()
 	default:
 	}
-	w, permit, err := l.enqueueLocked(p)
-	maxWait := l.settings.MaxWait
+	wait := l.settings.MaxWait
+	if capped && (wait == 0 || budget < wait) {
+		wait = budget
+	}
+	w, permit, err := l.enqueueLocked(p, capped && wait <= 0)
 	l.mu.Unlock()
 	if w == nil {
 		return permit, err
 	}
 	var expired <-chan time.Time
-	if maxWait > 0 {
-		t := l.clock.NewTimer(maxWait)
+	if wait > 0 {
+		t := l.clock.NewTimer(wait)
 		defer t.Stop()
 		expired = t.C()
 	}
@@ -163,8 +184,9 @@ func (l *Limiter) TryAcquire(p Priority) (Permit, error) {
 }
 
 // enqueueLocked decides an arrival of class p: granted at once (permit),
-// rejected at once (err), or queued (w != nil). l.mu must be held.
-func (l *Limiter) enqueueLocked(p Priority) (w *waiter, permit Permit, err error) {
+// rejected at once (err), or queued (w != nil). With noWait an arrival that
+// would queue gets ErrTimeout instead. l.mu must be held.
+func (l *Limiter) enqueueLocked(p Priority, noWait bool) (w *waiter, permit Permit, err error) {
 	if !p.Valid() {
 		p = BestEffort
 	}
@@ -174,6 +196,10 @@ func (l *Limiter) enqueueLocked(p Priority) (w *waiter, permit Permit, err error
 	}
 	if l.admissibleLocked(p) {
 		return nil, l.grantLocked(p), nil
+	}
+	if noWait {
+		l.stats.rejected[ReasonTimeout]++
+		return nil, Permit{}, ErrTimeout
 	}
 	if l.queued >= l.settings.MaxQueue {
 		victim := l.youngestFromLocked(p + 1)

@@ -253,3 +253,32 @@ func TestCloseKeepsReleasing(t *testing.T) {
 		t.Fatalf("after close: %+v", s)
 	}
 }
+
+func TestAcquireBefore(t *testing.T) {
+	fake := clock.NewFake(time.Unix(100, 0))
+	l := mustNew(t, Settings{MaxConcurrent: 1, MaxQueue: 2, MaxWait: time.Second}, WithClock(fake))
+	// A passed deadline still admits what needs no wait.
+	p, err := l.AcquireBefore(context.Background(), Normal, fake.Now().Add(-time.Millisecond))
+	if err != nil {
+		t.Fatalf("free permit with passed deadline: %v", err)
+	}
+	// ...but never queues (and so sheds nobody).
+	if _, err := l.AcquireBefore(context.Background(), Critical, fake.Now()); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("would-wait with passed deadline: %v", err)
+	}
+	// The deadline caps max_wait.
+	ch := make(chan acquireResult, 1)
+	go func() {
+		pm, err := l.AcquireBefore(context.Background(), Normal, fake.Now().Add(200*time.Millisecond))
+		ch <- acquireResult{pm, err}
+	}()
+	waitFor(t, func() bool { return fake.Timers() == 1 })
+	fake.Advance(200 * time.Millisecond)
+	if r := recv(t, ch); !errors.Is(r.err, ErrTimeout) {
+		t.Fatalf("deadline-capped wait: %v", r.err)
+	}
+	if s := l.Snapshot(); s.Rejected[ReasonTimeout] != 2 || s.QueuedTotal() != 0 {
+		t.Fatalf("after deadlines: %+v", s)
+	}
+	p.Release()
+}
