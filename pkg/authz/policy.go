@@ -1,0 +1,74 @@
+package authz
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+)
+
+// UnmatchedPolicy says what to do with a Check that names no bulkhead, or
+// one that is not configured.
+type UnmatchedPolicy uint8
+
+// The policies for unmatched Checks.
+const (
+	// Deny answers with a rejection, reason unknown_bulkhead.
+	Deny UnmatchedPolicy = iota
+	// Allow answers OK without taking a permit.
+	Allow
+	// UseDefault takes a permit from Policy.DefaultBulkhead.
+	UseDefault
+)
+
+// Policy is how the server answers. Values are immutable once passed to
+// the Server.
+type Policy struct {
+	// PriorityHeader is the request header that carries the class ("" to
+	// ignore headers). Envoy sends header names in lower case.
+	PriorityHeader string
+	// DefaultPriority is used when no class is given or the given one is
+	// unknown.
+	DefaultPriority bulkhead.Priority
+	Unmatched       UnmatchedPolicy
+	DefaultBulkhead string
+	// DenyStatus is the HTTP status of rejections.
+	DenyStatus int
+	// DeadlineMargin: waits end this long before the Check's deadline.
+	DeadlineMargin time.Duration
+	// RetryAfter is sent as the retry-after header (whole seconds, >= 1).
+	RetryAfter time.Duration
+	// LeaseTTL per bulkhead; DefaultLeaseTTL for the others.
+	LeaseTTL        map[string]time.Duration
+	DefaultLeaseTTL time.Duration
+}
+
+// DefaultPolicy returns the documented defaults.
+func DefaultPolicy() Policy {
+	return Policy{
+		PriorityHeader:  "x-bulkhead-priority",
+		DefaultPriority: bulkhead.Normal,
+		DenyStatus:      503,
+		DeadlineMargin:  25 * time.Millisecond,
+		RetryAfter:      time.Second,
+		DefaultLeaseTTL: 60 * time.Second,
+	}
+}
+
+func (p *Policy) leaseTTL(key string) time.Duration {
+	if d, ok := p.LeaseTTL[key]; ok && d > 0 {
+		return d
+	}
+	return p.DefaultLeaseTTL
+}
+
+func (p *Policy) retryAfterSeconds() string {
+	s := int64((p.RetryAfter + time.Second - 1) / time.Second)
+	return fmt.Sprint(max(s, 1))
+}
+
+func (p Policy) normalised() Policy {
+	p.PriorityHeader = strings.ToLower(p.PriorityHeader)
+	return p
+}

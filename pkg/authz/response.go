@@ -1,0 +1,100 @@
+package authz
+
+import (
+	"encoding/json"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+)
+
+// Metadata keys of an OK answer. Envoy stores dynamic_metadata under the
+// namespace envoy.filters.http.ext_authz, where the access log finds it.
+const (
+	MetadataToken    = "bulkhead_permit"
+	MetadataBulkhead = "bulkhead"
+	// MetadataNamespace is where Envoy puts the ext_authz filter's metadata.
+	MetadataNamespace = "envoy.filters.http.ext_authz"
+)
+
+// Headers of a rejection.
+const (
+	HeaderReason   = "x-bulkhead-reason"
+	HeaderBulkhead = "x-bulkhead"
+)
+
+// maxEchoedKey bounds how much of an unknown key a rejection echoes back.
+const maxEchoedKey = 64
+
+func admitted(token, key string) *authv3.CheckResponse {
+	return &authv3.CheckResponse{
+		Status:       &rpcstatus.Status{Code: int32(codes.OK)},
+		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{}},
+		DynamicMetadata: &structpb.Struct{Fields: map[string]*structpb.Value{
+			MetadataToken:    structpb.NewStringValue(token),
+			MetadataBulkhead: structpb.NewStringValue(key),
+		}},
+	}
+}
+
+// allowed is OK without a permit (the unmatched policy "allow").
+func allowed() *authv3.CheckResponse {
+	return &authv3.CheckResponse{
+		Status:       &rpcstatus.Status{Code: int32(codes.OK)},
+		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{}},
+	}
+}
+
+type rejectionBody struct {
+	Error    string `json:"error"`
+	Bulkhead string `json:"bulkhead"`
+	Reason   string `json:"reason"`
+}
+
+// denied is a rejection: Envoy answers the client with it directly. The
+// gRPC-level code is PERMISSION_DENIED, which Envoy treats as a denial (any
+// non-OK code is) and reports as ext_authz "denied" in its stats.
+func denied(pol *Policy, key string, r bulkhead.Reason) *authv3.CheckResponse {
+	key = echoable(key)
+	body, _ := json.Marshal(rejectionBody{Error: "bulkhead rejected", Bulkhead: key, Reason: r.String()})
+	return &authv3.CheckResponse{
+		Status: &rpcstatus.Status{Code: int32(codes.PermissionDenied), Message: "bulkhead " + r.String()},
+		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
+			Status: &typev3.HttpStatus{Code: typev3.StatusCode(pol.DenyStatus)},
+			Headers: []*corev3.HeaderValueOption{
+				header("retry-after", pol.retryAfterSeconds()),
+				header(HeaderReason, r.String()),
+				header(HeaderBulkhead, key),
+				header("content-type", "application/json"),
+			},
+			Body: string(body) + "\n",
+		}},
+	}
+}
+
+func header(k, v string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{
+		Header:       &corev3.HeaderValue{Key: k, Value: v},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+	}
+}
+
+// echoable returns key if it is short and made of name characters (it is
+// echoed in a header and a body), else "".
+func echoable(key string) string {
+	if len(key) > maxEchoedKey {
+		return ""
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || 'A' <= c && c <= 'Z') {
+			return ""
+		}
+	}
+	return key
+}

@@ -1,0 +1,156 @@
+package authz
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+)
+
+// Bulkheads finds a bulkhead by key; *bulkhead.Registry is one.
+type Bulkheads interface {
+	Get(key string) *bulkhead.Limiter
+}
+
+// Ledger registers granted permits; *permit.Ledger is one.
+type Ledger interface {
+	Grant(p permit.Releaser, g permit.Grant) (string, error)
+	Release(token string, src permit.Source) (permit.Lease, permit.Result)
+}
+
+// Recorder receives what the server measures; *metrics.Metrics is one.
+type Recorder interface {
+	Waited(dependency string, d time.Duration)
+	InvalidPriority(dependency string)
+	Unmatched(outcome string)
+}
+
+// Server answers Envoy's Check calls.
+type Server struct {
+	authv3.UnimplementedAuthorizationServer
+
+	bulkheads Bulkheads
+	ledger    Ledger
+	rec       Recorder
+	clock     clock.Clock
+	log       *slog.Logger
+	policy    atomic.Pointer[Policy]
+}
+
+var _ authv3.AuthorizationServer = (*Server)(nil)
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithClock sets the clock used to measure waits (default: real).
+func WithClock(c clock.Clock) Option { return func(s *Server) { s.clock = c } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// New returns a server answering with policy pol.
+func New(b Bulkheads, l Ledger, rec Recorder, pol Policy, opts ...Option) *Server {
+	s := &Server{bulkheads: b, ledger: l, rec: rec, clock: clock.Real{}, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(s)
+	}
+	s.SetPolicy(pol)
+	return s
+}
+
+// SetPolicy swaps the policy; Checks in flight keep the one they started with.
+func (s *Server) SetPolicy(p Policy) {
+	p = p.normalised()
+	s.policy.Store(&p)
+}
+
+// Check implements authv3.AuthorizationServer.
+func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	return s.check(ctx, req)
+}
+
+func (s *Server) check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	start := s.clock.Now()
+	pol := s.policy.Load()
+	attrs := req.GetAttributes()
+	ext := attrs.GetContextExtensions()
+	key := ext["bulkhead"]
+
+	l := s.bulkheads.Get(key)
+	if l == nil {
+		switch pol.Unmatched {
+		case Allow:
+			s.rec.Unmatched("allowed")
+			return allowed(), nil
+		case UseDefault:
+			if l = s.bulkheads.Get(pol.DefaultBulkhead); l != nil {
+				s.rec.Unmatched("defaulted")
+				key = pol.DefaultBulkhead
+			}
+		}
+		if l == nil {
+			s.rec.Unmatched("denied")
+			return denied(pol, key, bulkhead.ReasonUnknownBulkhead), nil
+		}
+	}
+
+	prio := s.priority(pol, key, attrs.GetRequest().GetHttp().GetHeaders(), ext)
+	var deadline time.Time
+	if d, ok := ctx.Deadline(); ok {
+		deadline = d.Add(-pol.DeadlineMargin)
+	}
+	p, err := l.AcquireBefore(ctx, prio, deadline)
+	if err != nil {
+		if r := bulkhead.ReasonOf(err); r != bulkhead.ReasonNone {
+			return denied(pol, key, r), nil
+		}
+		// The Check's context ended while it waited: Envoy cancelled it
+		// (the client went away) or its deadline passed. Nobody listens.
+		return nil, status.FromContextError(err).Err()
+	}
+	token, err := s.ledger.Grant(p, permit.Grant{Bulkhead: key, Priority: prio, TTL: pol.leaseTTL(key)})
+	if err != nil {
+		p.Release()
+		s.log.Error("permit not registered", "bulkhead", key, "err", err)
+		return nil, status.Errorf(codes.ResourceExhausted, "bulkhead: %v", err)
+	}
+	if err := ctx.Err(); err != nil {
+		// Granted, but Envoy no longer waits for the answer: no access log
+		// will carry this token, so give the permit back now.
+		s.ledger.Release(token, permit.Cancel)
+		return nil, status.FromContextError(err).Err()
+	}
+	s.rec.Waited(key, s.clock.Now().Sub(start))
+	return admitted(token, key), nil
+}
+
+// priority picks the class: the configured header, else the route's
+// context_extensions["priority"], else the default. An unknown value falls
+// back to the default and is counted.
+func (s *Server) priority(pol *Policy, key string, headers, ext map[string]string) bulkhead.Priority {
+	v, ok := "", false
+	if pol.PriorityHeader != "" {
+		v, ok = headers[pol.PriorityHeader]
+	}
+	if !ok {
+		v, ok = ext["priority"]
+	}
+	if !ok {
+		return pol.DefaultPriority
+	}
+	p, err := bulkhead.ParsePriority(v)
+	if errors.Is(err, bulkhead.ErrUnknownPriority) {
+		s.rec.InvalidPriority(key)
+		return pol.DefaultPriority
+	}
+	return p
+}

@@ -1,0 +1,59 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+)
+
+var (
+	descActive = prometheus.NewDesc("bulkhead_active_calls",
+		"Permits in use (requests admitted and not yet released).", []string{"dependency"}, nil)
+	descQueued = prometheus.NewDesc("bulkhead_queued_calls",
+		"Requests waiting for a permit.", []string{"dependency"}, nil)
+	descLimit = prometheus.NewDesc("bulkhead_limit",
+		"The bulkhead's max_concurrent.", []string{"dependency"}, nil)
+	descMaxQueue = prometheus.NewDesc("bulkhead_queue_limit",
+		"The bulkhead's max_queue.", []string{"dependency"}, nil)
+	descAdmitted = prometheus.NewDesc("bulkhead_admitted_total",
+		"Requests granted a permit.", []string{"dependency", "priority"}, nil)
+	descRejected = prometheus.NewDesc("bulkhead_rejected_total",
+		"Requests rejected, by reason.", []string{"dependency", "reason"}, nil)
+	descCancelled = prometheus.NewDesc("bulkhead_cancelled_total",
+		"Checks that ended while waiting because Envoy or the client went away.", []string{"dependency"}, nil)
+)
+
+// snapshotCollector reports limiter state from snapshots at scrape time.
+type snapshotCollector struct {
+	src SnapshotSource
+	m   *Metrics
+}
+
+func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descActive, descQueued, descLimit, descMaxQueue, descAdmitted, descRejected, descCancelled} {
+		ch <- d
+	}
+}
+
+func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for _, s := range c.src.Snapshots() {
+		gauge(descActive, float64(s.InUse), s.Name)
+		gauge(descQueued, float64(s.QueuedTotal()), s.Name)
+		gauge(descLimit, float64(s.Settings.MaxConcurrent), s.Name)
+		gauge(descMaxQueue, float64(s.Settings.MaxQueue), s.Name)
+		for _, p := range bulkhead.Priorities() {
+			counter(descAdmitted, s.Admitted[p], s.Name, p.String())
+		}
+		for _, r := range bulkhead.Reasons() {
+			counter(descRejected, s.Rejected[r], s.Name, r.String())
+		}
+		counter(descCancelled, s.Cancelled, s.Name)
+	}
+	counter(descRejected, c.m.unknownRejected.Load(), UnknownDependency, bulkhead.ReasonUnknownBulkhead.String())
+}

@@ -1,0 +1,174 @@
+package metrics
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/accesslog"
+	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+)
+
+// UnknownDependency is the dependency label of checks that named no
+// configured bulkhead; the key they did name is never a label value.
+const UnknownDependency = "_unknown"
+
+// SnapshotSource lists the bulkheads to report. *bulkhead.Registry is one.
+type SnapshotSource interface {
+	Snapshots() []bulkhead.Snapshot
+}
+
+// Metrics records Bulkhead's metrics.
+type Metrics struct {
+	success, failure *prometheus.CounterVec
+	aborted          *prometheus.CounterVec
+	wait, hold       *prometheus.HistogramVec
+	expired          *prometheus.CounterVec
+	releases         *prometheus.CounterVec
+	invalidPriority  *prometheus.CounterVec
+	unmatched        *prometheus.CounterVec
+	logEntries       *prometheus.CounterVec
+	streams          prometheus.Gauge
+	reloads          *prometheus.CounterVec
+
+	unknownRejected atomic.Uint64 // rejected with reason unknown_bulkhead, no bulkhead
+}
+
+var (
+	_ permit.Observer    = (*Metrics)(nil)
+	_ authz.Recorder     = (*Metrics)(nil)
+	_ accesslog.Recorder = (*Metrics)(nil)
+
+	// Buckets from 1 ms to ~33 s: waits are short, holds span request times.
+	timeBuckets = prometheus.ExponentialBuckets(0.001, 2, 16)
+)
+
+// New creates the metrics and registers them, with a collector over src,
+// on reg.
+func New(reg prometheus.Registerer, src SnapshotSource) (*Metrics, error) {
+	m := &Metrics{
+		success: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkhead_success_total", Help: "Admitted requests that ended without a 5xx or a reset (from the access log).",
+		}, []string{"dependency"}),
+		failure: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkhead_failure_total", Help: "Admitted requests that ended with a 5xx, or with no response (reset, timeout, abort).",
+		}, []string{"dependency"}),
+		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkhead_aborted_total", Help: "Admitted requests whose client went away before a response (neither success nor failure).",
+		}, []string{"dependency"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "bulkhead_wait_seconds", Help: "Time from Check arrival to permit grant, for admitted requests.", Buckets: timeBuckets,
+		}, []string{"dependency"}),
+		hold: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "bulkhead_permit_hold_seconds", Help: "Time a permit was held, from grant to release by any source.", Buckets: timeBuckets,
+		}, []string{"dependency"}),
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkhead_permits_expired_total", Help: "Permits reclaimed by lease expiry: their access-log entry never arrived.",
+		}, []string{"dependency"}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkhead_releases_total", Help: "Permit releases by source; duplicate and unknown are no-ops.",
+		}, []string{"source"}),
+		invalidPriority: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkhead_invalid_priority_total", Help: "Checks whose priority value was not a known class (the default class was used).",
+		}, []string{"dependency"}),
+		unmatched: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkhead_unmatched_checks_total", Help: "Checks with no or an unknown bulkhead key, by the policy's outcome.",
+		}, []string{"outcome"}),
+		logEntries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkhead_access_log_entries_total", Help: "Access-log entries received, by what was done with them.",
+		}, []string{"result"}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bulkhead_access_log_streams", Help: "Open access-log streams (one per Envoy worker).",
+		}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkhead_config_reloads_total", Help: "Configuration loads by result.",
+		}, []string{"result"}),
+	}
+	cs := []prometheus.Collector{m.success, m.failure, m.aborted, m.wait, m.hold, m.expired, m.releases,
+		m.invalidPriority, m.unmatched, m.logEntries, m.streams, m.reloads, &snapshotCollector{src: src, m: m}}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range []string{"access_log", "ttl", "cancel", "node_lost", "shutdown", "duplicate", "unknown"} {
+		m.releases.WithLabelValues(s)
+	}
+	for _, r := range []string{"success", "failure"} {
+		m.reloads.WithLabelValues(r)
+	}
+	return m, nil
+}
+
+// Waited records the wait of an admitted request.
+func (m *Metrics) Waited(dependency string, d time.Duration) {
+	m.wait.WithLabelValues(dependency).Observe(d.Seconds())
+}
+
+// Outcome records how an admitted request ended.
+func (m *Metrics) Outcome(dependency string, o accesslog.Outcome) {
+	switch o {
+	case accesslog.Success:
+		m.success.WithLabelValues(dependency).Inc()
+	case accesslog.Failure:
+		m.failure.WithLabelValues(dependency).Inc()
+	default:
+		m.aborted.WithLabelValues(dependency).Inc()
+	}
+}
+
+// InvalidPriority counts a check whose priority value was not a class.
+func (m *Metrics) InvalidPriority(dependency string) {
+	m.invalidPriority.WithLabelValues(dependency).Inc()
+}
+
+// Unmatched counts a check with no or an unknown bulkhead key, by outcome:
+// "allowed", "denied" or "defaulted". Denied ones also count as rejected
+// with reason unknown_bulkhead under dependency "_unknown".
+func (m *Metrics) Unmatched(outcome string) {
+	m.unmatched.WithLabelValues(outcome).Inc()
+	if outcome == "denied" {
+		m.unknownRejected.Add(1)
+	}
+}
+
+// LogEntry counts an access-log entry by result (released, duplicate,
+// unknown, no_token, not_end).
+func (m *Metrics) LogEntry(result string) { m.logEntries.WithLabelValues(result).Inc() }
+
+// StreamOpened and StreamClosed track open access-log streams.
+func (m *Metrics) StreamOpened() { m.streams.Inc() }
+
+// StreamClosed: see StreamOpened.
+func (m *Metrics) StreamClosed() { m.streams.Dec() }
+
+// Reload counts a configuration load by result.
+func (m *Metrics) Reload(ok bool) {
+	if ok {
+		m.reloads.WithLabelValues("success").Inc()
+		return
+	}
+	m.reloads.WithLabelValues("failure").Inc()
+}
+
+// Ended implements permit.Observer: a lease ended by a real release.
+func (m *Metrics) Ended(l permit.Lease, src permit.Source, at time.Time) {
+	m.releases.WithLabelValues(src.String()).Inc()
+	m.hold.WithLabelValues(l.Bulkhead).Observe(at.Sub(l.Acquired).Seconds())
+	if src == permit.TTL {
+		m.expired.WithLabelValues(l.Bulkhead).Inc()
+	}
+}
+
+// Ignored implements permit.Observer: a release that found nothing to do.
+func (m *Metrics) Ignored(_ permit.Source, r permit.Result) {
+	switch r {
+	case permit.Duplicate:
+		m.releases.WithLabelValues("duplicate").Inc()
+	case permit.Unknown:
+		m.releases.WithLabelValues("unknown").Inc()
+	}
+}

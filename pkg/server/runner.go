@@ -1,0 +1,229 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/accesslog"
+	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+	"github.com/bulkhead-mesh/bulkhead/pkg/config"
+	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+)
+
+// Runner is one Bulkhead process: everything config describes, ready to Run.
+type Runner struct {
+	cfg         *config.Config
+	log         *slog.Logger
+	addressFile string
+	drain       time.Duration
+
+	Registry *bulkhead.Registry
+	Ledger   *permit.Ledger
+	Metrics  *metrics.Metrics
+	promReg  *prometheus.Registry
+	authz    *authz.Server
+	als      *accesslog.Server
+	ready    atomic.Bool
+}
+
+// Option configures a Runner.
+type Option func(*Runner)
+
+// WithAddressFile makes Run write the bound addresses, as JSON
+// {"grpc": "...", "http": "..."}, to path once both listeners are bound.
+func WithAddressFile(path string) Option { return func(r *Runner) { r.addressFile = path } }
+
+// WithDrainTimeout bounds how long shutdown waits for Checks in flight
+// (default 5s).
+func WithDrainTimeout(d time.Duration) Option { return func(r *Runner) { r.drain = d } }
+
+// New builds a runner for cfg. It starts nothing.
+func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) {
+	r := &Runner{cfg: cfg, log: log, drain: 5 * time.Second, promReg: prometheus.NewRegistry()}
+	for _, o := range opts {
+		o(r)
+	}
+	r.Registry = bulkhead.NewRegistry()
+	if _, err := r.Registry.Apply(settings(cfg)); err != nil {
+		return nil, err
+	}
+	m, err := metrics.New(r.promReg, r.Registry)
+	if err != nil {
+		return nil, err
+	}
+	r.Metrics = m
+	r.promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Reload(true)
+	r.Ledger = permit.New(clock.Real{}, permit.WithObserver(m), permit.WithSweepInterval(cfg.Leases.SweepInterval))
+	r.authz = authz.New(r.Registry, r.Ledger, m, Policy(cfg), authz.WithLogger(log))
+	r.als = accesslog.New(r.Ledger, m, log)
+	return r, nil
+}
+
+func settings(cfg *config.Config) map[string]bulkhead.Settings {
+	out := make(map[string]bulkhead.Settings, len(cfg.Bulkheads))
+	for k, b := range cfg.Bulkheads {
+		out[k] = b.Settings
+	}
+	return out
+}
+
+// Policy translates the configuration into the Check policy.
+func Policy(cfg *config.Config) authz.Policy {
+	p := authz.Policy{
+		PriorityHeader:  cfg.Authz.PriorityHeader,
+		DefaultPriority: cfg.Authz.DefaultPriority,
+		DefaultBulkhead: cfg.Authz.DefaultBulkhead,
+		DenyStatus:      cfg.Authz.DenyStatus,
+		DeadlineMargin:  cfg.Authz.DeadlineMargin,
+		RetryAfter:      cfg.Authz.RetryAfter,
+		LeaseTTL:        make(map[string]time.Duration, len(cfg.Bulkheads)),
+		DefaultLeaseTTL: cfg.Leases.DefaultTTL,
+	}
+	switch cfg.Authz.UnknownBulkhead {
+	case config.UnknownAllow:
+		p.Unmatched = authz.Allow
+	case config.UnknownDefault:
+		p.Unmatched = authz.UseDefault
+	default:
+		p.Unmatched = authz.Deny
+	}
+	for k, b := range cfg.Bulkheads {
+		p.LeaseTTL[k] = b.LeaseTTL
+	}
+	return p
+}
+
+// Run serves until ctx ends, then shuts down gracefully. It returns an
+// error if a listener cannot be bound or a server fails.
+func (r *Runner) Run(ctx context.Context) error {
+	grpcLn, err := net.Listen("tcp", r.cfg.Listen.GRPC)
+	if err != nil {
+		return fmt.Errorf("listen.grpc: %w", err)
+	}
+	httpLn, err := net.Listen("tcp", r.cfg.Listen.HTTP)
+	if err != nil {
+		grpcLn.Close()
+		return fmt.Errorf("listen.http: %w", err)
+	}
+
+	flight := newInflight()
+	gs := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(flight.interceptor),
+		// Envoy pings idle HTTP/2 connections; do not punish it for that.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	authv3.RegisterAuthorizationServer(gs, r.authz)
+	alsv3.RegisterAccessLogServiceServer(gs, r.als)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(r.promReg, promhttp.HandlerOpts{Registry: r.promReg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !r.ready.Load() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
+	errc := make(chan error, 3)
+	go func() { errc <- r.Ledger.Run(sweepCtx) }()
+	go func() { errc <- gs.Serve(grpcLn) }()
+	go func() {
+		if err := hsrv.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+			return
+		}
+		errc <- nil
+	}()
+
+	addrs := map[string]string{"grpc": grpcLn.Addr().String(), "http": httpLn.Addr().String()}
+	if err := r.writeAddressFile(addrs); err != nil {
+		r.log.Error("address file not written", "path", r.addressFile, "err", err)
+	}
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	r.ready.Store(true)
+	r.log.Info("serving", "grpc", addrs["grpc"], "http", addrs["http"], "bulkheads", r.Registry.Len())
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc: // a server died
+		r.log.Error("server failed", "err", runErr)
+	}
+
+	r.log.Info("shutting down")
+	r.ready.Store(false)
+	hs.Shutdown()
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	drainCtx, cancel := context.WithTimeout(context.Background(), r.drain)
+	flight.wait(drainCtx)
+	cancel()
+	gs.Stop() // closes the access-log streams GracefulStop would wait for
+	<-stopped
+	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = hsrv.Shutdown(shutCtx)
+	cancel()
+	stopSweep()
+	n := 1 + 2 // sweeper, gRPC, HTTP
+	if runErr != nil {
+		n--
+	}
+	for range n {
+		<-errc
+	}
+	r.log.Info("stopped", "permits_outstanding", r.Ledger.Len())
+	return runErr
+}
+
+func (r *Runner) writeAddressFile(addrs map[string]string) error {
+	if r.addressFile == "" {
+		return nil
+	}
+	b, err := json.Marshal(addrs)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(r.addressFile), ".bulkhead-addr-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), r.addressFile)
+}
