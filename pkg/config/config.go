@@ -1,0 +1,155 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+)
+
+// Config is the daemon's whole configuration. See the package doc for its
+// sources; values are immutable once returned.
+type Config struct {
+	Listen Listen
+	Log    Log
+	Authz  Authz
+	Leases Leases
+	Limits Limits
+	// Bulkheads maps each bulkhead name to its settings. It may be empty:
+	// then every request goes through Authz.UnknownBulkhead.
+	Bulkheads map[string]Bulkhead
+	// Source names where the YAML came from: the file path given to Load,
+	// the name given to Parse, or "" when Load read no file.
+	Source string
+}
+
+// Listen holds the listen addresses, host:port; port 0 picks a free port.
+type Listen struct {
+	GRPC string // ext_authz, access-log service, gRPC health
+	HTTP string // /metrics, /healthz, /readyz
+}
+
+// Log configures the daemon's slog handler.
+type Log struct {
+	Level  slog.Level // one of debug, info, warn, error
+	Format LogFormat
+}
+
+// Authz configures the ext_authz Check path.
+type Authz struct {
+	// PriorityHeader is the lowercase request header carrying the priority;
+	// "" ignores headers.
+	PriorityHeader string
+	// DefaultPriority applies when a request names no priority.
+	DefaultPriority bulkhead.Priority
+	// UnknownBulkhead says what to do with requests naming no bulkhead or
+	// one that is not configured.
+	UnknownBulkhead UnknownPolicy
+	// DefaultBulkhead is where UnknownDefault sends such requests; set iff
+	// UnknownBulkhead is UnknownDefault, and always a configured bulkhead.
+	DefaultBulkhead string
+	// DenyStatus is the HTTP status of rejections, 400..599.
+	DenyStatus int
+	// DeadlineMargin ends waits this long before the gRPC deadline; [0, 1s).
+	DeadlineMargin time.Duration
+	// RetryAfter is the retry-after value of rejections; positive.
+	RetryAfter time.Duration
+}
+
+// Leases configures permit leases.
+type Leases struct {
+	DefaultTTL    time.Duration // lease_ttl of bulkheads that set none
+	SweepInterval time.Duration // how often expired leases are reclaimed
+}
+
+// Limits caps what the configuration (and later the admin API) may create.
+type Limits struct {
+	MaxBulkheads int
+}
+
+// Bulkhead is one configured bulkhead.
+type Bulkhead struct {
+	Settings bulkhead.Settings
+	// LeaseTTL is how long a permit may be held before it is reclaimed;
+	// Leases.DefaultTTL when the file sets none.
+	LeaseTTL time.Duration
+}
+
+// UnknownPolicy is what Check does with a request whose bulkhead is missing
+// or not configured. The zero value is UnknownDeny.
+type UnknownPolicy uint8
+
+// The unknown-bulkhead policies.
+const (
+	// UnknownDeny rejects the request with reason unknown_bulkhead.
+	UnknownDeny UnknownPolicy = iota
+	// UnknownAllow lets the request through without a permit.
+	UnknownAllow
+	// UnknownDefault takes a permit from Authz.DefaultBulkhead.
+	UnknownDefault
+)
+
+var unknownPolicyNames = [...]string{"deny", "allow", "default"}
+
+// String returns the policy's configuration name.
+func (p UnknownPolicy) String() string {
+	if int(p) < len(unknownPolicyNames) {
+		return unknownPolicyNames[p]
+	}
+	return fmt.Sprintf("unknown_policy(%d)", uint8(p))
+}
+
+// ParseUnknownPolicy maps "deny", "allow" or "default" to its policy.
+func ParseUnknownPolicy(s string) (UnknownPolicy, error) {
+	for i, n := range unknownPolicyNames {
+		if s == n {
+			return UnknownPolicy(i), nil
+		}
+	}
+	return UnknownDeny, fmt.Errorf("%w: unknown_bulkhead %q (want deny, allow or default)", ErrInvalid, s)
+}
+
+// LogFormat selects the slog handler. The zero value is LogText.
+type LogFormat uint8
+
+// The log formats.
+const (
+	LogText LogFormat = iota // slog.TextHandler
+	LogJSON                  // slog.JSONHandler
+)
+
+var logFormatNames = [...]string{"text", "json"}
+
+// String returns the format's configuration name.
+func (f LogFormat) String() string {
+	if int(f) < len(logFormatNames) {
+		return logFormatNames[f]
+	}
+	return fmt.Sprintf("log_format(%d)", uint8(f))
+}
+
+// ParseLogFormat maps "text" or "json" to its format.
+func ParseLogFormat(s string) (LogFormat, error) {
+	for i, n := range logFormatNames {
+		if s == n {
+			return LogFormat(i), nil
+		}
+	}
+	return LogText, fmt.Errorf("%w: log format %q (want text or json)", ErrInvalid, s)
+}
+
+var logLevels = map[string]slog.Level{
+	"debug": slog.LevelDebug,
+	"info":  slog.LevelInfo,
+	"warn":  slog.LevelWarn,
+	"error": slog.LevelError,
+}
+
+// ParseLogLevel maps "debug", "info", "warn" or "error" to its slog level.
+func ParseLogLevel(s string) (slog.Level, error) {
+	if l, ok := logLevels[s]; ok {
+		return l, nil
+	}
+	return slog.LevelInfo, fmt.Errorf("%w: log level %q (want debug, info, warn or error)", ErrInvalid, s)
+}

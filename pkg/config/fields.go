@@ -1,0 +1,218 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+)
+
+// Defaults of the settings outside bulkheads.
+const (
+	DefaultListenGRPC      = "127.0.0.1:9001"
+	DefaultListenHTTP      = "127.0.0.1:9090"
+	DefaultPriorityHeader  = "x-bulkhead-priority"
+	DefaultDenyStatus      = 503
+	DefaultDeadlineMargin  = 25 * time.Millisecond
+	DefaultRetryAfter      = time.Second
+	DefaultLeaseTTL        = 60 * time.Second
+	DefaultSweepInterval   = 500 * time.Millisecond
+	DefaultMaxBulkheads    = 1000
+	MaxBulkheadsCeiling    = 100000 // limits.max_bulkheads may not exceed it
+	maxDeadlineMarginLimit = time.Second
+)
+
+// scalar is one setting outside bulkheads: its dotted key (also its env
+// name, BULKHEAD_ + upper-cased key with "_" for "."), its default in the form
+// YAML gives it, the flag that overrides it, and how to store it in a Config.
+type scalar struct {
+	key  string
+	def  any
+	flag string
+	set  func(d *decoder, c *Config, key string, raw any)
+}
+
+// scalars lists every setting outside bulkheads. Read-only.
+var scalars = []scalar{
+	{"listen.grpc", DefaultListenGRPC, FlagListenGRPC, func(d *decoder, c *Config, k string, v any) {
+		c.Listen.GRPC = d.str(k, v)
+	}},
+	{"listen.http", DefaultListenHTTP, FlagListenHTTP, func(d *decoder, c *Config, k string, v any) {
+		c.Listen.HTTP = d.str(k, v)
+	}},
+	{"log.level", "info", FlagLogLevel, func(d *decoder, c *Config, k string, v any) {
+		if s, ok := d.strOK(k, v); ok {
+			l, err := ParseLogLevel(s)
+			d.check(k, v, err == nil, "must be debug, info, warn or error")
+			c.Log.Level = l
+		}
+	}},
+	{"log.format", "text", FlagLogFormat, func(d *decoder, c *Config, k string, v any) {
+		if s, ok := d.strOK(k, v); ok {
+			f, err := ParseLogFormat(s)
+			d.check(k, v, err == nil, "must be text or json")
+			c.Log.Format = f
+		}
+	}},
+	{"authz.priority_header", DefaultPriorityHeader, "", func(d *decoder, c *Config, k string, v any) {
+		c.Authz.PriorityHeader = d.str(k, v)
+	}},
+	{"authz.default_priority", "normal", "", func(d *decoder, c *Config, k string, v any) {
+		c.Authz.DefaultPriority = bulkhead.Normal
+		if s, ok := d.strOK(k, v); ok {
+			p, err := bulkhead.ParsePriority(s)
+			d.check(k, v, err == nil, "must be critical, normal or best_effort")
+			c.Authz.DefaultPriority = p
+		}
+	}},
+	{"authz.unknown_bulkhead", "deny", "", func(d *decoder, c *Config, k string, v any) {
+		if s, ok := d.strOK(k, v); ok {
+			p, err := ParseUnknownPolicy(s)
+			d.check(k, v, err == nil, "must be deny, allow or default")
+			c.Authz.UnknownBulkhead = p
+		}
+	}},
+	{"authz.default_bulkhead", "", "", func(d *decoder, c *Config, k string, v any) {
+		c.Authz.DefaultBulkhead = d.str(k, v)
+	}},
+	{"authz.deny_status", DefaultDenyStatus, "", func(d *decoder, c *Config, k string, v any) {
+		c.Authz.DenyStatus = d.integer(k, v)
+	}},
+	{"authz.deadline_margin", DefaultDeadlineMargin.String(), "", func(d *decoder, c *Config, k string, v any) {
+		c.Authz.DeadlineMargin = d.duration(k, v)
+	}},
+	{"authz.retry_after", DefaultRetryAfter.String(), "", func(d *decoder, c *Config, k string, v any) {
+		c.Authz.RetryAfter = d.duration(k, v)
+	}},
+	{"leases.default_ttl", DefaultLeaseTTL.String(), "", func(d *decoder, c *Config, k string, v any) {
+		c.Leases.DefaultTTL = d.duration(k, v)
+	}},
+	{"leases.sweep_interval", DefaultSweepInterval.String(), "", func(d *decoder, c *Config, k string, v any) {
+		c.Leases.SweepInterval = d.duration(k, v)
+	}},
+	{"limits.max_bulkheads", DefaultMaxBulkheads, "", func(d *decoder, c *Config, k string, v any) {
+		c.Limits.MaxBulkheads = d.integer(k, v)
+	}},
+}
+
+// envName is the environment variable overriding key.
+func envName(key string) string {
+	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// decoder turns raw values (from YAML, env, flags or defaults) into typed
+// fields, recording a Problem for each value of the wrong type.
+type decoder struct {
+	ps problems
+	// origin maps a key to where its effective value came from when that
+	// was an env variable or a flag; absent means the file or a default.
+	origin map[string]string
+}
+
+// got formats v for a problem about key, naming its origin if not the file.
+func (d *decoder) got(key string, v any) string {
+	if o := d.origin[key]; o != "" {
+		return show(v) + " from " + o
+	}
+	return show(v)
+}
+
+// check records a problem "key: reason" unless ok.
+func (d *decoder) check(key string, v any, ok bool, reason string) {
+	if !ok {
+		d.ps.add(key, reason, d.got(key, v))
+	}
+}
+
+func (d *decoder) strOK(key string, v any) (string, bool) {
+	s, ok := v.(string)
+	d.check(key, v, ok, "must be a string")
+	return s, ok
+}
+
+func (d *decoder) str(key string, v any) string {
+	s, _ := d.strOK(key, v)
+	return s
+}
+
+// integer accepts YAML integers and decimal strings (as env and flags give).
+func (d *decoder) integer(key string, v any) int {
+	var n int64
+	ok := true
+	switch v := v.(type) {
+	case int:
+		n = int64(v)
+	case int64:
+		n = v
+	case uint64:
+		n = int64(min(v, math.MaxInt64))
+	case string:
+		var err error
+		n, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		ok = err == nil || errors.Is(err, strconv.ErrRange)
+	default:
+		ok = false
+	}
+	if ok && (n > math.MaxInt32 || n < math.MinInt32) {
+		d.ps.add(key, "is out of range", d.got(key, v))
+		return 0
+	}
+	d.check(key, v, ok, "must be an integer")
+	if !ok {
+		return 0
+	}
+	return int(n)
+}
+
+// float accepts YAML numbers and decimal strings.
+func (d *decoder) float(key string, v any) float64 {
+	switch v := v.(type) {
+	case float64:
+		return v
+	case int:
+		return float64(v)
+	case int64:
+		return float64(v)
+	case uint64:
+		return float64(v)
+	case string:
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			return f
+		}
+	}
+	d.check(key, v, false, "must be a number")
+	return 0
+}
+
+// duration accepts Go duration strings ("500ms") and a plain 0. A bare
+// non-zero number is refused: its unit would be a guess.
+func (d *decoder) duration(key string, v any) time.Duration {
+	switch v := v.(type) {
+	case time.Duration:
+		return v
+	case int:
+		if v == 0 {
+			return 0
+		}
+	case string:
+		if t, err := time.ParseDuration(strings.TrimSpace(v)); err == nil {
+			return t
+		}
+	}
+	d.check(key, v, false, `must be a duration with a unit, like "500ms" or "1m30s"`)
+	return 0
+}
+
+// unknownField returns the problem reason for an unknown field among known.
+func unknownField(name string, known []string) string {
+	for _, k := range known {
+		if strings.EqualFold(name, k) {
+			return fmt.Sprintf("unknown field (field names are lowercase: %s)", k)
+		}
+	}
+	return "unknown field (known: " + strings.Join(known, ", ") + ")"
+}

@@ -1,0 +1,76 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func FuzzParse(f *testing.F) {
+	if data, err := os.ReadFile(filepath.Join("testdata", "example.yaml")); err == nil {
+		f.Add(data)
+	}
+	for _, seed := range []string{
+		"",
+		"~",
+		"- a\n",
+		"listen: {grpc: 127.0.0.1:0, http: '[::1]:0'}\nlog: {level: debug, format: json}\n",
+		"authz: {unknown_bulkhead: default, default_bulkhead: a}\nbulkheads: {a: {max_concurrent: 1}}\n",
+		"bulkheads: {Catalog: {max_concurrent: 1}, a.b: {max_concurrent: 2, reserve: {critical: .nan}}}\n",
+		"bulkheads: {c: {max_concurent: 1, max_wait: 5}}\n",
+		"bulkheads: {1: {max_concurrent: 1}, c: , d: [1]}\n",
+		"leases: {default_ttl: 0}\nlimits: {max_bulkheads: -1}\n",
+		"a: &x [*x]\n",
+		"a: 1\n---\nb: 2\n",
+		"listen:\n  grpc: [a\n",
+		"? [a, b]\n: c\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		const name = "fuzz.yaml"
+		c, err := Parse(name, data)
+		if err != nil {
+			if c != nil {
+				t.Fatalf("Parse returned a Config and an error: %v", err)
+			}
+			switch {
+			case errors.Is(err, ErrInvalid):
+				for _, line := range strings.Split(err.Error(), "\n") {
+					if !strings.HasPrefix(line, name+": ") {
+						t.Fatalf("problem line %q does not name the source", line)
+					}
+				}
+			case errors.Is(err, ErrSyntax):
+				if !strings.HasPrefix(err.Error(), name+": ") {
+					t.Fatalf("syntax error %q does not name the source", err)
+				}
+			default:
+				t.Fatalf("error %q wraps neither ErrInvalid nor ErrSyntax", err)
+			}
+			return
+		}
+		// A valid Config keeps every invariant validation promises.
+		if len(c.Bulkheads) > c.Limits.MaxBulkheads {
+			t.Fatalf("%d bulkheads over max_bulkheads %d", len(c.Bulkheads), c.Limits.MaxBulkheads)
+		}
+		for n, b := range c.Bulkheads {
+			if !ValidName(n) {
+				t.Fatalf("invalid name %q accepted", n)
+			}
+			if err := b.Settings.Validate(); err != nil {
+				t.Fatalf("bulkhead %q: %v", n, err)
+			}
+			if b.LeaseTTL <= 0 {
+				t.Fatalf("bulkhead %q: lease_ttl %v", n, b.LeaseTTL)
+			}
+		}
+		if c.Authz.UnknownBulkhead == UnknownDefault {
+			if _, ok := c.Bulkheads[c.Authz.DefaultBulkhead]; !ok {
+				t.Fatalf("default_bulkhead %q not configured", c.Authz.DefaultBulkhead)
+			}
+		}
+	})
+}

@@ -1,0 +1,195 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseInvalid(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		yaml string
+		want string // a whole line of the error, less the "bulkhead.yaml: " prefix
+	}{
+		// structure and field names
+		{"top level is a list", "- a\n", `must be a mapping (got a list)`},
+		{"top level is a scalar", "hello\n", `must be a mapping (got "hello")`},
+		{"unknown section", "listn: {}\n", "listn: unknown field (known: listen, log, authz, leases, limits, bulkheads)"},
+		{"capitalised section", "Listen: {grpc: 127.0.0.1:1}\n", "Listen: unknown field (field names are lowercase: listen)"},
+		{"unknown scalar field", "authz: {deny_stauts: 429}\n", "authz.deny_stauts: unknown field"},
+		{"section not a mapping", "listen: 127.0.0.1:9001\n", `listen: must be a mapping (got "127.0.0.1:9001")`},
+		{"bulkheads is a list", "bulkheads: [catalog]\n", "bulkheads: must be a mapping (got a list)"},
+		{"bulkhead is a list", "bulkheads: {catalog: [1]}\n", "bulkheads.catalog: must be a mapping (got a list)"},
+		{"reserve is a scalar", "bulkheads: {c: {max_concurrent: 2, reserve: 0.5}}\n", "bulkheads.c.reserve: must be a mapping (got 0.5)"},
+		{"typo in bulkhead field", "bulkheads: {c: {max_concurrent: 1, max_concurent: 3}}\n",
+			"bulkheads.c.max_concurent: unknown field (known: max_concurrent, max_queue, max_wait, lease_ttl, reserve)"},
+		{"capitalised bulkhead field", "bulkheads: {c: {max_concurrent: 1, Max_Queue: 3}}\n",
+			"bulkheads.c.Max_Queue: unknown field (field names are lowercase: max_queue)"},
+		{"unknown reserve class", "bulkheads: {c: {max_concurrent: 1, reserve: {best_effort: 0.1}}}\n",
+			"bulkheads.c.reserve.best_effort: unknown field (known: critical, normal)"},
+		{"several documents", "limits: {}\n---\nlimits: {}\n", "must hold one YAML document, not several"},
+
+		// bulkhead names
+		{"uppercase name", "bulkheads: {Catalog: {max_concurrent: 1}}\n",
+			`bulkheads.Catalog: bulkhead names are case-sensitive and must be lowercase, matching ` + NamePattern + ` (got "Catalog")`},
+		{"name too long", "bulkheads: {" + strings.Repeat("a", 64) + ": {max_concurrent: 1}}\n",
+			"bulkheads." + strings.Repeat("a", 64) + ": bulkhead name must match " + NamePattern},
+		{"name starts with a dash", "bulkheads: {-x: {max_concurrent: 1}}\n", `bulkheads.-x: bulkhead name must match ` + NamePattern + ` (got "-x")`},
+		{"name ends with a dot", "bulkheads: {x.: {max_concurrent: 1}}\n", `bulkheads.x.: bulkhead name must match`},
+		{"name with viper's delimiter", "bulkheads: {a::b: {max_concurrent: 1}}\n", `bulkheads.a::b: bulkhead name must match`},
+		{"empty name", "bulkheads: {\"\": {max_concurrent: 1}}\n", `bulkheads.: bulkhead name must match ` + NamePattern + ` (got "")`},
+		{"name not a string", "bulkheads: {12: {max_concurrent: 1}}\n", "bulkheads.12: key is not a string (quote it) (got 12)"},
+
+		// per-bulkhead settings
+		{"max_concurrent missing", "bulkheads: {catalog: {max_queue: 1}}\n", "bulkheads.catalog.max_concurrent: is required"},
+		{"bulkhead null", "bulkheads: {catalog: }\n", "bulkheads.catalog.max_concurrent: is required"},
+		{"max_concurrent zero", "bulkheads: {catalog: {max_concurrent: 0}}\n", "bulkheads.catalog.max_concurrent: must be at least 1 (got 0)"},
+		{"max_concurrent float", "bulkheads: {catalog: {max_concurrent: 1.5}}\n", "bulkheads.catalog.max_concurrent: must be an integer (got 1.5)"},
+		{"max_concurrent huge", "bulkheads: {catalog: {max_concurrent: 99999999999}}\n", "bulkheads.catalog.max_concurrent: is out of range (got 99999999999)"},
+		{"max_queue negative", "bulkheads: {c: {max_concurrent: 1, max_queue: -1}}\n", "bulkheads.c.max_queue: must not be negative (got -1)"},
+		{"max_wait negative", "bulkheads: {c: {max_concurrent: 1, max_wait: -1s}}\n", "bulkheads.c.max_wait: must not be negative (got -1s)"},
+		{"max_wait without unit", "bulkheads: {c: {max_concurrent: 1, max_wait: 500}}\n",
+			`bulkheads.c.max_wait: must be a duration with a unit, like "500ms" or "1m30s" (got 500)`},
+		{"lease_ttl zero", "bulkheads: {c: {max_concurrent: 1, lease_ttl: 0s}}\n", `bulkheads.c.lease_ttl: must be positive (got "0s")`},
+		{"reserve at one", "bulkheads: {c: {max_concurrent: 4, reserve: {critical: 1}}}\n", "bulkheads.c.reserve.critical: must be in [0, 1) (got 1)"},
+		{"reserve NaN", "bulkheads: {c: {max_concurrent: 4, reserve: {normal: .nan}}}\n", "bulkheads.c.reserve.normal: must be in [0, 1) (got NaN)"},
+		{"reserve not a number", "bulkheads: {c: {max_concurrent: 4, reserve: {normal: lots}}}\n", `bulkheads.c.reserve.normal: must be a number (got "lots")`},
+		{"reserves leave no best_effort", "bulkheads: {c: {max_concurrent: 2, reserve: {critical: 0.5, normal: 0.5}}}\n",
+			"bulkheads.c.reserve: critical 0.5 + normal 0.5 leave best_effort no permit of max_concurrent 2"},
+		{"dotted name in path", "bulkheads: {api.v1: {max_concurrent: -2}}\n", "bulkheads.api.v1.max_concurrent: must be at least 1 (got -2)"},
+
+		// settings outside bulkheads
+		{"grpc address without port", "listen: {grpc: localhost}\n", `listen.grpc: must be host:port with a numeric port`},
+		{"http port out of range", "listen: {http: 127.0.0.1:70000}\n", `listen.http: must be host:port with a numeric port, like "127.0.0.1:9001" (port 0 picks a free one) (got "127.0.0.1:70000")`},
+		{"named port", "listen: {http: 127.0.0.1:http}\n", `listen.http: must be host:port with a numeric port`},
+		{"address not a string", "listen: {grpc: 9001}\n", "listen.grpc: must be a string (got 9001)"},
+		{"same listen address", "listen: {grpc: 127.0.0.1:9001, http: 127.0.0.1:9001}\n", `listen.http: must differ from listen.grpc (got "127.0.0.1:9001")`},
+		{"log level", "log: {level: INFO}\n", `log.level: must be debug, info, warn or error (got "INFO")`},
+		{"log format", "log: {format: xml}\n", `log.format: must be text or json (got "xml")`},
+		{"priority header uppercase", "authz: {priority_header: X-Prio}\n", `authz.priority_header: must be lowercase, as Envoy passes header names (got "X-Prio")`},
+		{"priority header not a token", "authz: {priority_header: \"x prio\"}\n", `authz.priority_header: must be an HTTP header name, or "" to ignore headers (got "x prio")`},
+		{"default priority", "authz: {default_priority: high}\n", `authz.default_priority: must be critical, normal or best_effort (got "high")`},
+		{"unknown policy", "authz: {unknown_bulkhead: reject}\n", `authz.unknown_bulkhead: must be deny, allow or default (got "reject")`},
+		{"default bulkhead missing", "authz: {unknown_bulkhead: default}\n", "authz.default_bulkhead: is required when authz.unknown_bulkhead is default"},
+		{"default bulkhead unknown", "authz: {unknown_bulkhead: default, default_bulkhead: nope}\nbulkheads: {c: {max_concurrent: 1}}\n",
+			`authz.default_bulkhead: must name a configured bulkhead (got "nope")`},
+		{"default bulkhead without policy", "authz: {default_bulkhead: c}\nbulkheads: {c: {max_concurrent: 1}}\n",
+			`authz.default_bulkhead: must be empty unless authz.unknown_bulkhead is default (got "c")`},
+		{"deny status low", "authz: {deny_status: 200}\n", "authz.deny_status: must be in 400..599 (got 200)"},
+		{"deny status high", "authz: {deny_status: 600}\n", "authz.deny_status: must be in 400..599 (got 600)"},
+		{"deny status text", "authz: {deny_status: teapot}\n", `authz.deny_status: must be an integer (got "teapot")`},
+		{"deadline margin negative", "authz: {deadline_margin: -1ms}\n", `authz.deadline_margin: must be at least 0 and less than 1s (got -1ms)`},
+		{"deadline margin a second", "authz: {deadline_margin: 1s}\n", `authz.deadline_margin: must be at least 0 and less than 1s (got 1s)`},
+		{"retry after zero", "authz: {retry_after: 0s}\n", "authz.retry_after: must be positive (got 0s)"},
+		{"default ttl zero", "leases: {default_ttl: 0}\n", "leases.default_ttl: must be positive (got 0s)"},
+		{"default ttl bare number", "leases: {default_ttl: 60}\n", `leases.default_ttl: must be a duration with a unit, like "500ms" or "1m30s" (got 60)`},
+		{"sweep interval negative", "leases: {sweep_interval: -1s}\n", "leases.sweep_interval: must be positive (got -1s)"},
+		{"max bulkheads zero", "limits: {max_bulkheads: 0}\n", "limits.max_bulkheads: must be in 1..100000 (got 0)"},
+		{"too many bulkheads", "limits: {max_bulkheads: 1}\nbulkheads: {a: {max_concurrent: 1}, b: {max_concurrent: 1}}\n",
+			"bulkheads: at most limits.max_bulkheads (1) bulkheads may be configured (got 2 bulkheads)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse(testSource, []byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("Parse succeeded: %+v", c)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error %q does not wrap ErrInvalid", err)
+			}
+			var ie *InvalidError
+			if !errors.As(err, &ie) || ie.Source != testSource {
+				t.Errorf("error %q is not an *InvalidError from %s", err, testSource)
+			}
+			if !hasLineWithPrefix(err.Error(), testSource+": "+tt.want) {
+				t.Errorf("error\n%s\nhas no line starting %q", err, testSource+": "+tt.want)
+			}
+		})
+	}
+}
+
+func hasLineWithPrefix(msg, prefix string) bool {
+	for _, line := range strings.Split(msg, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestParseEveryProblem checks that one error lists every problem, one per
+// line, and nothing else: no derived complaints about fields already reported.
+func TestParseEveryProblem(t *testing.T) {
+	t.Parallel()
+	yaml := `listen: {grpc: nope}
+log: {level: loud}
+authz: {deny_status: 200, unknown_bulkhead: default}
+leases: {sweep_interval: 0s}
+bulkheads:
+  Catalog: {max_concurrent: 1}
+  catalog: {max_concurrent: 0, max_concurent: 3}
+  orders: {max_concurrent: x, reserve: {critical: 2}}
+`
+	_, err := Parse(testSource, []byte(yaml))
+	want := []string{
+		`authz.default_bulkhead: is required when authz.unknown_bulkhead is default`,
+		`authz.deny_status: must be in 400..599 (got 200)`,
+		`bulkheads.Catalog: bulkhead names are case-sensitive and must be lowercase, matching ` + NamePattern + ` (got "Catalog")`,
+		`bulkheads.catalog.max_concurent: unknown field (known: max_concurrent, max_queue, max_wait, lease_ttl, reserve)`,
+		`bulkheads.catalog.max_concurrent: must be at least 1 (got 0)`,
+		`bulkheads.orders.max_concurrent: must be an integer (got "x")`,
+		`bulkheads.orders.reserve.critical: must be in [0, 1) (got 2)`,
+		`leases.sweep_interval: must be positive (got 0s)`,
+		`listen.grpc: must be host:port with a numeric port, like "127.0.0.1:9001" (port 0 picks a free one) (got "nope")`,
+		`log.level: must be debug, info, warn or error (got "loud")`,
+	}
+	var ie *InvalidError
+	if !errors.As(err, &ie) {
+		t.Fatalf("Parse error = %v, want *InvalidError", err)
+	}
+	var got []string
+	for _, p := range ie.Problems {
+		got = append(got, p.String())
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if !strings.HasPrefix(line, testSource+": ") {
+			t.Errorf("line %q does not start with the source", line)
+		}
+	}
+}
+
+func TestParseSyntaxError(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, yaml, want string }{
+		{"unclosed list", "listen:\n  grpc: [a\nlog: {}\n", "config.yaml: YAML syntax error: line "},
+		{"bad indentation", "listen:\n  grpc: a\n http: b\n", "config.yaml: YAML syntax error: line 2: did not find expected key"},
+		{"duplicate key", "bulkheads:\n  c: {max_concurrent: 1}\n  c: {max_concurrent: 2}\n",
+			`config.yaml: YAML syntax error: line 3: mapping key "c" already defined at line 2`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse("config.yaml", []byte(tt.yaml))
+			if !errors.Is(err, ErrSyntax) {
+				t.Fatalf("error = %v, want ErrSyntax", err)
+			}
+			if !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("error = %q, want prefix %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseTooLarge(t *testing.T) {
+	t.Parallel()
+	_, err := Parse(testSource, make([]byte, MaxFileSize+1))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("error = %v, want ErrInvalid naming the size", err)
+	}
+}

@@ -1,0 +1,194 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Flag names defined by RegisterFlags.
+const (
+	FlagConfig      = "config"
+	FlagAddressFile = "address-file"
+	FlagListenGRPC  = "listen-grpc"
+	FlagListenHTTP  = "listen-http"
+	FlagLogLevel    = "log-level"
+	FlagLogFormat   = "log-format"
+)
+
+// MaxFileSize bounds the configuration file Load and Parse accept.
+const MaxFileSize = 8 << 20
+
+const envPrefix = "BULKHEAD"
+
+// RegisterFlags defines the daemon's flags on fs: --config and
+// --address-file, which the caller reads itself (see FlagConfig), and the
+// four overrides Load applies when they are given.
+func RegisterFlags(fs *pflag.FlagSet) {
+	fs.String(FlagConfig, "", "path of the YAML configuration file (none: defaults, env and flags only)")
+	fs.String(FlagAddressFile, "", `write {"grpc":ADDR,"http":ADDR} to this path once both listeners are bound`)
+	fs.String(FlagListenGRPC, "", "gRPC listen address, overrides listen.grpc (default "+DefaultListenGRPC+")")
+	fs.String(FlagListenHTTP, "", "HTTP listen address, overrides listen.http (default "+DefaultListenHTTP+")")
+	fs.String(FlagLogLevel, "", "log level: debug, info, warn or error; overrides log.level (default info)")
+	fs.String(FlagLogFormat, "", "log format: text or json; overrides log.format (default text)")
+}
+
+// Load reads the configuration: defaults, then the YAML file at path (none
+// if path is ""), then BULKHEAD_* environment variables, then the flags of
+// flags (may be nil) that were set on the command line. Errors are an
+// *InvalidError (ErrInvalid), an ErrSyntax error, or the file's read error.
+func Load(path string, flags *pflag.FlagSet) (*Config, error) {
+	var data []byte
+	if path != "" {
+		var err error
+		if data, err = readFile(path); err != nil {
+			return nil, err
+		}
+	}
+	return build(path, data, true, flags)
+}
+
+// Parse decodes and validates a YAML configuration named name (used in error
+// messages and as Config.Source) on top of the defaults. It ignores the
+// environment and flags, so its result depends on its arguments only.
+func Parse(name string, data []byte) (*Config, error) {
+	return build(name, data, false, nil)
+}
+
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err // names the path
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return data, nil
+}
+
+// build is the one decode and validate path of Load and Parse.
+func build(name string, data []byte, useEnv bool, flags *pflag.FlagSet) (*Config, error) {
+	label := name
+	if label == "" {
+		label = "config"
+	}
+	if len(data) > MaxFileSize {
+		ps := problems{}
+		ps.add("", fmt.Sprintf("file is larger than %d bytes", MaxFileSize), "")
+		return nil, ps.err(label)
+	}
+	root, err := parseYAML(label, data)
+	if err != nil {
+		return nil, err
+	}
+
+	d := &decoder{origin: map[string]string{}}
+	fileSettings, rawBulkheads := d.splitRoot(root)
+
+	v := layers(fileSettings, useEnv, flags)
+	c := &Config{Source: name}
+	for _, s := range scalars {
+		d.origin[s.key] = originOf(s, useEnv, flags)
+		s.set(d, c, s.key, v.Get(s.key))
+	}
+	c.Bulkheads = d.bulkheads(rawBulkheads, c.Leases.DefaultTTL)
+	d.validate(c)
+	if err := d.ps.err(label); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// layers builds the private viper instance holding defaults, the file's
+// settings outside bulkheads, and (if asked) env and changed flags.
+func layers(fileSettings map[string]any, useEnv bool, flags *pflag.FlagSet) *viper.Viper {
+	v := viper.New()
+	for _, s := range scalars {
+		v.SetDefault(s.key, s.def)
+	}
+	// Cannot fail: MergeConfigMap only merges maps.
+	_ = v.MergeConfigMap(fileSettings)
+	// Each key is bound to its own variable rather than with AutomaticEnv,
+	// which would let a stray BULKHEAD_LISTEN hide every listen.* key.
+	v.AllowEmptyEnv(true) // BULKHEAD_AUTHZ_PRIORITY_HEADER= means ""
+	for _, s := range scalars {
+		if useEnv {
+			_ = v.BindEnv(s.key, envName(s.key)) // cannot fail: a name is given
+		}
+		if f := changedFlag(flags, s.flag); f != nil {
+			_ = v.BindPFlag(s.key, f) // cannot fail: f is not nil
+		}
+	}
+	return v
+}
+
+// changedFlag returns the flag called name if it was set on the command line.
+func changedFlag(flags *pflag.FlagSet, name string) *pflag.Flag {
+	if flags == nil || name == "" {
+		return nil
+	}
+	if f := flags.Lookup(name); f != nil && f.Changed {
+		return f
+	}
+	return nil
+}
+
+// originOf names where viper takes s's value from when that is a flag or an
+// env variable, mirroring viper's precedence; "" for the file or a default.
+func originOf(s scalar, useEnv bool, flags *pflag.FlagSet) string {
+	if changedFlag(flags, s.flag) != nil {
+		return "--" + s.flag
+	}
+	if useEnv {
+		if _, ok := os.LookupEnv(envName(s.key)); ok {
+			return envName(s.key)
+		}
+	}
+	return ""
+}
+
+// parseYAML decodes the document, refusing a stream of several non-empty
+// documents. An empty input is an empty document.
+func parseYAML(label string, data []byte) (any, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var root any
+	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
+		return nil, syntaxError(label, err)
+	}
+	// Each further Decode consumes at least one document marker, so the
+	// input's length bounds the loop.
+	for i := 0; i <= len(data); i++ {
+		var extra any
+		err := dec.Decode(&extra)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, syntaxError(label, err)
+		}
+		if extra != nil {
+			ps := problems{}
+			ps.add("", "must hold one YAML document, not several", "")
+			return nil, ps.err(label)
+		}
+	}
+	return root, nil
+}
+
+func syntaxError(label string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msg = strings.Join(te.Errors, "; ")
+	}
+	return fmt.Errorf("%s: %w: %s", label, ErrSyntax, msg)
+}

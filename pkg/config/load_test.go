@@ -1,0 +1,254 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/spf13/pflag"
+)
+
+// The tests in this file change the environment, so none is parallel.
+
+// clearEnv unsets every BULKHEAD_* variable Load reads, for this test only.
+func clearEnv(t *testing.T) {
+	t.Helper()
+	for _, s := range scalars {
+		t.Setenv(envName(s.key), "") // restores the old value at cleanup
+		os.Unsetenv(envName(s.key))
+	}
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "bulkhead.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func newFlags(t *testing.T, args ...string) *pflag.FlagSet {
+	t.Helper()
+	fs := pflag.NewFlagSet("bulkhead", pflag.ContinueOnError)
+	RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+func TestLoadNoFile(t *testing.T) {
+	clearEnv(t)
+	c, err := Load("", newFlags(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := defaults()
+	want.Source = ""
+	if c.Listen != want.Listen || c.Authz != want.Authz || c.Leases != want.Leases || len(c.Bulkheads) != 0 {
+		t.Errorf("Load(\"\") = %+v, want defaults %+v", c, want)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	clearEnv(t)
+	path := filepath.Join(t.TempDir(), "absent.yaml")
+	_, err := Load(path, nil)
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), path) {
+		t.Errorf("error = %v, want ErrNotExist naming %s", err, path)
+	}
+}
+
+// TestEnvOverrides sets each environment variable in turn over a file that
+// sets every scalar, and checks it wins.
+func TestEnvOverrides(t *testing.T) {
+	path := writeFile(t, `listen: {grpc: 127.0.0.1:1, http: 127.0.0.1:2}
+log: {level: error, format: json}
+authz: {priority_header: x-file, default_priority: critical, unknown_bulkhead: allow, deny_status: 500,
+        deadline_margin: 1ms, retry_after: 3s}
+leases: {default_ttl: 1m, sweep_interval: 1s}
+limits: {max_bulkheads: 10}
+bulkheads: {catalog: {max_concurrent: 1}}
+`)
+	tests := []struct {
+		env, value string
+		check      func(c *Config) bool
+	}{
+		{"BULKHEAD_LISTEN_GRPC", "127.0.0.1:7001", func(c *Config) bool { return c.Listen.GRPC == "127.0.0.1:7001" }},
+		{"BULKHEAD_LISTEN_HTTP", "127.0.0.1:7002", func(c *Config) bool { return c.Listen.HTTP == "127.0.0.1:7002" }},
+		{"BULKHEAD_LOG_LEVEL", "debug", func(c *Config) bool { return c.Log.Level == slog.LevelDebug }},
+		{"BULKHEAD_LOG_FORMAT", "text", func(c *Config) bool { return c.Log.Format == LogText }},
+		{"BULKHEAD_AUTHZ_PRIORITY_HEADER", "", func(c *Config) bool { return c.Authz.PriorityHeader == "" }},
+		{"BULKHEAD_AUTHZ_DEFAULT_PRIORITY", "best_effort", func(c *Config) bool { return c.Authz.DefaultPriority == bulkhead.BestEffort }},
+		{"BULKHEAD_AUTHZ_UNKNOWN_BULKHEAD", "deny", func(c *Config) bool { return c.Authz.UnknownBulkhead == UnknownDeny }},
+		{"BULKHEAD_AUTHZ_DENY_STATUS", "429", func(c *Config) bool { return c.Authz.DenyStatus == 429 }},
+		{"BULKHEAD_AUTHZ_DEADLINE_MARGIN", "50ms", func(c *Config) bool { return c.Authz.DeadlineMargin == 50*time.Millisecond }},
+		{"BULKHEAD_AUTHZ_RETRY_AFTER", "5s", func(c *Config) bool { return c.Authz.RetryAfter == 5*time.Second }},
+		{"BULKHEAD_LEASES_DEFAULT_TTL", "2m", func(c *Config) bool {
+			return c.Leases.DefaultTTL == 2*time.Minute && c.Bulkheads["catalog"].LeaseTTL == 2*time.Minute
+		}},
+		{"BULKHEAD_LEASES_SWEEP_INTERVAL", "250ms", func(c *Config) bool { return c.Leases.SweepInterval == 250*time.Millisecond }},
+		{"BULKHEAD_LIMITS_MAX_BULKHEADS", "20", func(c *Config) bool { return c.Limits.MaxBulkheads == 20 }},
+	}
+	if len(tests)+1 != len(scalars) { // +1: authz.default_bulkhead below
+		t.Errorf("%d env cases for %d scalar settings", len(tests)+1, len(scalars))
+	}
+	for _, tt := range tests {
+		t.Run(tt.env, func(t *testing.T) {
+			clearEnv(t)
+			t.Setenv(tt.env, tt.value)
+			c, err := Load(path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.check(c) {
+				t.Errorf("%s=%q not applied: %+v", tt.env, tt.value, c)
+			}
+		})
+	}
+	t.Run("default bulkhead", func(t *testing.T) {
+		clearEnv(t)
+		t.Setenv("BULKHEAD_AUTHZ_UNKNOWN_BULKHEAD", "default")
+		t.Setenv("BULKHEAD_AUTHZ_DEFAULT_BULKHEAD", "catalog")
+		c, err := Load(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Authz.UnknownBulkhead != UnknownDefault || c.Authz.DefaultBulkhead != "catalog" {
+			t.Errorf("authz = %+v", c.Authz)
+		}
+	})
+}
+
+func TestEnvInvalidNamesVariable(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("BULKHEAD_AUTHZ_DENY_STATUS", "abc")
+	t.Setenv("BULKHEAD_LISTEN_GRPC", "nowhere")
+	_, err := Load("", nil)
+	for _, want := range []string{
+		`config: authz.deny_status: must be an integer (got "abc" from BULKHEAD_AUTHZ_DENY_STATUS)`,
+		`config: listen.grpc: must be host:port with a numeric port, like "127.0.0.1:9001" (port 0 picks a free one) (got "nowhere" from BULKHEAD_LISTEN_GRPC)`,
+	} {
+		if err == nil || !hasLineWithPrefix(err.Error(), want) {
+			t.Errorf("error\n%v\nhas no line %q", err, want)
+		}
+	}
+}
+
+func TestParseIgnoresEnv(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("BULKHEAD_LISTEN_GRPC", "127.0.0.1:7001")
+	c, err := Parse(testSource, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen.GRPC != DefaultListenGRPC {
+		t.Errorf("Parse used the environment: listen.grpc = %q", c.Listen.GRPC)
+	}
+}
+
+// TestPrecedence: flag > env > file > default, for each flag-backed setting.
+func TestPrecedence(t *testing.T) {
+	type layer struct{ file, env, flag string }
+	settings := []struct {
+		key, env, flag, def string
+		get                 func(c *Config) string
+	}{
+		{"grpc", "BULKHEAD_LISTEN_GRPC", "--listen-grpc", DefaultListenGRPC, func(c *Config) string { return c.Listen.GRPC }},
+		{"http", "BULKHEAD_LISTEN_HTTP", "--listen-http", DefaultListenHTTP, func(c *Config) string { return c.Listen.HTTP }},
+		{"level", "BULKHEAD_LOG_LEVEL", "--log-level", "INFO", func(c *Config) string { return c.Log.Level.String() }},
+		{"format", "BULKHEAD_LOG_FORMAT", "--log-format", "text", func(c *Config) string { return c.Log.Format.String() }},
+	}
+	values := map[string][3]string{ // file, env, flag values; distinct per setting
+		"grpc":   {"127.0.0.1:1001", "127.0.0.1:1002", "127.0.0.1:1003"},
+		"http":   {"127.0.0.1:2001", "127.0.0.1:2002", "127.0.0.1:2003"},
+		"level":  {"debug", "warn", "error"},
+		"format": {"json", "text", "json"},
+	}
+	want := map[string][3]string{ // what wins with file; file+env; file+env+flag
+		"grpc":   values["grpc"],
+		"http":   values["http"],
+		"level":  {"DEBUG", "WARN", "ERROR"},
+		"format": {"json", "text", "json"},
+	}
+	for _, s := range settings {
+		v := values[s.key]
+		section := map[string]string{"grpc": "listen", "http": "listen", "level": "log", "format": "log"}[s.key]
+		path := writeFile(t, section+": {"+s.key+": "+v[0]+"}\n")
+		for i, l := range []layer{{file: path}, {file: path, env: v[1]}, {file: path, env: v[1], flag: v[2]}, {}, {env: v[1]}} {
+			clearEnv(t)
+			if l.env != "" {
+				t.Setenv(s.env, l.env)
+			}
+			var args []string
+			if l.flag != "" {
+				args = []string{s.flag + "=" + l.flag}
+			}
+			c, err := Load(l.file, newFlags(t, args...))
+			if err != nil {
+				t.Fatalf("%s layers %+v: %v", s.key, l, err)
+			}
+			var exp string
+			switch {
+			case i < 3:
+				exp = want[s.key][i]
+			case i == 3:
+				exp = s.def
+			default:
+				exp = want[s.key][1]
+			}
+			if got := s.get(c); got != exp {
+				t.Errorf("%s with layers %+v = %q, want %q", s.key, l, got, exp)
+			}
+		}
+	}
+}
+
+func TestFlagErrorNamesFlag(t *testing.T) {
+	clearEnv(t)
+	_, err := Load("", newFlags(t, "--log-format=xml"))
+	want := `config: log.format: must be text or json (got "xml" from --log-format)`
+	if err == nil || !hasLineWithPrefix(err.Error(), want) {
+		t.Errorf("error = %v, want line %q", err, want)
+	}
+}
+
+func TestRegisterFlags(t *testing.T) {
+	fs := newFlags(t, "--config=/etc/bulkhead.yaml", "--address-file=/tmp/addr.json")
+	for _, name := range []string{FlagConfig, FlagAddressFile, FlagListenGRPC, FlagListenHTTP, FlagLogLevel, FlagLogFormat} {
+		if fs.Lookup(name) == nil {
+			t.Errorf("flag --%s not registered", name)
+		}
+	}
+	if got, _ := fs.GetString(FlagConfig); got != "/etc/bulkhead.yaml" {
+		t.Errorf("--config = %q", got)
+	}
+	clearEnv(t)
+	// Flags that were not given do not override anything.
+	c, err := Load("", fs)
+	if err != nil || c.Listen.GRPC != DefaultListenGRPC {
+		t.Errorf("Load with unset flags = %+v, %v", c, err)
+	}
+}
+
+// TestStrayEnvIgnored: only the documented variables count; a variable named
+// after a section does not hide that section's settings.
+func TestStrayEnvIgnored(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("BULKHEAD_LISTEN", "x")
+	t.Setenv("BULKHEAD_BULKHEADS_CATALOG_MAX_CONCURRENT", "0")
+	c, err := Load(writeFile(t, "bulkheads: {catalog: {max_concurrent: 3}}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen.GRPC != DefaultListenGRPC || c.Bulkheads["catalog"].Settings.MaxConcurrent != 3 {
+		t.Errorf("stray variables changed the config: %+v", c)
+	}
+}

@@ -1,0 +1,179 @@
+package config
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+)
+
+const testSource = "bulkhead.yaml"
+
+// defaults is the Config of an empty document.
+func defaults() *Config {
+	return &Config{
+		Listen: Listen{GRPC: "127.0.0.1:9001", HTTP: "127.0.0.1:9090"},
+		Log:    Log{Level: slog.LevelInfo, Format: LogText},
+		Authz: Authz{
+			PriorityHeader:  "x-bulkhead-priority",
+			DefaultPriority: bulkhead.Normal,
+			UnknownBulkhead: UnknownDeny,
+			DenyStatus:      503,
+			DeadlineMargin:  25 * time.Millisecond,
+			RetryAfter:      time.Second,
+		},
+		Leases:    Leases{DefaultTTL: time.Minute, SweepInterval: 500 * time.Millisecond},
+		Limits:    Limits{MaxBulkheads: 1000},
+		Bulkheads: map[string]Bulkhead{},
+		Source:    testSource,
+	}
+}
+
+func TestParseValid(t *testing.T) {
+	t.Parallel()
+	name63 := strings.Repeat("a", 63)
+	tests := []struct {
+		name string
+		yaml string
+		want func(c *Config)
+	}{
+		{"empty input", "", func(*Config) {}},
+		{"null document", "~\n", func(*Config) {}},
+		{"empty sections", "listen:\nlog: {}\nbulkheads:\n", func(*Config) {}},
+		{"null fields are unset", "authz: {default_bulkhead: , deny_status: }\n", func(*Config) {}},
+		{
+			"every scalar",
+			`listen: {grpc: "[::1]:0", http: ":0"}
+log: {level: debug, format: json}
+authz:
+  priority_header: ""
+  default_priority: best_effort
+  unknown_bulkhead: default
+  default_bulkhead: fallback
+  deny_status: 429
+  deadline_margin: 0
+  retry_after: 2s
+leases: {default_ttl: 5m, sweep_interval: 1s}
+limits: {max_bulkheads: 1}
+bulkheads:
+  fallback: {max_concurrent: 1}
+`,
+			func(c *Config) {
+				c.Listen = Listen{GRPC: "[::1]:0", HTTP: ":0"}
+				c.Log = Log{Level: slog.LevelDebug, Format: LogJSON}
+				c.Authz = Authz{
+					DefaultPriority: bulkhead.BestEffort, UnknownBulkhead: UnknownDefault,
+					DefaultBulkhead: "fallback", DenyStatus: 429, RetryAfter: 2 * time.Second,
+				}
+				c.Leases = Leases{DefaultTTL: 5 * time.Minute, SweepInterval: time.Second}
+				c.Limits.MaxBulkheads = 1
+				c.Bulkheads["fallback"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 1}, LeaseTTL: 5 * time.Minute}
+			},
+		},
+		{"same address with port 0", "listen: {grpc: 127.0.0.1:0, http: 127.0.0.1:0}\n", func(c *Config) {
+			c.Listen = Listen{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0"}
+		}},
+		{"allow policy", "authz: {unknown_bulkhead: allow}\n", func(c *Config) { c.Authz.UnknownBulkhead = UnknownAllow }},
+		{
+			"bulkhead fields and lease_ttl",
+			`bulkheads:
+  catalog: {max_concurrent: 10, max_queue: 20, max_wait: 500ms, lease_ttl: 5s, reserve: {critical: 0.2, normal: 0.1}}
+  lean: {max_concurrent: "3", max_wait: "0", max_queue: 0, reserve: {critical: 0, normal: }}
+`,
+			func(c *Config) {
+				c.Bulkheads["catalog"] = Bulkhead{Settings: bulkhead.Settings{
+					MaxConcurrent: 10, MaxQueue: 20, MaxWait: 500 * time.Millisecond,
+					ReserveCritical: 0.2, ReserveNormal: 0.1,
+				}, LeaseTTL: 5 * time.Second}
+				c.Bulkheads["lean"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 3}, LeaseTTL: time.Minute}
+			},
+		},
+		{
+			"dotted and edge names",
+			"bulkheads:\n  api.v1-users_x: {max_concurrent: 1}\n  a: {max_concurrent: 1}\n  " + name63 + ": {max_concurrent: 1}\n  \"7\": {max_concurrent: 1}\n",
+			func(c *Config) {
+				for _, n := range []string{"api.v1-users_x", "a", name63, "7"} {
+					c.Bulkheads[n] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 1}, LeaseTTL: time.Minute}
+				}
+			},
+		},
+		{"trailing empty document", "limits: {max_bulkheads: 5}\n---\n", func(c *Config) { c.Limits.MaxBulkheads = 5 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Parse(testSource, []byte(tt.yaml))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			want := defaults()
+			tt.want(want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("Parse =\n%+v\nwant\n%+v", got, want)
+			}
+		})
+	}
+}
+
+func TestExampleFile(t *testing.T) {
+	clearEnv(t) // Load reads the environment: not parallel
+	path := filepath.Join("testdata", "example.yaml")
+	c, err := Load(path, nil)
+	if err != nil {
+		t.Fatalf("Load(%s): %v", path, err)
+	}
+	want := defaults()
+	want.Source = path
+	want.Bulkheads = map[string]Bulkhead{
+		"catalog": {Settings: bulkhead.Settings{MaxConcurrent: 10, MaxQueue: 20, MaxWait: 500 * time.Millisecond,
+			ReserveCritical: 0.2, ReserveNormal: 0.1}, LeaseTTL: time.Minute},
+		"auth":   {Settings: bulkhead.Settings{MaxConcurrent: 50, MaxQueue: 50, MaxWait: 250 * time.Millisecond}, LeaseTTL: time.Minute},
+		"orders": {Settings: bulkhead.Settings{MaxConcurrent: 30, MaxQueue: 30, MaxWait: 250 * time.Millisecond}, LeaseTTL: time.Minute},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("example.yaml =\n%+v\nwant\n%+v", c, want)
+	}
+	// The file shows every default explicitly: it must equal Parse of the
+	// bulkheads alone, so that the comments do not drift from the code.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, _ := strings.Cut(string(data), "\nbulkheads:\n")
+	bare, err := Parse(path, []byte("bulkheads:\n"+after))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(bare, c) {
+		t.Errorf("example.yaml's explicit settings differ from the defaults:\n%+v\n%+v", c, bare)
+	}
+}
+
+func TestEnumStrings(t *testing.T) {
+	t.Parallel()
+	for _, p := range []UnknownPolicy{UnknownDeny, UnknownAllow, UnknownDefault} {
+		if got, err := ParseUnknownPolicy(p.String()); err != nil || got != p {
+			t.Errorf("ParseUnknownPolicy(%q) = %v, %v", p, got, err)
+		}
+	}
+	for _, f := range []LogFormat{LogText, LogJSON} {
+		if got, err := ParseLogFormat(f.String()); err != nil || got != f {
+			t.Errorf("ParseLogFormat(%q) = %v, %v", f, got, err)
+		}
+	}
+	if _, err := ParseUnknownPolicy("Deny"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ParseUnknownPolicy(Deny) error = %v, want ErrInvalid", err)
+	}
+	if _, err := ParseLogLevel("loud"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ParseLogLevel(loud) error = %v, want ErrInvalid", err)
+	}
+	if s := UnknownPolicy(9).String(); s != "unknown_policy(9)" {
+		t.Errorf("UnknownPolicy(9) = %q", s)
+	}
+}

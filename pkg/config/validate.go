@@ -1,0 +1,161 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+)
+
+// validate checks the rules that span fields or need a range, after every
+// value has been decoded. Fields already reported are not checked again.
+func (d *decoder) validate(c *Config) {
+	d.address("listen.grpc", c.Listen.GRPC)
+	d.address("listen.http", c.Listen.HTTP)
+	if c.Listen.GRPC == c.Listen.HTTP && !d.ps.bad["listen.grpc"] && !d.ps.bad["listen.http"] {
+		if _, port, _ := net.SplitHostPort(c.Listen.HTTP); port != "0" {
+			d.ps.add("listen.http", "must differ from listen.grpc", d.got("listen.http", c.Listen.HTTP))
+		}
+	}
+
+	a := &c.Authz
+	if h := a.PriorityHeader; h != "" && !d.ps.bad["authz.priority_header"] {
+		switch {
+		case !isToken(h):
+			d.ps.add("authz.priority_header", `must be an HTTP header name, or "" to ignore headers`,
+				d.got("authz.priority_header", h))
+		case strings.ToLower(h) != h:
+			d.ps.add("authz.priority_header", "must be lowercase, as Envoy passes header names",
+				d.got("authz.priority_header", h))
+		}
+	}
+	d.rule("authz.deny_status", a.DenyStatus, a.DenyStatus >= 400 && a.DenyStatus <= 599, "must be in 400..599")
+	d.rule("authz.deadline_margin", a.DeadlineMargin,
+		a.DeadlineMargin >= 0 && a.DeadlineMargin < maxDeadlineMarginLimit, "must be at least 0 and less than 1s")
+	d.rule("authz.retry_after", a.RetryAfter, a.RetryAfter > 0, "must be positive")
+	d.defaultBulkhead(c)
+
+	d.rule("leases.default_ttl", c.Leases.DefaultTTL, c.Leases.DefaultTTL > 0, "must be positive")
+	d.rule("leases.sweep_interval", c.Leases.SweepInterval, c.Leases.SweepInterval > 0, "must be positive")
+
+	maxB := c.Limits.MaxBulkheads
+	d.rule("limits.max_bulkheads", maxB, maxB >= 1 && maxB <= MaxBulkheadsCeiling,
+		fmt.Sprintf("must be in 1..%d", MaxBulkheadsCeiling))
+	if !d.ps.bad["limits.max_bulkheads"] && len(c.Bulkheads) > maxB {
+		d.ps.add("bulkheads", fmt.Sprintf("at most limits.max_bulkheads (%d) bulkheads may be configured", maxB),
+			fmt.Sprintf("%d bulkheads", len(c.Bulkheads)))
+	}
+}
+
+// rule records a problem at key, showing value v, unless ok or the key was
+// already reported.
+func (d *decoder) rule(key string, v any, ok bool, reason string) {
+	if !ok && !d.ps.bad[key] {
+		d.ps.add(key, reason, d.got(key, v))
+	}
+}
+
+// defaultBulkhead checks authz.default_bulkhead against the policy.
+func (d *decoder) defaultBulkhead(c *Config) {
+	const key = "authz.default_bulkhead"
+	a := &c.Authz
+	if d.ps.bad[key] || d.ps.bad["authz.unknown_bulkhead"] {
+		return
+	}
+	switch {
+	case a.UnknownBulkhead == UnknownDefault && a.DefaultBulkhead == "":
+		d.ps.add(key, "is required when authz.unknown_bulkhead is default", "")
+	case a.UnknownBulkhead != UnknownDefault && a.DefaultBulkhead != "":
+		d.ps.add(key, "must be empty unless authz.unknown_bulkhead is default", d.got(key, a.DefaultBulkhead))
+	case a.DefaultBulkhead != "":
+		if _, ok := c.Bulkheads[a.DefaultBulkhead]; !ok {
+			d.ps.add(key, "must name a configured bulkhead", d.got(key, a.DefaultBulkhead))
+		}
+	}
+}
+
+// address checks that s is host:port with a numeric port (0 allowed).
+func (d *decoder) address(key, s string) {
+	if d.ps.bad[key] {
+		return
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err == nil {
+		if _, perr := strconv.ParseUint(port, 10, 16); perr != nil {
+			err = perr
+		}
+	}
+	if err != nil {
+		d.ps.add(key, `must be host:port with a numeric port, like "127.0.0.1:9001" (port 0 picks a free one)`, d.got(key, s))
+	}
+}
+
+// isToken reports whether s is an RFC 9110 token (a valid header name).
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+		if !ok {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// settings checks one bulkhead's limiter settings with
+// bulkhead.Settings.Validate, re-prefixing each problem's field with path.
+// Fields already reported (missing or of the wrong type) are skipped.
+func (d *decoder) settings(path string, b Bulkhead) {
+	err := b.Settings.Validate()
+	if err == nil {
+		return
+	}
+	for _, leaf := range leaves(err) {
+		msg := leaf.Error()
+		field, rest, ok := strings.Cut(msg, ": ")
+		if !ok || strings.ContainsAny(field, " ") {
+			d.ps.add(path, msg, "") // not "field: reason": keep it whole
+			continue
+		}
+		key := path + "." + field
+		if d.ps.bad[key] || field == "reserve" && d.anyBad(path+".reserve.", path+".max_concurrent") {
+			continue
+		}
+		reason, got := rest, ""
+		if i := strings.LastIndex(rest, ", got "); i >= 0 {
+			reason, got = rest[:i], rest[i+len(", got "):]
+		}
+		d.ps.add(key, reason, got)
+	}
+}
+
+// anyBad reports whether a field equal to, or under, any prefix was reported.
+func (d *decoder) anyBad(prefixes ...string) bool {
+	for k := range d.ps.bad {
+		for _, p := range prefixes {
+			if strings.HasPrefix(k, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// leaves flattens a tree of wrapped and joined errors into its leaves,
+// leaving out the bulkhead.ErrInvalidSettings sentinel.
+func leaves(err error) []error {
+	if err == bulkhead.ErrInvalidSettings { // the sentinel itself, not what wraps it
+		return nil
+	}
+	if m, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range m.Unwrap() {
+			out = append(out, leaves(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
