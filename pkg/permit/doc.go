@@ -1,0 +1,64 @@
+// Package permit is the permit ledger: it owns the tokens that stand for
+// granted bulkhead permits, the leases that bound how long a permit may be
+// held, and the guarantee that every permit goes back exactly once.
+//
+// # Flow
+//
+// The ext_authz server acquires a permit from a bulkhead and hands it to
+// Ledger.Grant, which returns an unguessable token (128 bits from
+// crypto/rand, 22 characters of unpadded URL-safe base64). Envoy carries the
+// token in dynamic metadata into its access log, and the access-log server
+// calls Ledger.Release with it. Because Envoy's access-log stream is at most
+// once, every grant is a lease with a TTL: Ledger.Run sweeps expired leases
+// (Source TTL); ReleaseNode reclaims every lease held by a lost Envoy node;
+// Close releases everything at shutdown. The ledger does not interpret
+// permits: it calls Releaser.Release once and ignores its result.
+//
+// # Exactly once
+//
+// A lease is live while its entry is in its shard's map. Every way of ending
+// a lease (Release, Sweep, ReleaseNode, Close) removes the entry from that
+// map while holding the shard's mutex, and only the goroutine that removed
+// it calls Releaser.Release, after unlocking. Mutual exclusion orders the
+// removals of one shard, and a removed entry is never found again, so
+// Releaser.Release is called at most once per grant whatever calls race. It
+// is called at least once as long as the owner runs Run (or calls Sweep)
+// or calls Close: every lease has a finite expiry. Grant inserts the entry
+// before it returns the token, so the insertion happens before any Release
+// that carries the token: a token handed out by Grant is never reported
+// Unknown while its lease is live. For one lease, Releaser.Release happens
+// before Observer.Ended, and both happen before the call that ended the
+// lease returns. Close makes later Grants fail with ErrClosed; a Grant racing
+// with Close either fails or is ended by it.
+//
+// # Duplicates and unknown tokens
+//
+// A token that is not 22 characters of the URL-safe base64 alphabet in
+// canonical form is Unknown at once, without a map lookup. Each shard
+// remembers the tokens of its most recently ended leases (WithTombstones:
+// n = 4096 per shard by default, kept as two generations of n/2, so at least
+// the last n/2 and at most the last n), so that a second release of the
+// same token, e.g. an access log arriving after the lease expired, is
+// reported Duplicate. Once a token has been forgotten, a release of it is
+// reported Unknown: the two outcomes differ only for metrics, never in
+// effect, as neither releases anything.
+//
+// # Concurrency and memory
+//
+// A Ledger is safe for concurrent use. There is no process-wide lock: leases
+// live in N shards (WithShards, 64 by default, a power of two) chosen from
+// the token's bytes, and each shard has its own mutex, map, node index and
+// indexed min-heap on expiry (so removing any lease is O(log n) and the heap
+// never holds stale entries). The lease cap is one atomic counter. There is
+// no timer or goroutine per lease: one Run loop sweeps. Long operations
+// (Sweep, ReleaseNode, Close) work in bounded batches so that they never
+// hold a shard lock for long. Releaser.Release and Observer methods are
+// called outside every ledger lock.
+//
+// Memory is bounded by the lease cap (WithMaxLeases, 1,000,000 by default;
+// a lease costs a few hundred bytes with its map, heap and token) plus
+// shards x tombstones remembered tokens (16-byte keys in Go maps, roughly
+// 20-40 bytes each: about 10 MB at the defaults, when full), plus a per-shard
+// cache of at most 64 recycled entries. Maps and heaps keep the capacity of
+// their peak, which the cap bounds.
+package permit

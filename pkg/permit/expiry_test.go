@@ -1,0 +1,166 @@
+package permit
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestSweepExpires(t *testing.T) {
+	rec := newRecorder(8)
+	l, clk := newFakeLedger(WithObserver(rec))
+	ttls := []time.Duration{time.Second, 2 * time.Second, 2 * time.Second, 5 * time.Second}
+	toks := make([]string, len(ttls))
+	permits := make([]*countingPermit, len(ttls))
+	for i, ttl := range ttls {
+		toks[i], permits[i] = grant(t, l, Grant{Bulkhead: "b", TTL: ttl})
+	}
+	steps := []struct {
+		advance  time.Duration
+		expired  int
+		released []int // permits released after the step
+	}{
+		{999 * time.Millisecond, 0, []int{0, 0, 0, 0}},
+		{time.Millisecond, 1, []int{1, 0, 0, 0}}, // Expires <= now
+		{time.Second, 2, []int{1, 1, 1, 0}},
+		{time.Second, 0, []int{1, 1, 1, 0}},
+		{10 * time.Second, 1, []int{1, 1, 1, 1}},
+	}
+	for i, st := range steps {
+		clk.Advance(st.advance)
+		if n := l.Sweep(); n != st.expired {
+			t.Fatalf("step %d: Sweep = %d, want %d", i, n, st.expired)
+		}
+		for j, p := range permits {
+			if p.count() != st.released[j] {
+				t.Fatalf("step %d: permit %d released %d times, want %d", i, j, p.count(), st.released[j])
+			}
+		}
+	}
+	// An access log that arrives after expiry is a duplicate.
+	for _, tok := range toks {
+		if _, r := l.Release(tok, AccessLog); r != Duplicate {
+			t.Fatalf("late release: %v, want duplicate", r)
+		}
+	}
+	for _, e := range rec.endings() {
+		if e.src != TTL || e.at.Before(e.lease.Expires) {
+			t.Fatalf("ended %+v: want source ttl at or after expiry", e)
+		}
+	}
+}
+
+// TestSweepManyBatches ends more leases than one batch holds, in one shard.
+func TestSweepManyBatches(t *testing.T) {
+	l, clk := newFakeLedger(WithShards(1))
+	const n = 3*batchSize + 7
+	permits := make([]*countingPermit, n)
+	for i := range permits {
+		_, permits[i] = grant(t, l, Grant{Bulkhead: "b", TTL: time.Duration(i+1) * time.Millisecond})
+	}
+	clk.Advance(time.Duration(n) * time.Millisecond)
+	if got := l.Sweep(); got != n || l.Len() != 0 {
+		t.Fatalf("Sweep = %d, Len = %d; want %d, 0", got, l.Len(), n)
+	}
+	for i, p := range permits {
+		if p.count() != 1 {
+			t.Fatalf("permit %d released %d times", i, p.count())
+		}
+	}
+}
+
+func TestRunSweepsOnClock(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rec := newRecorder(8)
+	l, clk := newFakeLedger(WithObserver(rec), WithSweepInterval(500*time.Millisecond))
+	tok, p := grant(t, l, Grant{Bulkhead: "b", TTL: time.Second})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var runErr error
+	wg.Go(func() { runErr = l.Run(ctx) })
+
+	// Two ticks: the first (t0+0.5s) finds nothing expired, the second
+	// (t0+1s) expires the lease.
+	for tick := range 2 {
+		waitFor(t, fmt.Sprintf("Run to arm timer %d", tick), func() bool { return clk.Timers() == 1 })
+		clk.Advance(500 * time.Millisecond)
+	}
+	select {
+	case got := <-rec.endedC:
+		if got.Token != tok {
+			t.Fatalf("ended %q, want %q", got.Token, tok)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not expire the lease")
+	}
+	if p.count() != 1 || l.Len() != 0 {
+		t.Fatalf("permit released %d times, Len %d", p.count(), l.Len())
+	}
+	cancel()
+	wg.Wait()
+	if runErr != nil {
+		t.Fatalf("Run = %v, want nil", runErr)
+	}
+	if clk.Timers() != 0 {
+		t.Fatalf("Run left %d timers armed", clk.Timers())
+	}
+}
+
+func TestReleaseNode(t *testing.T) {
+	rec := newRecorder(64)
+	// Few shards and many leases, so nodes share shards and lists are long.
+	l, _ := newFakeLedger(WithObserver(rec), WithShards(2))
+	held := map[string]int{"envoy-a": 5, "envoy-b": 3, "": 2}
+	permits := map[string][]*countingPermit{}
+	toks := map[string][]string{}
+	for node, n := range held {
+		for range n {
+			tok, p := grant(t, l, Grant{Bulkhead: "b", TTL: time.Minute, Node: node})
+			permits[node] = append(permits[node], p)
+			toks[node] = append(toks[node], tok)
+		}
+	}
+	// Release one of envoy-b's by token first: ReleaseNode must skip it.
+	if _, r := l.Release(toks["envoy-b"][1], AccessLog); r != Released {
+		t.Fatalf("release by token: %v", r)
+	}
+	steps := []struct {
+		node string
+		want int
+	}{
+		{"envoy-a", 5},
+		{"envoy-a", 0},
+		{"envoy-b", 2},
+		{"", 0},
+		{"envoy-zzz", 0},
+	}
+	for _, st := range steps {
+		if got := l.ReleaseNode(st.node, NodeLost); got != st.want {
+			t.Fatalf("ReleaseNode(%q) = %d, want %d", st.node, got, st.want)
+		}
+	}
+	for node, ps := range permits {
+		for i, p := range ps {
+			want := 1
+			if node == "" {
+				want = 0
+			}
+			if p.count() != want {
+				t.Fatalf("node %q permit %d released %d times, want %d", node, i, p.count(), want)
+			}
+		}
+	}
+	if l.Len() != 2 {
+		t.Fatalf("Len = %d, want the 2 leases without a node", l.Len())
+	}
+	for i := range l.shards {
+		if n := l.shards[i].nodes; len(n) != 0 {
+			t.Fatalf("node index not emptied: %v", n)
+		}
+	}
+}

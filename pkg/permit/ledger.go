@@ -1,0 +1,156 @@
+package permit
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+)
+
+// maxKeyTries bounds how often Grant draws a new key when the drawn one is
+// taken. With 128 random bits a second draw never happens in practice.
+const maxKeyTries = 3
+
+// errKeyReused means crypto/rand drew used keys maxKeyTries times in a row,
+// which only a broken random source does.
+var errKeyReused = errors.New("token: crypto/rand repeated used 128-bit keys")
+
+// Ledger maps tokens to leased permits. It is safe for concurrent use; see the
+// package documentation for its guarantees.
+type Ledger struct {
+	clk      clock.Clock
+	obs      Observer
+	shards   []shard
+	mask     uint64
+	max      int64
+	interval time.Duration
+	count    atomic.Int64 // live leases plus grants that reserved a slot
+	closed   atomic.Bool
+}
+
+// New returns an empty ledger that reads time from clk.
+func New(clk clock.Clock, opts ...Option) *Ledger {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	l := &Ledger{
+		clk:      clk,
+		obs:      o.observer,
+		shards:   make([]shard, o.shards),
+		mask:     uint64(o.shards - 1),
+		max:      int64(o.maxLeases),
+		interval: o.interval,
+	}
+	for i := range l.shards {
+		l.shards[i].init(o.tombstones)
+	}
+	return l
+}
+
+func (l *Ledger) shardIndex(k *key) uint64 { return binary.LittleEndian.Uint64(k[:8]) & l.mask }
+
+func (l *Ledger) shardFor(k *key) *shard { return &l.shards[l.shardIndex(k)] }
+
+// Grant registers permit p as a lease and returns its token; the ledger then
+// owns p until it releases it (granting one permit twice would release it
+// twice). The lease expires g.TTL after clk.Now(). On error the
+// ledger did not take p: the caller must release it (and deny the request).
+// The error is ErrFull at the lease cap, ErrClosed after Close, or
+// ErrInvalidGrant for a nil permit or a TTL <= 0.
+func (l *Ledger) Grant(p Releaser, g Grant) (string, error) {
+	if p == nil {
+		return "", fmt.Errorf("%w: nil permit", ErrInvalidGrant)
+	}
+	if g.TTL <= 0 {
+		return "", fmt.Errorf("%w: ttl %v", ErrInvalidGrant, g.TTL)
+	}
+	if l.closed.Load() {
+		return "", ErrClosed
+	}
+	if l.count.Add(1) > l.max {
+		l.count.Add(-1)
+		return "", ErrFull // unwrapped: no allocation on the overload path
+	}
+	for range maxKeyTries {
+		var k key
+		if err := newKey(&k); err != nil {
+			l.count.Add(-1)
+			return "", fmt.Errorf("token: %w", err)
+		}
+		token := k.text()
+		now := l.clk.Now()
+		s := l.shardFor(&k)
+		s.mu.Lock()
+		if l.closed.Load() {
+			s.mu.Unlock()
+			l.count.Add(-1)
+			return "", ErrClosed
+		}
+		if s.taken(&k) {
+			s.mu.Unlock()
+			continue
+		}
+		e := s.newEntry()
+		e.key = k
+		e.p = p
+		e.lease = Lease{
+			Token:    token,
+			Bulkhead: g.Bulkhead,
+			Node:     g.Node,
+			Priority: g.Priority,
+			Acquired: now,
+			Expires:  now.Add(g.TTL),
+		}
+		s.insert(e)
+		s.mu.Unlock()
+		return token, nil
+	}
+	l.count.Add(-1)
+	return "", errKeyReused
+}
+
+// Release ends the lease named by token and releases its permit. Exactly one
+// call per lease, across Release, Sweep, ReleaseNode and Close, returns
+// Released (with the lease); any later Release of the token is Duplicate
+// while the ledger remembers it (see WithTombstones), and Unknown after.
+// A token that is malformed or was never issued is Unknown. The lease is the
+// zero Lease unless the result is Released.
+func (l *Ledger) Release(token string, src Source) (Lease, Result) {
+	k, ok := parseToken(token)
+	if !ok {
+		l.obs.Ignored(src, Unknown)
+		return Lease{}, Unknown
+	}
+	s := l.shardFor(&k)
+	s.mu.Lock()
+	e := s.live[k]
+	if e == nil {
+		r := Unknown
+		if s.tomb.has(&k) {
+			r = Duplicate
+		}
+		s.mu.Unlock()
+		l.obs.Ignored(src, r)
+		return Lease{}, r
+	}
+	out := s.remove(e)
+	l.count.Add(-1)
+	s.mu.Unlock()
+	l.finish(out, src, l.clk.Now())
+	return out.lease, Released
+}
+
+// finish releases a lease that has left the ledger and tells the observer.
+// It is called outside every lock, once per lease.
+func (l *Ledger) finish(e ended, src Source, at time.Time) {
+	e.p.Release()
+	l.obs.Ended(e.lease, src, at)
+}
+
+// Len returns the number of live leases. Under concurrent Grants it may
+// include a grant in progress.
+func (l *Ledger) Len() int { return int(l.count.Load()) }

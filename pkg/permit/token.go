@@ -1,0 +1,73 @@
+package permit
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+)
+
+const (
+	// keyLen is the number of random bytes in a token.
+	keyLen = 16
+	// TokenLen is the length of a token: keyLen bytes in unpadded base64.
+	TokenLen = 22
+)
+
+// key is a token's decoded form, the map key of live and remembered leases.
+type key [keyLen]byte
+
+// newKey fills k with random bits from crypto/rand.
+func newKey(k *key) error {
+	_, err := rand.Read(k[:])
+	return err
+}
+
+// text returns the token for k: unpadded URL-safe base64.
+func (k *key) text() string {
+	var buf [TokenLen]byte
+	base64.RawURLEncoding.Encode(buf[:], k[:])
+	return string(buf[:])
+}
+
+// parseToken decodes a token. It accepts only the canonical encoding of
+// keyLen bytes (exactly TokenLen characters of the URL-safe alphabet, unused
+// trailing bits zero), so each key has exactly one token.
+func parseToken(s string) (k key, ok bool) {
+	if len(s) != TokenLen {
+		return k, false
+	}
+	var acc uint32
+	bits, j := 0, 0
+	for i := 0; i < TokenLen; i++ {
+		v, ok := sextet(s[i])
+		if !ok {
+			return k, false
+		}
+		acc = acc<<6 | uint32(v)
+		bits += 6
+		if bits >= 8 {
+			bits -= 8
+			k[j] = byte(acc >> bits)
+			j++
+			acc &= 1<<bits - 1
+		}
+	}
+	// 22*6 = 132 bits carry 128: the 4 left over must be zero.
+	return k, acc == 0
+}
+
+// sextet maps a character of the URL-safe base64 alphabet to its value.
+func sextet(c byte) (byte, bool) {
+	switch {
+	case 'A' <= c && c <= 'Z':
+		return c - 'A', true
+	case 'a' <= c && c <= 'z':
+		return c - 'a' + 26, true
+	case '0' <= c && c <= '9':
+		return c - '0' + 52, true
+	case c == '-':
+		return 62, true
+	case c == '_':
+		return 63, true
+	}
+	return 0, false
+}
