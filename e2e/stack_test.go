@@ -1,0 +1,299 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/envoy"
+	"github.com/bulkhead-mesh/bulkhead/pkg/config"
+	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
+)
+
+var (
+	bulkheadBin string
+	envoyBin    string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "bulkhead-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	bulkheadBin = filepath.Join(dir, "bulkhead")
+	build := exec.Command("go", "build", "-race", "-o", bulkheadBin, "github.com/bulkhead-mesh/bulkhead/cmd/bulkhead")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building bulkhead:", err)
+		return 1
+	}
+	if envoyBin, err = envoyproc.FindBinary(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// stack is one Envoy + bulkhead + three upstreams (catalog, auth, orders).
+type stack struct {
+	t        *testing.T
+	up       map[string]*testbed.Upstream
+	limits   map[string]int
+	grpcAddr string
+	httpAddr string
+	base     string // http://ENVOY_LISTENER
+	envoy    *envoyproc.Proc
+	daemon   *exec.Cmd
+	mu       sync.Mutex // guards limits
+}
+
+var routes = []string{"catalog", "auth", "orders"}
+
+// startStack starts everything with bulkheadYAML (the config without the
+// listen section) and lets mod adjust the Envoy parameters.
+func startStack(t *testing.T, bulkheadYAML string, mod func(*envoy.Params)) *stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := &stack{t: t, up: map[string]*testbed.Upstream{}, limits: map[string]int{}}
+
+	yaml := "listen: {grpc: \"127.0.0.1:0\", http: \"127.0.0.1:0\"}\nlog: {level: debug}\n" + bulkheadYAML
+	cfg, err := config.Parse("e2e.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+	for name, b := range cfg.Bulkheads {
+		s.limits[name] = b.Settings.MaxConcurrent
+	}
+
+	for _, name := range routes {
+		u, err := testbed.NewUpstream(name, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.up[name] = u
+		t.Cleanup(func() { u.Close() })
+	}
+
+	dir := t.TempDir()
+	cfgPath, addrPath := filepath.Join(dir, "bulkhead.yaml"), filepath.Join(dir, "addr.json")
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.startDaemon(ctx, cfgPath, addrPath)
+
+	p := envoy.Params{ListenerPort: 0, AdminPort: 0, Bulkhead: endpoint(t, s.grpcAddr),
+		Routes: envoy.DemoRoutes(endpoint(t, s.up["catalog"].Addr()), endpoint(t, s.up["auth"].Addr()), endpoint(t, s.up["orders"].Addr()))}
+	if mod != nil {
+		mod(&p)
+	}
+	bootstrap, err := envoy.Render(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var envoyLog syncBuffer
+	e, err := envoyproc.Start(ctx, envoyproc.Options{Binary: envoyBin, ConfigYAML: bootstrap, Concurrency: 2, Stderr: &envoyLog})
+	if err != nil {
+		t.Fatalf("envoy: %v\n%s", err, envoyLog.String())
+	}
+	s.envoy = e
+	t.Cleanup(func() {
+		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c()
+		if err := e.Stop(sctx); err != nil {
+			t.Errorf("envoy stop: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("envoy log:\n%s", tail(envoyLog.String(), 4000))
+		}
+	})
+	addr, err := e.ListenerAddr(ctx, envoy.DefaultListenerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.base = "http://" + addr
+	// The shared invariant, checked last thing before teardown (cleanups
+	// run in reverse order, so this one runs first).
+	t.Cleanup(s.checkInvariant)
+	return s
+}
+
+func (s *stack) startDaemon(ctx context.Context, cfgPath, addrPath string) {
+	t := s.t
+	cmd := exec.Command(bulkheadBin, "--config", cfgPath, "--address-file", addrPath)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("bulkhead exited with %v after SIGTERM", err)
+			}
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+			t.Error("bulkhead did not stop within 10s of SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("bulkhead log:\n%s", tail(out.String(), 6000))
+		}
+	})
+	var addrs map[string]string
+	poll(t, ctx, "bulkhead address file", func() bool {
+		b, err := os.ReadFile(addrPath)
+		return err == nil && json.Unmarshal(b, &addrs) == nil
+	})
+	s.grpcAddr, s.httpAddr = addrs["grpc"], addrs["http"]
+}
+
+// checkInvariant: no upstream ever saw more concurrent requests than its
+// bulkhead's limit.
+func (s *stack) checkInvariant() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, u := range s.up {
+		if limit, ok := s.limits[name]; ok && u.Max() > limit {
+			s.t.Errorf("INVARIANT: upstream %s saw %d concurrent requests, bulkhead limit %d", name, u.Max(), limit)
+		}
+	}
+}
+
+func (s *stack) metrics() *testbed.Metrics {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m, err := testbed.Scrape(ctx, "http://"+s.httpAddr+"/metrics")
+	if err != nil {
+		s.t.Fatalf("scrape: %v", err)
+	}
+	return m
+}
+
+func (s *stack) gauge(name, dependency string) float64 {
+	v, _ := s.metrics().Value(name, map[string]string{"dependency": dependency})
+	return v
+}
+
+func (s *stack) counter(name string, labels map[string]string) float64 {
+	return s.metrics().Sum(name, labels)
+}
+
+// waitGauge polls until the gauge equals want, within d.
+func (s *stack) waitGauge(name, dependency string, want float64, d time.Duration) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	poll(s.t, ctx, fmt.Sprintf("%s{dependency=%q} == %v", name, dependency, want), func() bool {
+		return s.gauge(name, dependency) == want
+	})
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   string
+	err    error
+}
+
+// get sends one request through Envoy.
+func (s *stack) get(ctx context.Context, path string, header map[string]string) response {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+	if err != nil {
+		return response{err: err}
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return response{err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: string(b), err: err}
+}
+
+// getAsync sends a request in the background.
+func (s *stack) getAsync(ctx context.Context, path string, header map[string]string) <-chan response {
+	ch := make(chan response, 1)
+	go func() { ch <- s.get(ctx, path, header) }()
+	return ch
+}
+
+var client = &http.Client{
+	Timeout:   30 * time.Second,
+	Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 0},
+}
+
+func poll(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(10 * time.Millisecond): // polling interval, with a deadline
+		}
+	}
+}
+
+func endpoint(t *testing.T, hostport string) envoy.Endpoint {
+	t.Helper()
+	i := strings.LastIndexByte(hostport, ':')
+	var port int
+	if _, err := fmt.Sscan(hostport[i+1:], &port); err != nil {
+		t.Fatalf("bad address %q", hostport)
+	}
+	return envoy.Endpoint{Host: hostport[:i], Port: port}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// syncBuffer is a bytes.Buffer safe for a process writer and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}

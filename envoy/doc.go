@@ -1,0 +1,13 @@
+// Package envoy owns the Envoy bootstrap that puts an Envoy front proxy in
+// front of Bulkhead: an ext_authz filter that takes a permit per request and
+// a gRPC access logger that gives it back.
+//
+// The bootstrap is a text/template (front-proxy.yaml.tmpl, embedded) so that
+// the demo (fixed ports, DemoParams) and the end-to-end tests (port 0
+// everywhere) run exactly the configuration users copy. front-proxy.yaml is
+// the template rendered with DemoParams; a test fails when it is stale, and
+// `make envoy-config` (go run ./envoy/gen) regenerates it.
+//
+// Render is a pure function and safe for concurrent use; Params values are
+// plain data owned by the caller.
+package envoy

@@ -1,0 +1,237 @@
+package envoy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+)
+
+// ErrInvalidParams is wrapped by every error Render returns for bad Params.
+var ErrInvalidParams = errors.New("invalid envoy params")
+
+// Defaults applied by Render to zero-valued Params fields.
+const (
+	DefaultAddress         = "127.0.0.1"
+	DefaultNodeID          = "front-proxy"
+	DefaultListenerName    = "front"
+	DefaultExtAuthzTimeout = time.Second
+	DefaultStatusOnError   = 503
+)
+
+// BulkheadClusterName is the Envoy cluster of the Bulkhead daemon; routes may
+// not use it.
+const BulkheadClusterName = "bulkhead"
+
+// Endpoint is a host (IP literal: STATIC cluster; name: STRICT_DNS) and port.
+type Endpoint struct {
+	Host string
+	Port int
+}
+
+// String returns host:port.
+func (e Endpoint) String() string { return net.JoinHostPort(e.Host, fmt.Sprint(e.Port)) }
+
+// Route sends requests whose path starts with Prefix to the upstream cluster
+// Name, guarded by a bulkhead.
+type Route struct {
+	// Name is the upstream cluster's name; also the bulkhead key unless
+	// Bulkhead is set.
+	Name string
+	// Prefix is the path prefix matched, e.g. "/catalog".
+	Prefix string
+	// Bulkhead is the context_extensions "bulkhead" key; "" means Name.
+	Bulkhead string
+	// Priority, if set, is the context_extensions "priority" key
+	// (critical, normal or best_effort).
+	Priority string
+	// Upstream is the single endpoint of the cluster (plain HTTP/1.1).
+	Upstream Endpoint
+}
+
+// BulkheadName returns the bulkhead key sent in the route's CheckRequests.
+func (r Route) BulkheadName() string {
+	if r.Bulkhead != "" {
+		return r.Bulkhead
+	}
+	return r.Name
+}
+
+// Params are the inputs of the front-proxy template. Zero values get the
+// defaults above; ports may be 0 for the listener and the admin interface
+// (the kernel picks; see pkg/envoyproc to read them back).
+type Params struct {
+	NodeID      string // node.id; default DefaultNodeID
+	NodeCluster string // node.cluster; default NodeID
+
+	ListenerName    string // default DefaultListenerName
+	ListenerAddress string // default DefaultAddress
+	ListenerPort    int
+
+	AdminAddress string // default DefaultAddress
+	AdminPort    int
+
+	// Bulkhead is the daemon's gRPC endpoint (ext_authz and access logs).
+	Bulkhead Endpoint
+	// Routes, matched in order.
+	Routes []Route
+
+	// ExtAuthzTimeout is the Check RPC deadline; it must exceed every
+	// bulkhead's max_wait. Default DefaultExtAuthzTimeout.
+	ExtAuthzTimeout time.Duration
+	// FailureModeAllow lets requests through when Bulkhead cannot decide.
+	FailureModeAllow bool
+	// StatusOnError is the HTTP status sent when Bulkhead cannot decide
+	// (unreachable, gRPC error, Check timeout). Default DefaultStatusOnError.
+	StatusOnError int
+	// AccessLogExcludeHeader, if set, names a request header whose presence
+	// keeps the request out of the access log (its permit then leaks until
+	// the lease expires). "" = every request is logged.
+	AccessLogExcludeHeader string
+
+	// Room for later: downstream and upstream TLS settings.
+}
+
+// DemoRoutes returns the three demo routes /catalog, /auth and /orders, each
+// to the cluster and bulkhead of the same name.
+func DemoRoutes(catalog, auth, orders Endpoint) []Route {
+	return []Route{
+		{Name: "catalog", Prefix: "/catalog", Upstream: catalog},
+		{Name: "auth", Prefix: "/auth", Upstream: auth},
+		{Name: "orders", Prefix: "/orders", Upstream: orders},
+	}
+}
+
+// DemoParams returns the demo's fixed ports: listener 10000, admin 9901,
+// Bulkhead gRPC 9001, upstreams catalog 8081, auth 8082, orders 8083, all
+// on 127.0.0.1.
+func DemoParams() Params {
+	return Params{
+		ListenerPort: 10000,
+		AdminPort:    9901,
+		Bulkhead:     Endpoint{Host: DefaultAddress, Port: 9001},
+		Routes: DemoRoutes(
+			Endpoint{Host: DefaultAddress, Port: 8081},
+			Endpoint{Host: DefaultAddress, Port: 8082},
+			Endpoint{Host: DefaultAddress, Port: 8083},
+		),
+	}
+}
+
+var (
+	// Bulkhead names, as in the daemon's config.
+	namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?$`)
+	// HTTP header names as Envoy stores them (lower case token characters).
+	headerPattern = regexp.MustCompile(`^[a-z0-9!#$%&'*+.^_|~` + "`" + `-]+$`)
+	// Hosts: IP literals or DNS names.
+	hostPattern = regexp.MustCompile(`^[A-Za-z0-9.:_-]+$`)
+	// Path prefixes: no quotes, spaces or control characters.
+	prefixPattern = regexp.MustCompile(`^/[A-Za-z0-9/._~%!$&'()*+,;=:@-]*$`)
+)
+
+// withDefaults returns p with zero fields replaced by their defaults.
+func (p Params) withDefaults() Params {
+	if p.NodeID == "" {
+		p.NodeID = DefaultNodeID
+	}
+	if p.NodeCluster == "" {
+		p.NodeCluster = p.NodeID
+	}
+	if p.ListenerName == "" {
+		p.ListenerName = DefaultListenerName
+	}
+	if p.ListenerAddress == "" {
+		p.ListenerAddress = DefaultAddress
+	}
+	if p.AdminAddress == "" {
+		p.AdminAddress = DefaultAddress
+	}
+	if p.ExtAuthzTimeout == 0 {
+		p.ExtAuthzTimeout = DefaultExtAuthzTimeout
+	}
+	if p.StatusOnError == 0 {
+		p.StatusOnError = DefaultStatusOnError
+	}
+	return p
+}
+
+// validate reports every problem in p (after defaults) at once.
+func (p Params) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(format, args...))
+	}
+	checkName := func(field, v string) {
+		if !namePattern.MatchString(v) {
+			bad("%s %q: want %s", field, v, namePattern)
+		}
+	}
+	checkName("NodeID", p.NodeID)
+	checkName("NodeCluster", p.NodeCluster)
+	checkName("ListenerName", p.ListenerName)
+	checkIP := func(field, v string) {
+		if net.ParseIP(v) == nil {
+			bad("%s %q: want an IP address", field, v)
+		}
+	}
+	checkIP("ListenerAddress", p.ListenerAddress)
+	checkIP("AdminAddress", p.AdminAddress)
+	checkPort := func(field string, port, min int) {
+		if port < min || port > 65535 {
+			bad("%s %d: want %d..65535", field, port, min)
+		}
+	}
+	checkPort("ListenerPort", p.ListenerPort, 0)
+	checkPort("AdminPort", p.AdminPort, 0)
+	checkEndpoint := func(field string, e Endpoint) {
+		if !hostPattern.MatchString(e.Host) {
+			bad("%s.Host %q: want an IP address or DNS name", field, e.Host)
+		}
+		checkPort(field+".Port", e.Port, 1)
+	}
+	checkEndpoint("Bulkhead", p.Bulkhead)
+	if len(p.Routes) == 0 {
+		bad("Routes: want at least one")
+	}
+	seen := make(map[string]bool, len(p.Routes))
+	for i, r := range p.Routes {
+		field := fmt.Sprintf("Routes[%d]", i)
+		switch {
+		case !namePattern.MatchString(r.Name):
+			bad("%s.Name %q: want %s", field, r.Name, namePattern)
+		case r.Name == BulkheadClusterName:
+			bad("%s.Name %q: reserved for the Bulkhead cluster", field, r.Name)
+		case seen[r.Name]:
+			bad("%s.Name %q: duplicate", field, r.Name)
+		}
+		seen[r.Name] = true
+		if !prefixPattern.MatchString(r.Prefix) {
+			bad("%s.Prefix %q: want a path starting with /", field, r.Prefix)
+		}
+		if r.Bulkhead != "" && !namePattern.MatchString(r.Bulkhead) {
+			bad("%s.Bulkhead %q: want %s", field, r.Bulkhead, namePattern)
+		}
+		if r.Priority != "" {
+			if _, err := bulkhead.ParsePriority(r.Priority); err != nil {
+				bad("%s.Priority: %w", field, err)
+			}
+		}
+		checkEndpoint(field+".Upstream", r.Upstream)
+	}
+	if p.ExtAuthzTimeout <= 0 || p.ExtAuthzTimeout%time.Millisecond != 0 {
+		bad("ExtAuthzTimeout %v: want a positive whole number of milliseconds", p.ExtAuthzTimeout)
+	}
+	if p.StatusOnError < 200 || p.StatusOnError > 599 {
+		bad("StatusOnError %d: want 200..599", p.StatusOnError)
+	}
+	if p.AccessLogExcludeHeader != "" && !headerPattern.MatchString(p.AccessLogExcludeHeader) {
+		bad("AccessLogExcludeHeader %q: want a lower-case header name", p.AccessLogExcludeHeader)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidParams, errors.Join(errs...))
+}

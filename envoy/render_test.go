@@ -1,0 +1,222 @@
+package envoy_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/bulkhead-mesh/bulkhead/envoy"
+	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc/envoyproctest"
+)
+
+// paramSets are rendered and checked by every test below, and validated by
+// the real Envoy when it is installed.
+func paramSets() map[string]envoy.Params {
+	zero := envoy.DemoParams()
+	zero.ListenerPort, zero.AdminPort = 0, 0
+
+	custom := envoy.Params{
+		NodeID:                 "edge-1",
+		NodeCluster:            "edge",
+		ListenerName:           "ingress",
+		ListenerAddress:        "0.0.0.0",
+		Bulkhead:               envoy.Endpoint{Host: "bulkhead.mesh.svc", Port: 9001},
+		ExtAuthzTimeout:        2500 * time.Millisecond,
+		FailureModeAllow:       true,
+		StatusOnError:          429,
+		AccessLogExcludeHeader: "x-test-no-access-log",
+		Routes: []envoy.Route{
+			{Name: "catalog-v2", Prefix: "/catalog", Bulkhead: "catalog", Priority: "critical",
+				Upstream: envoy.Endpoint{Host: "catalog", Port: 80}},
+			{Name: "root", Prefix: "/", Upstream: envoy.Endpoint{Host: "::1", Port: 8080}},
+		},
+	}
+	return map[string]envoy.Params{"demo": envoy.DemoParams(), "port zero": zero, "custom": custom}
+}
+
+func TestCommittedConfigIsCurrent(t *testing.T) {
+	want, err := envoy.Render(envoy.DemoParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("front-proxy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("envoy/front-proxy.yaml is stale; regenerate it with `make envoy-config` (go run ./envoy/gen)")
+	}
+}
+
+// TestRenderedShape checks the lines the design depends on, structurally.
+func TestRenderedShape(t *testing.T) {
+	for name, p := range paramSets() {
+		t.Run(name, func(t *testing.T) {
+			b, err := envoy.Render(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc map[string]any
+			if err := yaml.Unmarshal(b, &doc); err != nil {
+				t.Fatalf("rendered YAML does not parse: %v\n%s", err, b)
+			}
+			hcm := dig(t, doc, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config")
+
+			als := dig(t, hcm, "access_log", 0)
+			if got := dig(t, als, "name"); got != "envoy.access_loggers.http_grpc" {
+				t.Errorf("access log = %v", got)
+			}
+			common := dig(t, als, "typed_config", "common_config")
+			for key, want := range map[string]any{"log_name": "bulkhead", "transport_api_version": "V3", "buffer_size_bytes": 0} {
+				if got := dig(t, common, key); got != want {
+					t.Errorf("access log %s = %v, want %v", key, got, want)
+				}
+			}
+			if got := dig(t, common, "grpc_service", "envoy_grpc", "cluster_name"); got != "bulkhead" {
+				t.Errorf("access log cluster = %v", got)
+			}
+			_, filtered := als.(map[string]any)["filter"]
+			if filtered != (p.AccessLogExcludeHeader != "") {
+				t.Errorf("access log filter present = %v, want %v", filtered, p.AccessLogExcludeHeader != "")
+			}
+
+			authz := dig(t, hcm, "http_filters", 0)
+			if got := dig(t, authz, "name"); got != "envoy.filters.http.ext_authz" {
+				t.Fatalf("first http filter = %v", got)
+			}
+			cfg := dig(t, authz, "typed_config").(map[string]any)
+			if _, ok := cfg["clear_route_cache"]; ok {
+				t.Error("ext_authz sets clear_route_cache")
+			}
+			if cfg["failure_mode_allow"] != p.FailureModeAllow || cfg["transport_api_version"] != "V3" {
+				t.Errorf("ext_authz config = %v", cfg)
+			}
+			if got := dig(t, hcm, "http_filters", 1, "name"); got != "envoy.filters.http.router" {
+				t.Errorf("last http filter = %v", got)
+			}
+
+			routes := dig(t, hcm, "route_config", "virtual_hosts", 0, "routes").([]any)
+			if len(routes) != len(p.Routes) {
+				t.Fatalf("%d routes, want %d", len(routes), len(p.Routes))
+			}
+			for i, r := range p.Routes {
+				if got := dig(t, routes[i], "route", "cluster"); got != r.Name {
+					t.Errorf("route %d cluster = %v, want %s", i, got, r.Name)
+				}
+				ext := dig(t, routes[i], "typed_per_filter_config", "envoy.filters.http.ext_authz",
+					"check_settings", "context_extensions").(map[string]any)
+				if ext["bulkhead"] != r.BulkheadName() {
+					t.Errorf("route %d bulkhead = %v, want %s", i, ext["bulkhead"], r.BulkheadName())
+				}
+				if got, _ := ext["priority"].(string); got != r.Priority {
+					t.Errorf("route %d priority = %q, want %q", i, got, r.Priority)
+				}
+			}
+
+			clusters := dig(t, doc, "static_resources", "clusters").([]any)
+			if len(clusters) != 1+len(p.Routes) {
+				t.Fatalf("%d clusters, want %d", len(clusters), 1+len(p.Routes))
+			}
+			bh := clusters[0]
+			if dig(t, bh, "name") != envoy.BulkheadClusterName {
+				t.Fatalf("first cluster = %v", dig(t, bh, "name"))
+			}
+			dig(t, bh, "typed_extension_protocol_options", "envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+				"explicit_http_config", "http2_protocol_options")
+			if got := dig(t, bh, "circuit_breakers", "thresholds", 0, "max_requests").(int); got <= 1024 {
+				t.Errorf("bulkhead max_requests = %d, want far above 1024", got)
+			}
+		})
+	}
+}
+
+func TestRenderRejects(t *testing.T) {
+	good := envoy.DemoParams
+	tests := []struct {
+		name   string
+		mutate func(*envoy.Params)
+		want   string // substring of the error
+	}{
+		{"no routes", func(p *envoy.Params) { p.Routes = nil }, "Routes"},
+		{"no bulkhead endpoint", func(p *envoy.Params) { p.Bulkhead = envoy.Endpoint{} }, "Bulkhead.Host"},
+		{"bulkhead port 0", func(p *envoy.Params) { p.Bulkhead.Port = 0 }, "Bulkhead.Port"},
+		{"listener port", func(p *envoy.Params) { p.ListenerPort = 70000 }, "ListenerPort"},
+		{"admin address", func(p *envoy.Params) { p.AdminAddress = "localhost" }, "AdminAddress"},
+		{"route name", func(p *envoy.Params) { p.Routes[0].Name = "Catalog" }, "Routes[0].Name"},
+		{"reserved name", func(p *envoy.Params) { p.Routes[0].Name = "bulkhead" }, "reserved"},
+		{"duplicate name", func(p *envoy.Params) { p.Routes[1].Name = "catalog" }, "duplicate"},
+		{"prefix", func(p *envoy.Params) { p.Routes[0].Prefix = "catalog" }, "Prefix"},
+		{"quote in prefix", func(p *envoy.Params) { p.Routes[0].Prefix = `/a"b` }, "Prefix"},
+		{"priority", func(p *envoy.Params) { p.Routes[0].Priority = "urgent" }, "Priority"},
+		{"upstream host", func(p *envoy.Params) { p.Routes[2].Upstream.Host = "a b" }, "Routes[2].Upstream.Host"},
+		{"timeout", func(p *envoy.Params) { p.ExtAuthzTimeout = -time.Second }, "ExtAuthzTimeout"},
+		{"sub-millisecond timeout", func(p *envoy.Params) { p.ExtAuthzTimeout = 1500 * time.Microsecond }, "ExtAuthzTimeout"},
+		{"status", func(p *envoy.Params) { p.StatusOnError = 700 }, "StatusOnError"},
+		{"header", func(p *envoy.Params) { p.AccessLogExcludeHeader = "X-Upper" }, "AccessLogExcludeHeader"},
+		{"every problem at once", func(p *envoy.Params) { p.AdminPort = -1; p.StatusOnError = 1 }, "AdminPort"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := good()
+			tt.mutate(&p)
+			_, err := envoy.Render(p)
+			if !errors.Is(err, envoy.ErrInvalidParams) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Render error = %v, want ErrInvalidParams mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestEnvoyValidates runs `envoy --mode validate` on every param set.
+func TestEnvoyValidates(t *testing.T) {
+	bin := envoyproctest.Binary(t)
+	dir := t.TempDir()
+	for name, p := range paramSets() {
+		t.Run(name, func(t *testing.T) {
+			b, err := envoy.Render(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".yaml")
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.CommandContext(t.Context(), bin, "--mode", "validate", "--disable-hot-restart",
+				"-l", "warning", "-c", path).CombinedOutput()
+			if err != nil {
+				t.Fatalf("envoy --mode validate: %v\n%s\nconfig:\n%s", err, out, b)
+			}
+		})
+	}
+}
+
+// dig walks v by map keys and slice indexes, failing the test on a miss.
+func dig(t *testing.T, v any, path ...any) any {
+	t.Helper()
+	for _, step := range path {
+		switch k := step.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				t.Fatalf("at %q: not a map: %v", k, v)
+			}
+			if v, ok = m[k]; !ok {
+				t.Fatalf("missing key %q in %v", k, m)
+			}
+		case int:
+			s, ok := v.([]any)
+			if !ok || k >= len(s) {
+				t.Fatalf("at [%d]: not a long enough list: %v", k, v)
+			}
+			v = s[k]
+		}
+	}
+	return v
+}
