@@ -174,13 +174,26 @@ func (s *stack) startDaemon(ctx context.Context, cfgPath, addrPath string) {
 }
 
 // checkInvariant: no upstream ever saw more concurrent requests than its
-// bulkhead's limit.
+// bulkhead's limit; and, once a passing test is done, no permit is held.
 func (s *stack) checkInvariant() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, u := range s.up {
 		if limit, ok := s.limits[name]; ok && u.Max() > limit {
 			s.t.Errorf("INVARIANT: upstream %s saw %d concurrent requests, bulkhead limit %d", name, u.Max(), limit)
+		}
+	}
+	if s.t.Failed() {
+		return
+	}
+	for name := range s.limits {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		for s.gauge("bulkhead_active_calls", name) != 0 && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond) // polling with a deadline
+		}
+		cancel()
+		if v := s.gauge("bulkhead_active_calls", name); v != 0 {
+			s.t.Errorf("LEAK: bulkhead %s still holds %v permits after the test", name, v)
 		}
 	}
 }
