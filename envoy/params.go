@@ -48,6 +48,9 @@ type Route struct {
 	// Priority, if set, is the context_extensions "priority" key
 	// (critical, normal or best_effort).
 	Priority string
+	// Unguarded disables ext_authz on the route (no Check, no permit): a
+	// baseline for benchmarks, or a route that needs no bulkhead.
+	Unguarded bool
 	// Upstream is the single endpoint of the cluster (plain HTTP/1.1).
 	Upstream Endpoint
 }
@@ -213,6 +216,9 @@ func (p Params) validate() error {
 		}
 		if r.Bulkhead != "" && !namePattern.MatchString(r.Bulkhead) {
 			bad("%s.Bulkhead %q: want %s", field, r.Bulkhead, namePattern)
+		}
+		if r.Unguarded && (r.Bulkhead != "" || r.Priority != "") {
+			bad("%s: an Unguarded route takes no Bulkhead or Priority", field)
 		}
 		if r.Priority != "" {
 			if _, err := bulkhead.ParsePriority(r.Priority); err != nil {

@@ -35,6 +35,7 @@ func paramSets() map[string]envoy.Params {
 		Routes: []envoy.Route{
 			{Name: "catalog-v2", Prefix: "/catalog", Bulkhead: "catalog", Priority: "critical",
 				Upstream: envoy.Endpoint{Host: "catalog", Port: 80}},
+			{Name: "plain", Prefix: "/plain", Unguarded: true, Upstream: envoy.Endpoint{Host: "::1", Port: 8081}},
 			{Name: "root", Prefix: "/", Upstream: envoy.Endpoint{Host: "::1", Port: 8080}},
 		},
 	}
@@ -110,8 +111,14 @@ func TestRenderedShape(t *testing.T) {
 				if got := dig(t, routes[i], "route", "cluster"); got != r.Name {
 					t.Errorf("route %d cluster = %v, want %s", i, got, r.Name)
 				}
-				ext := dig(t, routes[i], "typed_per_filter_config", "envoy.filters.http.ext_authz",
-					"check_settings", "context_extensions").(map[string]any)
+				per := dig(t, routes[i], "typed_per_filter_config", "envoy.filters.http.ext_authz").(map[string]any)
+				if r.Unguarded {
+					if per["disabled"] != true || per["check_settings"] != nil {
+						t.Errorf("unguarded route %d: %v", i, per)
+					}
+					continue
+				}
+				ext := dig(t, per, "check_settings", "context_extensions").(map[string]any)
 				if ext["bulkhead"] != r.BulkheadName() {
 					t.Errorf("route %d bulkhead = %v, want %s", i, ext["bulkhead"], r.BulkheadName())
 				}
