@@ -50,9 +50,10 @@ e2e: envoy
 demo: envoy build
 	ENVOY_BIN=$(ENVOY_BIN) ./bin/bulkhead-demo $(if $(DURATION),--duration $(DURATION))
 
-## bench: benchmarks of pkg/...
-bench:
+## bench: benchmarks of pkg/..., then requests through a real Envoy with and without the bulkhead
+bench: envoy
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+	ENVOY_BIN=$(ENVOY_BIN) $(GO) test -tags e2e -run '^$$' -bench ThroughEnvoy -benchtime 5s ./e2e/
 
 clean:
 	rm -rf bin/

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -41,7 +42,13 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	bulkheadBin = filepath.Join(dir, "bulkhead")
-	build := exec.Command("go", "build", "-race", "-o", bulkheadBin, "github.com/bulkhead-mesh/bulkhead/cmd/bulkhead")
+	args := []string{"build", "-o", bulkheadBin}
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		// Tests run the daemon under the race detector; benchmarks do not.
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/bulkhead-mesh/bulkhead/cmd/bulkhead")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building bulkhead:", err)
@@ -56,7 +63,7 @@ func testMain(m *testing.M) int {
 
 // stack is one Envoy + bulkhead + three upstreams (catalog, auth, orders).
 type stack struct {
-	t        *testing.T
+	t        testing.TB
 	up       map[string]*testbed.Upstream
 	limits   map[string]int
 	grpcAddr string
@@ -71,7 +78,7 @@ var routes = []string{"catalog", "auth", "orders"}
 
 // startStack starts everything with bulkheadYAML (the config without the
 // listen section) and lets mod adjust the Envoy parameters.
-func startStack(t *testing.T, bulkheadYAML string, mod func(*envoy.Params)) *stack {
+func startStack(t testing.TB, bulkheadYAML string, mod func(*envoy.Params)) *stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -265,7 +272,7 @@ var client = &http.Client{
 	Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 0},
 }
 
-func poll(t *testing.T, ctx context.Context, what string, cond func() bool) {
+func poll(t testing.TB, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
 	for !cond() {
 		select {
@@ -276,7 +283,7 @@ func poll(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	}
 }
 
-func endpoint(t *testing.T, hostport string) envoy.Endpoint {
+func endpoint(t testing.TB, hostport string) envoy.Endpoint {
 	t.Helper()
 	i := strings.LastIndexByte(hostport, ':')
 	var port int
