@@ -35,6 +35,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
+		// With ContinueOnError pflag prints nothing itself.
+		fmt.Fprintf(stderr, "bulkhead: %v (see bulkhead --help)\n", err)
 		return 2
 	}
 	if fs.NArg() > 0 {

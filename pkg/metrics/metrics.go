@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,7 @@ type Metrics struct {
 	reloads          *prometheus.CounterVec
 
 	unknownRejected atomic.Uint64 // rejected with reason unknown_bulkhead, no bulkhead
+	seen            sync.Map      // dependency -> struct{}: its per-request series exist
 }
 
 var (
@@ -54,7 +56,7 @@ func New(reg prometheus.Registerer, src SnapshotSource) (*Metrics, error) {
 			Name: "bulkhead_success_total", Help: "Admitted requests that ended without a 5xx or a reset (from the access log).",
 		}, []string{"dependency"}),
 		failure: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bulkhead_failure_total", Help: "Admitted requests that ended with a 5xx, or with no response (reset, timeout, abort).",
+			Name: "bulkhead_failure_total", Help: "Admitted requests that ended with a 5xx, or with no response because of an upstream or local reset or timeout.",
 		}, []string{"dependency"}),
 		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulkhead_aborted_total", Help: "Admitted requests whose client went away before a response (neither success nor failure).",
@@ -105,7 +107,22 @@ func New(reg prometheus.Registerer, src SnapshotSource) (*Metrics, error) {
 
 // Waited records the wait of an admitted request.
 func (m *Metrics) Waited(dependency string, d time.Duration) {
+	if _, ok := m.seen.Load(dependency); !ok {
+		m.initDependency(dependency)
+	}
 	m.wait.WithLabelValues(dependency).Observe(d.Seconds())
+}
+
+// initDependency creates a dependency's per-request series at zero when it
+// admits its first request, so that ratios such as failure / (success +
+// failure) read 0 rather than "no data" before the first failure. Every
+// outcome, hold and expiry follows an admission.
+func (m *Metrics) initDependency(dependency string) {
+	for _, v := range []*prometheus.CounterVec{m.success, m.failure, m.aborted, m.expired} {
+		v.WithLabelValues(dependency)
+	}
+	m.hold.WithLabelValues(dependency)
+	m.seen.Store(dependency, struct{}{})
 }
 
 // Outcome records how an admitted request ended.

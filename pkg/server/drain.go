@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // inflight counts unary RPCs (Checks) in progress so that shutdown can wait
@@ -55,3 +57,48 @@ func (f *inflight) wait(ctx context.Context) {
 		}
 	}
 }
+
+// streams ends long-lived streaming RPCs (Envoy's access-log streams, gRPC
+// health watches) at shutdown. Envoy never closes its access-log streams, so
+// without this GracefulStop would not return, and Stop, the only other way to
+// end them, closes every connection at once and drops the answers of Checks
+// that have just completed but are not yet written.
+//
+// Each streaming handler runs in a goroutine of its own, owned by the
+// interceptor until it returns and then by wait. After stop, the interceptor
+// returns at once with Unavailable: gRPC then finishes the stream and cancels
+// its context, so the handler's blocked Recv returns and the handler ends.
+type streams struct {
+	stopOnce sync.Once
+	stopping chan struct{} // closed by stop
+	wg       sync.WaitGroup
+}
+
+func newStreams() *streams { return &streams{stopping: make(chan struct{})} }
+
+func (s *streams) interceptor(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	select {
+	case <-s.stopping:
+		return status.Error(codes.Unavailable, "bulkhead: shutting down")
+	default:
+	}
+	done := make(chan error, 1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		done <- h(srv, ss)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-s.stopping:
+		return status.Error(codes.Unavailable, "bulkhead: shutting down")
+	}
+}
+
+// stop makes every streaming RPC, running or new, end with Unavailable.
+func (s *streams) stop() { s.stopOnce.Do(func() { close(s.stopping) }) }
+
+// wait returns when every streaming handler has returned. Call it after the
+// gRPC server has stopped.
+func (s *streams) wait() { s.wg.Wait() }

@@ -129,9 +129,11 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("listen.http: %w", err)
 	}
 
-	flight := newInflight()
+	flight, long := newInflight(), newStreams()
 	gs := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(flight.interceptor),
+		grpc.ChainStreamInterceptor(long.interceptor),
+		grpc.WaitForHandlers(true), // Stop and GracefulStop return after every handler
 		// Envoy pings idle HTTP/2 connections; do not punish it for that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)
@@ -185,10 +187,19 @@ func (r *Runner) Run(ctx context.Context) error {
 	stopped := make(chan struct{})
 	go func() { gs.GracefulStop(); close(stopped) }()
 	drainCtx, cancel := context.WithTimeout(context.Background(), r.drain)
+	// Checks in flight answer; access-log streams keep releasing meanwhile.
 	flight.wait(drainCtx)
+	// Then end the streams, so that GracefulStop can finish: it writes
+	// every answer before it closes a connection (Stop would drop them).
+	long.stop()
+	select {
+	case <-stopped:
+	case <-drainCtx.Done():
+		gs.Stop()
+		<-stopped
+	}
 	cancel()
-	gs.Stop() // closes the access-log streams GracefulStop would wait for
-	<-stopped
+	long.wait()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_ = hsrv.Shutdown(shutCtx)
 	cancel()

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	// signal.NotifyContext starts the os/signal loop, which lives forever.
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("os/signal.signal_recv"), goleak.IgnoreAnyFunction("os/signal.loop"))
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestRunExitCodes(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		stdout   []string // substrings
+		stderr   []string
+		noStdout bool
+	}{
+		{"help", []string{"--help"}, 0, nil, []string{"--config", "--listen-grpc", "--check-config", "--address-file"}, true},
+		{"short help", []string{"-h"}, 0, nil, []string{"--config"}, true},
+		{"unknown flag", []string{"--bogus"}, 2, nil, []string{"unknown flag: --bogus"}, true},
+		{"flag without value", []string{"--config"}, 2, nil, []string{"config"}, true},
+		{"positional argument", []string{"--config", "testdata/good.yaml", "extra"}, 2, nil, []string{`unexpected arguments ["extra"]`}, true},
+		{"config as positional", []string{"testdata/good.yaml"}, 2, nil, []string{"--config"}, true},
+		{"missing file", []string{"--config", "testdata/nope.yaml", "--check-config"}, 2, nil, []string{"configuration refused", "nope.yaml"}, true},
+		{"bad config", []string{"--config", "testdata/bad.yaml"}, 2, nil, []string{
+			"configuration refused",
+			"log.level", "authz.deny_status", "authz.unknown_bulkhead",
+			"bulkheads.catalog.max_concurrent", "bulkheads.catalog.max_concurent", "bulkheads.auth.max_wait",
+		}, true},
+		{"bad config, check only", []string{"--check-config", "--config", "testdata/bad.yaml"}, 2, nil, []string{"authz.deny_status"}, true},
+		{"bad flag value", []string{"--config", "testdata/good.yaml", "--log-level", "loud", "--check-config"}, 2, nil, []string{"log.level", "loud"}, true},
+		{"bad listen flag", []string{"--config", "testdata/good.yaml", "--listen-grpc", "nowhere", "--check-config"}, 2, nil, []string{"listen.grpc"}, true},
+		{"check good config", []string{"--config", "testdata/good.yaml", "--check-config"}, 0,
+			[]string{"configuration OK: 2 bulkheads, grpc 127.0.0.1:0, http 127.0.0.1:0"}, nil, false},
+		{"check with overrides", []string{"--config=testdata/good.yaml", "--listen-grpc=127.0.0.1:7001", "--check-config"}, 0,
+			[]string{"grpc 127.0.0.1:7001"}, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr syncBuffer
+			code := run(tt.args, &stdout, &stderr)
+			if code != tt.code {
+				t.Fatalf("run(%q) = %d, want %d\nstdout: %s\nstderr: %s", tt.args, code, tt.code, stdout.String(), stderr.String())
+			}
+			for _, want := range tt.stdout {
+				if !strings.Contains(stdout.String(), want) {
+					t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+				}
+			}
+			for _, want := range tt.stderr {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+				}
+			}
+			if tt.noStdout && stdout.String() != "" {
+				t.Errorf("stdout not empty: %s", stdout.String())
+			}
+		})
+	}
+}
+
+// The daemon serves until SIGTERM and then exits 0.
+func TestRunServesUntilSIGTERM(t *testing.T) {
+	addrFile := filepath.Join(t.TempDir(), "addr.json")
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"--config", "testdata/good.yaml", "--address-file", addrFile, "--log-level", "info"}, &stdout, &stderr)
+	}()
+	var addrs map[string]string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(addrFile); err == nil && json.Unmarshal(b, &addrs) == nil {
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("run exited %d before serving: %s", code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no address file within 10s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling with a deadline
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + addrs["http"] + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/readyz = %d", resp.StatusCode)
+	}
+
+	// run registered its signal handler before it wrote the address file.
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("run exited %d after SIGTERM, want 0: %s", code, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not exit within 15s of SIGTERM")
+	}
+	// --log-level info overrides the file's warn; the format is the file's json.
+	if !strings.Contains(stderr.String(), `"msg":"serving"`) || !strings.Contains(stderr.String(), `"msg":"stopped"`) {
+		t.Errorf("log lacks the JSON serving/stopped lines:\n%s", stderr.String())
+	}
+}

@@ -1,0 +1,199 @@
+package accesslog
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeRecorder counts what the server records.
+type fakeRecorder struct {
+	mu       sync.Mutex
+	outcomes map[string]map[Outcome]int
+	entries  map[string]int
+	streams  atomic.Int64
+	opened   atomic.Int64
+}
+
+var _ Recorder = (*fakeRecorder)(nil)
+
+func newFakeRecorder() *fakeRecorder {
+	return &fakeRecorder{outcomes: map[string]map[Outcome]int{}, entries: map[string]int{}}
+}
+
+func (r *fakeRecorder) Outcome(dep string, o Outcome) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.outcomes[dep] == nil {
+		r.outcomes[dep] = map[Outcome]int{}
+	}
+	r.outcomes[dep][o]++
+}
+
+func (r *fakeRecorder) LogEntry(result string) {
+	r.mu.Lock()
+	r.entries[result]++
+	r.mu.Unlock()
+}
+
+func (r *fakeRecorder) StreamOpened() { r.streams.Add(1); r.opened.Add(1) }
+func (r *fakeRecorder) StreamClosed() { r.streams.Add(-1) }
+
+func (r *fakeRecorder) entryCount(result string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.entries[result]
+}
+
+func (r *fakeRecorder) outcomeCount(dep string, o Outcome) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.outcomes[dep][o]
+}
+
+// env is a Server over a real ledger and registry, reached over bufconn.
+type env struct {
+	reg    *bulkhead.Registry
+	ledger *permit.Ledger
+	rec    *fakeRecorder
+	client alsv3.AccessLogServiceClient
+}
+
+func newEnv(t *testing.T, srvOpts ...func(*Server)) *env {
+	t.Helper()
+	e := &env{reg: bulkhead.NewRegistry(), rec: newFakeRecorder()}
+	if _, err := e.reg.Apply(map[string]bulkhead.Settings{"catalog": {MaxConcurrent: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	e.ledger = permit.New(clock.Real{})
+	srv := New(e.ledger, e.rec, nil)
+	for _, o := range srvOpts {
+		o(srv)
+	}
+	e.client = alsv3.NewAccessLogServiceClient(serve(t, srv))
+	return e
+}
+
+func serve(t *testing.T, srv alsv3.AccessLogServiceServer) *grpc.ClientConn {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	gs := grpc.NewServer()
+	alsv3.RegisterAccessLogServiceServer(gs, srv)
+	served := make(chan error, 1)
+	go func() { served <- gs.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		gs.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return conn
+}
+
+// grant takes a permit of catalog and registers it; it returns the token.
+func (e *env) grant(t testing.TB) string {
+	t.Helper()
+	p, err := e.reg.Get("catalog").TryAcquire(bulkhead.Normal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := e.ledger.Grant(p, permit.Grant{Bulkhead: "catalog", Priority: bulkhead.Normal, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+func (e *env) inUse() int { return e.reg.Get("catalog").Snapshot().InUse }
+
+// send opens a stream, sends msgs, closes it and waits for the server to
+// have handled every message (CloseAndRecv returns after the handler).
+func (e *env) send(t testing.TB, msgs ...*alsv3.StreamAccessLogsMessage) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := e.client.StreamAccessLogs(ctx)
+	if err != nil {
+		t.Fatalf("StreamAccessLogs: %v", err)
+	}
+	for _, m := range msgs {
+		if err := stream.Send(m); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	if _, err := stream.CloseAndRecv(); err != nil {
+		t.Fatalf("CloseAndRecv: %v", err)
+	}
+}
+
+func tokenMeta(token string) *corev3.Metadata {
+	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+		Namespace: {Fields: map[string]*structpb.Value{
+			TokenKey:   structpb.NewStringValue(token),
+			"bulkhead": structpb.NewStringValue("catalog"),
+		}},
+	}}
+}
+
+func entry(meta *corev3.Metadata, typ datav3.AccessLogType, code uint32, flags *datav3.ResponseFlags) *datav3.HTTPAccessLogEntry {
+	e := &datav3.HTTPAccessLogEntry{
+		CommonProperties: &datav3.AccessLogCommon{AccessLogType: typ, Metadata: meta, ResponseFlags: flags},
+		Response:         &datav3.HTTPResponseProperties{},
+	}
+	if code != 0 {
+		e.Response.ResponseCode = wrapperspb.UInt32(code)
+	}
+	return e
+}
+
+func endOf(token string) *datav3.HTTPAccessLogEntry {
+	return entry(tokenMeta(token), datav3.AccessLogType_DownstreamEnd, 200, nil)
+}
+
+func httpLogs(id *alsv3.StreamAccessLogsMessage_Identifier, entries ...*datav3.HTTPAccessLogEntry) *alsv3.StreamAccessLogsMessage {
+	return &alsv3.StreamAccessLogsMessage{
+		Identifier: id,
+		LogEntries: &alsv3.StreamAccessLogsMessage_HttpLogs{HttpLogs: &alsv3.StreamAccessLogsMessage_HTTPAccessLogEntries{LogEntry: entries}},
+	}
+}
+
+func ident(node string) *alsv3.StreamAccessLogsMessage_Identifier {
+	return &alsv3.StreamAccessLogsMessage_Identifier{Node: &corev3.Node{Id: node}, LogName: "bulkhead"}
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+		time.Sleep(time.Millisecond) // polling with a deadline, not synchronisation by sleep
+	}
+}
