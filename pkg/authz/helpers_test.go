@@ -220,7 +220,7 @@ func parseDenial(resp *authv3.CheckResponse) (denial, error) {
 		}
 		d.headers[k] = h.GetHeader().GetValue()
 	}
-	for _, k := range []string{"retry-after", HeaderReason, HeaderBulkhead, "content-type"} {
+	for _, k := range []string{"retry-after", HeaderReason, "content-type"} {
 		if _, ok := d.headers[k]; !ok {
 			return d, fmt.Errorf("no %s header", k)
 		}
@@ -239,7 +239,8 @@ func parseDenial(resp *authv3.CheckResponse) (denial, error) {
 	if !validReasons[d.body.Reason] || d.body.Reason != d.headers[HeaderReason] {
 		return d, fmt.Errorf("reason: body %q, header %q", d.body.Reason, d.headers[HeaderReason])
 	}
-	if d.body.Bulkhead != d.headers[HeaderBulkhead] {
+	if hb, ok := d.headers[HeaderBulkhead]; ok == (d.body.Bulkhead == "") || d.body.Bulkhead != hb {
+		// x-bulkhead is sent exactly when there is a (header-safe) key to echo.
 		return d, fmt.Errorf("bulkhead: body %q, header %q", d.body.Bulkhead, d.headers[HeaderBulkhead])
 	}
 	if echoable(d.body.Bulkhead) != d.body.Bulkhead {

@@ -62,16 +62,19 @@ type rejectionBody struct {
 func denied(pol *Policy, key string, r bulkhead.Reason) *authv3.CheckResponse {
 	key = echoable(key)
 	body, _ := json.Marshal(rejectionBody{Error: "bulkhead rejected", Bulkhead: key, Reason: r.String()})
+	headers := []*corev3.HeaderValueOption{
+		header("retry-after", pol.retryAfterSeconds()),
+		header(HeaderReason, r.String()),
+		header("content-type", "application/json"),
+	}
+	if key != "" {
+		headers = append(headers, header(HeaderBulkhead, key))
+	}
 	return &authv3.CheckResponse{
 		Status: &rpcstatus.Status{Code: int32(codes.PermissionDenied), Message: "bulkhead " + r.String()},
 		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
 			Status: &typev3.HttpStatus{Code: typev3.StatusCode(pol.DenyStatus)},
-			Headers: []*corev3.HeaderValueOption{
-				header("retry-after", pol.retryAfterSeconds()),
-				header(HeaderReason, r.String()),
-				header(HeaderBulkhead, key),
-				header("content-type", "application/json"),
-			},
+			Headers: headers,
 			Body: string(body) + "\n",
 		}},
 	}

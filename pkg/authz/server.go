@@ -2,7 +2,6 @@ package authz
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -134,23 +133,22 @@ func (s *Server) check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 }
 
 // priority picks the class: the configured header, else the route's
-// context_extensions["priority"], else the default. An unknown value falls
-// back to the default and is counted.
+// context_extensions["priority"], else the default. An unknown value is
+// counted and skipped: a bad header falls back to the route's class.
 func (s *Server) priority(pol *Policy, key string, headers, ext map[string]string) bulkhead.Priority {
-	v, ok := "", false
 	if pol.PriorityHeader != "" {
-		v, ok = headers[pol.PriorityHeader]
+		if v, ok := headers[pol.PriorityHeader]; ok {
+			if p, err := bulkhead.ParsePriority(v); err == nil {
+				return p
+			}
+			s.rec.InvalidPriority(key)
+		}
 	}
-	if !ok {
-		v, ok = ext["priority"]
-	}
-	if !ok {
-		return pol.DefaultPriority
-	}
-	p, err := bulkhead.ParsePriority(v)
-	if errors.Is(err, bulkhead.ErrUnknownPriority) {
+	if v, ok := ext["priority"]; ok {
+		if p, err := bulkhead.ParsePriority(v); err == nil {
+			return p
+		}
 		s.rec.InvalidPriority(key)
-		return pol.DefaultPriority
 	}
-	return p
+	return pol.DefaultPriority
 }
