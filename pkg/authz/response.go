@@ -73,9 +73,9 @@ func denied(pol *Policy, key string, r bulkhead.Reason) *authv3.CheckResponse {
 	return &authv3.CheckResponse{
 		Status: &rpcstatus.Status{Code: int32(codes.PermissionDenied), Message: "bulkhead " + r.String()},
 		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
-			Status: &typev3.HttpStatus{Code: typev3.StatusCode(pol.DenyStatus)},
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(pol.DenyStatus)},
 			Headers: headers,
-			Body: string(body) + "\n",
+			Body:    string(body) + "\n",
 		}},
 	}
 }
