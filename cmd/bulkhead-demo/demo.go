@@ -1,0 +1,306 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/envoy"
+	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
+)
+
+//go:embed demo.yaml
+var demoConfig []byte
+
+// loadGrace is how long the demo waits, after the traffic schedule ends, for
+// the last requests to finish before it cancels them.
+const loadGrace = clientTimeout + time.Second
+
+// demo is one run: its children, its traffic and what the table shows.
+// It is used by one goroutine (run's).
+type demo struct {
+	opts        options
+	out         io.Writer
+	tty         bool
+	stopSignals func()
+
+	logDir    string
+	upstreams map[string]*testbed.Upstream
+	daemon    *daemon
+	envoy     *envoyproc.Proc
+	flows     []*flow
+	stopped   bool
+
+	start     time.Time // when traffic began
+	slow      bool
+	slowSince time.Duration
+	events    []string
+	view      view
+}
+
+func newDemo(opts options, out io.Writer, stopSignals func()) *demo {
+	return &demo{
+		opts:        opts,
+		out:         out,
+		tty:         isTerminal(out),
+		stopSignals: stopSignals,
+		upstreams:   map[string]*testbed.Upstream{},
+		view:        newView(),
+	}
+}
+
+// run starts everything, drives traffic until ctx ends or --duration has
+// passed, stops everything and prints the summary. Children are stopped on
+// every return path, panics included.
+func (d *demo) run(ctx context.Context) (err error) {
+	bulkheadBin, err := findBulkhead(d.opts.bulkheadBin)
+	if err != nil {
+		return err
+	}
+	envoyBin, err := findEnvoy(d.opts.envoyBin)
+	if err != nil {
+		return err
+	}
+	ports := slices.Clone(envoyAndUpstreamPorts)
+	if d.opts.configPath == "" {
+		ports = append(ports, daemonPorts...)
+	}
+	if err := checkPorts(ports); err != nil {
+		return err
+	}
+	if d.logDir, err = os.MkdirTemp("", "bulkhead-demo-"); err != nil {
+		return fmt.Errorf("temp dir: %w", err)
+	}
+	defer func() {
+		if err != nil || d.opts.keepLogs {
+			fmt.Fprintf(d.out, "Logs of the daemon and Envoy are in %s\n", d.logDir)
+			return
+		}
+		_ = os.RemoveAll(d.logDir)
+	}()
+	defer d.shutdown() // idempotent; the normal path calls it earlier
+
+	if err := d.startAll(ctx, bulkheadBin, envoyBin); err != nil {
+		if ctx.Err() != nil {
+			return errors.New("interrupted during startup")
+		}
+		return err
+	}
+	return d.drive(ctx)
+}
+
+// startAll starts the upstreams, the daemon and Envoy, in that order.
+func (d *demo) startAll(ctx context.Context, bulkheadBin, envoyBin string) error {
+	configPath := d.opts.configPath
+	if configPath == "" {
+		configPath = filepath.Join(d.logDir, "bulkhead.yaml")
+		if err := os.WriteFile(configPath, demoConfig, 0o600); err != nil {
+			return fmt.Errorf("write demo config: %w", err)
+		}
+	}
+	d.say("Starting upstreams catalog, auth and orders on 127.0.0.1:8081-8083")
+	for _, r := range demoRoutes {
+		u, err := testbed.NewUpstream(r.name, r.upstream)
+		if err != nil {
+			return err
+		}
+		u.SetDelayRange(r.fast[0], r.fast[1])
+		d.upstreams[r.name] = u
+	}
+
+	d.say("Starting the bulkhead daemon: %s --config %s", bulkheadBin, configPath)
+	dm, err := startDaemon(ctx, bulkheadBin, configPath, d.logDir)
+	if err != nil {
+		return err
+	}
+	d.daemon = dm
+	d.say("  ready: gRPC %s, HTTP %s (metrics at http://%s/metrics)", dm.grpcAddr, dm.httpAddr, dm.httpAddr)
+
+	params := envoy.DemoParams()
+	host, portStr, err := net.SplitHostPort(dm.grpcAddr)
+	if err != nil {
+		return fmt.Errorf("daemon gRPC address %q: %w", dm.grpcAddr, err)
+	}
+	portNum, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("daemon gRPC address %q: %w", dm.grpcAddr, err)
+	}
+	params.Bulkhead = envoy.Endpoint{Host: host, Port: portNum}
+	cfg, err := envoy.Render(params)
+	if err != nil {
+		return fmt.Errorf("render the Envoy config: %w", err)
+	}
+	envoyLog, err := os.Create(filepath.Join(d.logDir, "envoy.log"))
+	if err != nil {
+		return fmt.Errorf("envoy log: %w", err)
+	}
+	defer envoyLog.Close() // Envoy holds its own descriptor
+	d.say("Starting Envoy: %s (listener 127.0.0.1:%d, admin 127.0.0.1:%d)", envoyBin, params.ListenerPort, params.AdminPort)
+	proc, err := envoyproc.Start(ctx, envoyproc.Options{
+		Binary:      envoyBin,
+		ConfigYAML:  cfg,
+		Concurrency: 2,
+		Stderr:      envoyLog,
+	})
+	if err != nil {
+		return fmt.Errorf("start envoy: %w", err)
+	}
+	d.envoy = proc
+	listener, err := proc.ListenerAddr(ctx, envoy.DefaultListenerName)
+	if err != nil {
+		return fmt.Errorf("envoy listener: %w", err)
+	}
+	d.flows = demoFlows()
+	return newLoads(d.flows, "http://"+listener, d.opts.duration)
+}
+
+// drive runs the traffic and the live table, then stops everything and
+// prints the summary.
+func (d *demo) drive(ctx context.Context) error {
+	loadCtx, cancelLoads := context.WithCancel(ctx)
+	defer cancelLoads()
+	d.start = time.Now()
+	loadsDone := runLoads(loadCtx, d.flows)
+	defer func() { cancelLoads(); <-loadsDone }() // also on a panic below
+
+	var end <-chan time.Time
+	if d.opts.duration > 0 {
+		t := time.NewTimer(d.opts.duration)
+		defer t.Stop()
+		end = t.C
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	d.event("traffic started: catalog 50/s (4 critical, 31 normal, 15 best_effort), auth 40/s, orders 40/s")
+	var failure error
+loop:
+	for {
+		select {
+		case <-tick.C:
+			d.phase()
+			d.view.update(ctx, d)
+			d.render()
+		case <-end:
+			d.event("--duration %v reached", d.opts.duration)
+			break loop
+		case <-ctx.Done():
+			d.stopSignals() // a second Ctrl-C ends the demo at once; the kernel kills the children
+			fmt.Fprintln(d.out, "\nInterrupted: stopping (Ctrl-C again to abort at once)")
+			break loop
+		case <-loadsDone:
+			break loop
+		case <-d.envoy.Done():
+			failure = fmt.Errorf("envoy exited unexpectedly (%w); its log: %s", d.envoy.Wait(), filepath.Join(d.logDir, "envoy.log"))
+			break loop
+		case <-d.daemon.done:
+			failure = fmt.Errorf("bulkhead daemon exited unexpectedly (%v); its log:\n%s", d.daemon.waitErr, d.daemon.logTail())
+			break loop
+		}
+	}
+
+	fmt.Fprintln(d.out, "Stopping traffic...")
+	grace := time.NewTimer(loadGrace)
+	select {
+	case <-loadsDone:
+	case <-grace.C:
+	}
+	grace.Stop()
+	cancelLoads()
+	<-loadsDone
+	d.view.final(d) // metrics while the daemon still runs
+
+	fmt.Fprintln(d.out, "Stopping Envoy, the bulkhead daemon and the upstreams...")
+	stopErr := d.shutdown()
+	d.summary(stopErr)
+	return errors.Join(failure, stopErr)
+}
+
+// phase turns catalog slow after --slow-after and fast again after
+// --slow-for.
+func (d *demo) phase() {
+	elapsed := time.Since(d.start)
+	catalog := d.upstreams["catalog"]
+	switch {
+	case !d.slow && d.slowSince == 0 && elapsed >= d.opts.slowAfter:
+		// +-25%, so that slow responses do not all end in step.
+		catalog.SetDelayRange(d.opts.slowDelay*3/4, d.opts.slowDelay*5/4)
+		d.slow, d.slowSince = true, elapsed
+		limit := ""
+		if row := d.view.rows["catalog"]; row.known {
+			limit = fmt.Sprintf(" (its bulkhead lets %s in at once)", fmtNum(row.limit))
+		}
+		d.event("catalog turned SLOW: requests now take about %v%s", d.opts.slowDelay, limit)
+	case d.slow && d.opts.slowFor > 0 && elapsed >= d.slowSince+d.opts.slowFor:
+		fast := demoRoutes[0].fast
+		catalog.SetDelayRange(fast[0], fast[1])
+		d.slow = false
+		d.event("catalog recovered: back to %v-%v per request", fast[0], fast[1])
+	}
+}
+
+// shutdown stops Envoy, then the daemon (SIGTERM, then SIGKILL after a
+// timeout), then the upstreams. It is idempotent.
+func (d *demo) shutdown() error {
+	if d.stopped {
+		return nil
+	}
+	d.stopped = true
+	var errs []error
+	if d.envoy != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), envoyproc.DefaultStopTimeout)
+		if err := d.envoy.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop envoy: %w", err))
+		}
+		cancel()
+	}
+	if d.daemon != nil {
+		if err := d.daemon.stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, r := range demoRoutes {
+		if u := d.upstreams[r.name]; u != nil {
+			if err := u.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// say prints a progress line.
+func (d *demo) say(format string, args ...any) {
+	fmt.Fprintf(d.out, format+"\n", args...)
+}
+
+// event records a line for the table's event log and prints it when the
+// output is not a terminal (where the table is redrawn).
+func (d *demo) event(format string, args ...any) {
+	line := fmt.Sprintf("t=%-4s ", fmtSeconds(time.Since(d.start))) + fmt.Sprintf(format, args...)
+	d.events = append(d.events, line)
+	if len(d.events) > 6 {
+		d.events = d.events[len(d.events)-6:]
+	}
+	if !d.tty {
+		fmt.Fprintf(d.out, ">>> %s\n", line)
+	}
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
