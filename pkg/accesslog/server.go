@@ -120,9 +120,10 @@ func (s *Server) entry(e *datav3.HTTPAccessLogEntry) {
 	}
 }
 
-// outcome classifies an ended request: a 5xx, or no response because of an
-// upstream/local reset or timeout, is a failure; no response because the
-// client went away first is an abort; anything else is a success.
+// outcome classifies an ended request: a 5xx, or an upstream/local reset or
+// timeout, is a failure; otherwise a client that went away before the
+// response was complete (before or during the body) is an abort; a request
+// with no response at all is a failure; anything else is a success.
 func outcome(e *datav3.HTTPAccessLogEntry) Outcome {
 	code := e.GetResponse().GetResponseCode().GetValue()
 	f := e.GetCommonProperties().GetResponseFlags()
@@ -131,15 +132,13 @@ func outcome(e *datav3.HTTPAccessLogEntry) Outcome {
 		f.GetNoHealthyUpstream() || f.GetStreamIdleTimeout() || f.GetUpstreamMaxStreamDurationReached() ||
 		f.GetDurationTimeout() || f.GetUpstreamProtocolError() || f.GetUpstreamRetryLimitExceeded()
 	switch {
-	case code >= 500:
-		return Failure
-	case code != 0 && !upstreamTrouble:
-		return Success
-	case upstreamTrouble:
+	case code >= 500, upstreamTrouble:
 		return Failure
 	case f.GetDownstreamConnectionTermination() || f.GetDownstreamRemoteReset():
 		return Aborted
-	default:
+	case code == 0:
 		return Failure
+	default:
+		return Success
 	}
 }

@@ -247,7 +247,7 @@ func TestOutcome(t *testing.T) {
 		{"503", 503, nil, Failure},
 		{"504 upstream timeout", 504, &datav3.ResponseFlags{UpstreamRequestTimeout: true}, Failure},
 		{"200 then upstream reset", 200, &datav3.ResponseFlags{UpstreamRemoteReset: true}, Failure},
-		{"200 then client went away", 200, &datav3.ResponseFlags{DownstreamConnectionTermination: true}, Success},
+		{"200 then client went away", 200, &datav3.ResponseFlags{DownstreamConnectionTermination: true}, Aborted},
 		{"0 upstream remote reset", 0, &datav3.ResponseFlags{UpstreamRemoteReset: true}, Failure},
 		{"0 local reset", 0, &datav3.ResponseFlags{LocalReset: true}, Failure},
 		{"0 connection failure", 0, &datav3.ResponseFlags{UpstreamConnectionFailure: true}, Failure},

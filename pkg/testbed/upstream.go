@@ -42,6 +42,7 @@ type Upstream struct {
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced whenever inflight changes
 	gate     chan struct{} // non-nil while held; closed by ReleaseHeld
+	midGate  chan struct{} // like gate, but after the headers and part of the body are sent
 	byStatus map[int]int64
 	handlers int // handlers running; Close waits for zero
 	closed   bool
@@ -132,13 +133,29 @@ func (u *Upstream) Hold() {
 	}
 }
 
-// ReleaseHeld opens the gate and lets every held request continue.
+// HoldMidResponse is Hold, but the gate is in the middle of the response:
+// requests that arrive from now on send their status, headers and part of
+// the body, then block (still in flight) until ReleaseHeld, the end of their
+// context, or Close. Clients can then abort mid-response.
+func (u *Upstream) HoldMidResponse() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.midGate == nil {
+		u.midGate = make(chan struct{})
+	}
+}
+
+// ReleaseHeld opens the gates and lets every held request continue.
 func (u *Upstream) ReleaseHeld() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.gate != nil {
 		close(u.gate)
 		u.gate = nil
+	}
+	if u.midGate != nil {
+		close(u.midGate)
+		u.midGate = nil
 	}
 }
 
@@ -291,9 +308,31 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	body := u.name + " " + strconv.Itoa(code) + "\n"
 	w.Header().Set("x-upstream", u.name)
 	w.Header().Set("content-type", "text/plain")
-	w.Header().Set("content-length", strconv.Itoa(len(body)))
-	w.WriteHeader(code)
-	_, _ = w.Write([]byte(body))
+	u.mu.Lock()
+	mid := u.midGate
+	u.mu.Unlock()
+	if mid != nil {
+		// Stream: headers and a first chunk now, the rest after the gate.
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte("partial "))
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		select {
+		case <-mid:
+		case <-ctx.Done():
+			u.aborted.Add(1)
+			return
+		case <-u.done:
+			u.aborted.Add(1)
+			return
+		}
+		_, _ = w.Write([]byte(body))
+	} else {
+		w.Header().Set("content-length", strconv.Itoa(len(body)))
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
+	}
 	u.served.Add(1)
 	u.mu.Lock()
 	u.byStatus[code]++

@@ -213,3 +213,35 @@ func TestDelayRangePick(t *testing.T) {
 		t.Errorf("SetDelayRange(3ms, 1ms) picks %v, want 3ms", got)
 	}
 }
+
+func TestUpstreamHoldMidResponse(t *testing.T) {
+	u, err := NewUpstream("mid", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	u.HoldMidResponse()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u.URL(), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || u.Inflight() != 1 {
+		t.Fatalf("status %d in flight %d", resp.StatusCode, u.Inflight())
+	}
+	buf := make([]byte, len("partial "))
+	if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "partial " {
+		t.Fatalf("first chunk %q %v", buf, err)
+	}
+	cancel() // the client aborts mid-response
+	resp.Body.Close()
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer wcancel()
+	if err := u.WaitIdle(wctx); err != nil {
+		t.Fatal(err)
+	}
+	if u.Aborted() != 1 {
+		t.Fatalf("aborted %d, want 1", u.Aborted())
+	}
+}
