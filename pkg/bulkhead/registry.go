@@ -17,8 +17,9 @@ import (
 type Registry struct {
 	opts []Option
 
-	mu sync.Mutex // serialises writers
-	m  atomic.Pointer[map[string]*Limiter]
+	mu      sync.Mutex // serialises writers
+	m       atomic.Pointer[map[string]*Limiter]
+	tenants atomic.Pointer[map[string]*Tenants]
 }
 
 // NewRegistry returns an empty registry whose limiters get opts.
@@ -26,7 +27,54 @@ func NewRegistry(opts ...Option) *Registry {
 	r := &Registry{opts: opts}
 	empty := map[string]*Limiter{}
 	r.m.Store(&empty)
+	noTenants := map[string]*Tenants{}
+	r.tenants.Store(&noTenants)
 	return r
+}
+
+// Tenants returns the tenant sub-bulkheads of bulkhead key, or nil when it
+// has no tenant template.
+func (r *Registry) Tenants(key string) *Tenants { return (*r.tenants.Load())[key] }
+
+// SetTenants gives bulkhead key a tenant template (creating its tenant set,
+// or resizing the live tenants in place), or removes it when tmpl is nil.
+// Tenant sets of keys that are no longer bulkheads are removed too.
+func (r *Registry) SetTenants(key string, tmpl *Settings, max int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := *r.tenants.Load()
+	next := make(map[string]*Tenants, len(old)+1)
+	bulkheads := *r.m.Load()
+	for k, t := range old {
+		if _, ok := bulkheads[k]; ok && k != key {
+			next[k] = t
+		} else if k != key {
+			t.Close()
+		}
+	}
+	cur := old[key]
+	switch {
+	case tmpl == nil:
+		if cur != nil {
+			cur.Close()
+		}
+	case cur != nil:
+		if err := cur.Resize(*tmpl, max); err != nil {
+			next[key] = cur
+			r.tenants.Store(&next)
+			return err
+		}
+		next[key] = cur
+	default:
+		t, err := NewTenants(key, *tmpl, max, r.opts...)
+		if err != nil {
+			r.tenants.Store(&next)
+			return err
+		}
+		next[key] = t
+	}
+	r.tenants.Store(&next)
+	return nil
 }
 
 // Get returns the bulkhead named key, or nil.
@@ -42,8 +90,14 @@ func (r *Registry) Keys() []string { return slices.Sorted(maps.Keys(*r.m.Load())
 func (r *Registry) Snapshots() []Snapshot {
 	m := *r.m.Load()
 	out := make([]Snapshot, 0, len(m))
+	ts := *r.tenants.Load()
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, m[k].Snapshot())
+		s := m[k].Snapshot()
+		if t := ts[k]; t != nil {
+			st := t.Stats()
+			s.Tenants = &st
+		}
+		out = append(out, s)
 	}
 	return out
 }
@@ -94,6 +148,16 @@ func (r *Registry) Apply(want map[string]Settings) (Changes, error) {
 			old[k].Close()
 			ch.Removed = append(ch.Removed, k)
 		}
+	}
+	if len(ch.Removed) > 0 {
+		ts := maps.Clone(*r.tenants.Load())
+		for _, k := range ch.Removed {
+			if t := ts[k]; t != nil {
+				t.Close()
+				delete(ts, k)
+			}
+		}
+		r.tenants.Store(&ts)
 	}
 	return ch, nil
 }

@@ -47,3 +47,15 @@ func (l *Limiter) setLocked(s Settings) {
 		l.ceil[p] = s.Ceiling(p)
 	}
 }
+
+// closeIfIdle closes the limiter if nothing is in use or queued, in one step
+// under its lock, and reports whether it did.
+func (l *Limiter) closeIfIdle() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inUse > 0 || l.queued > 0 {
+		return false
+	}
+	l.closed = true
+	return true
+}

@@ -20,6 +20,9 @@ type Snapshot struct {
 	Released uint64
 	// DuplicateReleases counts releases of permits already released.
 	DuplicateReleases uint64
+	// Tenants aggregates the bulkhead's tenant sub-bulkheads; nil when it
+	// has none (set by Registry.Snapshots only).
+	Tenants *TenantStats
 }
 
 // QueuedTotal returns the number of waiters of every class.
