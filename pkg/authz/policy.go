@@ -28,6 +28,10 @@ type Policy struct {
 	// PriorityHeader is the request header that carries the class ("" to
 	// ignore headers). Envoy sends header names in lower case.
 	PriorityHeader string
+	// TenantHeader is the request header naming the tenant ("" = tenants
+	// off). Bulkheads with a tenant template then give each tenant its own
+	// sub-bulkhead inside their limit.
+	TenantHeader string
 	// DefaultPriority is used when no class is given or the given one is
 	// unknown.
 	DefaultPriority bulkhead.Priority
@@ -70,5 +74,6 @@ func (p *Policy) retryAfterSeconds() string {
 
 func (p Policy) normalised() Policy {
 	p.PriorityHeader = strings.ToLower(p.PriorityHeader)
+	p.TenantHeader = strings.ToLower(p.TenantHeader)
 	return p
 }

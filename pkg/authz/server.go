@@ -15,9 +15,12 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
-// Bulkheads finds a bulkhead by key; *bulkhead.Registry is one.
+// Bulkheads finds a bulkhead, and its tenant sub-bulkheads, by key;
+// *bulkhead.Registry is one.
 type Bulkheads interface {
 	Get(key string) *bulkhead.Limiter
+	// Tenants returns nil when the bulkhead has no tenant template.
+	Tenants(key string) *bulkhead.Tenants
 }
 
 // Ledger registers granted permits; *permit.Ledger is one.
@@ -107,7 +110,7 @@ func (s *Server) check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	if d, ok := ctx.Deadline(); ok {
 		deadline = d.Add(-pol.DeadlineMargin)
 	}
-	p, err := l.AcquireBefore(ctx, prio, deadline)
+	p, err := s.acquire(ctx, pol, l, key, attrs.GetRequest().GetHttp().GetHeaders(), prio, deadline)
 	if err != nil {
 		if r := bulkhead.ReasonOf(err); r != bulkhead.ReasonNone {
 			return denied(pol, key, r), nil

@@ -19,6 +19,12 @@ var (
 		"Requests granted a permit.", []string{"dependency", "priority"}, nil)
 	descRejected = prometheus.NewDesc("bulkhead_rejected_total",
 		"Requests rejected, by reason.", []string{"dependency", "reason"}, nil)
+	descTenants = prometheus.NewDesc("bulkhead_tenants",
+		"Live tenant sub-bulkheads (tenant values are never labels).", []string{"dependency"}, nil)
+	descTenantsEvicted = prometheus.NewDesc("bulkhead_tenants_evicted_total",
+		"Idle tenant sub-bulkheads evicted to stay within limits.max_tenants.", []string{"dependency"}, nil)
+	descTenantRejected = prometheus.NewDesc("bulkhead_tenant_rejected_total",
+		"Requests rejected by their tenant's compartment (all tenants together), by reason.", []string{"dependency", "reason"}, nil)
 	descCancelled = prometheus.NewDesc("bulkhead_cancelled_total",
 		"Checks that ended while waiting because Envoy or the client went away.", []string{"dependency"}, nil)
 )
@@ -30,7 +36,8 @@ type snapshotCollector struct {
 }
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descActive, descQueued, descLimit, descMaxQueue, descAdmitted, descRejected, descCancelled} {
+	for _, d := range []*prometheus.Desc{descActive, descQueued, descLimit, descMaxQueue, descAdmitted, descRejected, descCancelled,
+		descTenants, descTenantsEvicted, descTenantRejected} {
 		ch <- d
 	}
 }
@@ -54,6 +61,13 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descRejected, s.Rejected[r], s.Name, r.String())
 		}
 		counter(descCancelled, s.Cancelled, s.Name)
+		if t := s.Tenants; t != nil {
+			gauge(descTenants, float64(t.Live), s.Name)
+			counter(descTenantsEvicted, t.Evicted, s.Name)
+			for _, r := range bulkhead.Reasons() {
+				counter(descTenantRejected, t.Rejected[r], s.Name, r.String())
+			}
+		}
 	}
 	counter(descRejected, c.m.unknownRejected.Load(), UnknownDependency, bulkhead.ReasonUnknownBulkhead.String())
 }

@@ -1,0 +1,69 @@
+package authz
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+)
+
+// maxTenantID bounds the tenant value used as a key; longer values are cut.
+const maxTenantID = 128
+
+// acquire takes the permit for a Check: from the tenant's sub-bulkhead
+// first when the bulkhead has tenants and the request names one, then from
+// the bulkhead itself. A tenant waiting for its own compartment holds
+// nothing of the shared one, so a flooding tenant queues (and is rejected)
+// in its own compartment while others go straight to the bulkhead.
+func (s *Server) acquire(ctx context.Context, pol *Policy, l *bulkhead.Limiter, key string,
+	headers map[string]string, prio bulkhead.Priority, deadline time.Time) (permit.Releaser, error) {
+	var tp bulkhead.Permit
+	if pol.TenantHeader != "" {
+		if id := headers[pol.TenantHeader]; id != "" {
+			if ts := s.bulkheads.Tenants(key); ts != nil {
+				if len(id) > maxTenantID {
+					id = id[:maxTenantID]
+				}
+				var err error
+				if tp, err = acquireTenant(ctx, ts, id, prio, deadline); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	p, err := l.AcquireBefore(ctx, prio, deadline)
+	if err != nil {
+		tp.Release()
+		return nil, err
+	}
+	if !tp.Valid() {
+		return p, nil
+	}
+	return pair{tenant: tp, bulkhead: p}, nil
+}
+
+func acquireTenant(ctx context.Context, ts *bulkhead.Tenants, id string, prio bulkhead.Priority, deadline time.Time) (bulkhead.Permit, error) {
+	for range 3 {
+		tl, err := ts.Get(id)
+		if err != nil {
+			return bulkhead.Permit{}, err
+		}
+		p, err := tl.AcquireBefore(ctx, prio, deadline)
+		if !errors.Is(err, bulkhead.ErrClosed) {
+			return p, err
+		}
+		// The idle tenant was evicted between Get and acquire: get it anew.
+	}
+	return bulkhead.Permit{}, bulkhead.ErrTooManyTenants
+}
+
+// pair is a permit of a tenant's sub-bulkhead and of its bulkhead, released
+// together.
+type pair struct{ tenant, bulkhead bulkhead.Permit }
+
+func (p pair) Release() bool {
+	p.tenant.Release()
+	return p.bulkhead.Release()
+}
