@@ -16,6 +16,7 @@ type Config struct {
 	Authz  Authz
 	Leases Leases
 	Limits Limits
+	Admin  Admin
 	// Bulkheads maps each bulkhead name to its settings. It may be empty:
 	// then every request goes through Authz.UnknownBulkhead.
 	Bulkheads map[string]Bulkhead
@@ -25,9 +26,13 @@ type Config struct {
 }
 
 // Listen holds the listen addresses, host:port; port 0 picks a free port.
+// The three differ unless their port is 0.
 type Listen struct {
 	GRPC string // ext_authz, access-log service, gRPC health
 	HTTP string // /metrics, /healthz, /readyz
+	// Admin serves the admin API, gRPC (h2c) and JSON over HTTP on one
+	// listener. Unless it is a loopback address, Admin.Secured holds.
+	Admin string
 }
 
 // Log configures the daemon's slog handler.
@@ -55,6 +60,9 @@ type Authz struct {
 	DeadlineMargin time.Duration
 	// RetryAfter is the retry-after value of rejections; positive.
 	RetryAfter time.Duration
+	// TenantHeader is the lowercase request header naming the tenant; ""
+	// turns tenants off. It differs from PriorityHeader.
+	TenantHeader string
 }
 
 // Leases configures permit leases.
@@ -66,6 +74,9 @@ type Leases struct {
 // Limits caps what the configuration (and later the admin API) may create.
 type Limits struct {
 	MaxBulkheads int
+	// MaxTenants caps the live tenant sub-bulkheads of each bulkhead with a
+	// tenant template; idle ones are evicted beyond it.
+	MaxTenants int
 }
 
 // Bulkhead is one configured bulkhead.
@@ -74,6 +85,13 @@ type Bulkhead struct {
 	// LeaseTTL is how long a permit may be held before it is reclaimed;
 	// Leases.DefaultTTL when the file sets none.
 	LeaseTTL time.Duration
+	// Tenant, when not nil, is the template of the bulkhead's per-tenant
+	// sub-bulkheads: one per value of Authz.TenantHeader, each admitting
+	// within the bulkhead's own limit as well as its own. It is set only when
+	// Authz.TenantHeader is. Its MaxConcurrent is in 1..Settings.MaxConcurrent,
+	// its MaxWait defaults to the bulkhead's, and it has no reserves (the
+	// bulkhead's reserves apply across tenants).
+	Tenant *bulkhead.Settings
 }
 
 // UnknownPolicy is what Check does with a request whose bulkhead is missing

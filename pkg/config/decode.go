@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
 // NamePattern is the pattern every bulkhead name matches: lowercase letters,
@@ -20,8 +22,9 @@ func ValidName(name string) bool { return nameRE.MatchString(name) }
 
 // Field names of one bulkhead and of its reserve, in the order documented.
 var (
-	bulkheadFields = []string{"max_concurrent", "max_queue", "max_wait", "lease_ttl", "reserve"}
+	bulkheadFields = []string{"max_concurrent", "max_queue", "max_wait", "lease_ttl", "reserve", "tenant"}
 	reserveFields  = []string{"critical", "normal"}
+	tenantFields   = []string{"max_concurrent", "max_queue", "max_wait"}
 )
 
 // mapping returns v as a map with string keys, recording a problem at path
@@ -67,6 +70,34 @@ func sortedKeys(m map[string]any) []string {
 	return keys
 }
 
+// section is a mapping of settings outside bulkheads: its field names in
+// the order of scalars, and for each field nil (a scalar) or its own section.
+type section struct {
+	names []string
+	kids  map[string]*section
+}
+
+// settingsTree builds the sections from the dotted keys of scalars.
+func settingsTree() *section {
+	root := &section{kids: map[string]*section{}}
+	for _, s := range scalars {
+		n := root
+		parts := strings.Split(s.key, ".")
+		for i, p := range parts {
+			kid, seen := n.kids[p]
+			if !seen {
+				if i < len(parts)-1 {
+					kid = &section{kids: map[string]*section{}}
+				}
+				n.names = append(n.names, p)
+				n.kids[p] = kid
+			}
+			n = kid
+		}
+	}
+	return root
+}
+
 // splitRoot checks the document's structure outside bulkheads and returns
 // those settings as nested maps holding only known, exactly spelt keys (what
 // viper will see), plus the raw bulkheads value.
@@ -75,44 +106,53 @@ func (d *decoder) splitRoot(root any) (settings map[string]any, bulkheads any) {
 	if !ok {
 		return nil, nil
 	}
-	known := map[string][]string{} // section -> its keys
-	var sections []string
-	for _, s := range scalars {
-		sec, key, _ := strings.Cut(s.key, ".")
-		if _, seen := known[sec]; !seen {
-			sections = append(sections, sec)
-		}
-		known[sec] = append(known[sec], key)
-	}
-	sections = append(sections, "bulkheads")
+	tree := settingsTree()
+	sections := append(append([]string(nil), tree.names...), "bulkheads")
 	settings = map[string]any{}
-	for _, sec := range sortedKeys(top) {
-		if sec == "bulkheads" {
-			bulkheads = top[sec]
+	for _, name := range sortedKeys(top) {
+		if name == "bulkheads" {
+			bulkheads = top[name]
 			continue
 		}
-		keys, isSection := known[sec]
-		if !isSection {
-			d.ps.add(sec, unknownField(sec, sections), "")
+		sec, known := tree.kids[name]
+		if !known || sec == nil {
+			d.ps.add(name, unknownField(name, sections), "")
 			continue
 		}
-		body, ok := d.mapping(sec, top[sec])
-		if !ok {
-			continue
+		if kept, ok := d.section(name, top[name], sec); ok {
+			settings[name] = kept
 		}
-		kept := map[string]any{}
-		for _, k := range sortedKeys(body) {
-			if !contains(keys, k) {
-				d.ps.add(join(sec, k), unknownField(k, keys), "")
-				continue
-			}
-			if body[k] != nil { // null means unset
-				kept[k] = body[k]
-			}
-		}
-		settings[sec] = kept
 	}
 	return settings, bulkheads
+}
+
+// section returns the known fields of the mapping raw at path that are set
+// (null means unset), recording a problem for each unknown one.
+func (d *decoder) section(path string, raw any, sec *section) (map[string]any, bool) {
+	body, ok := d.mapping(path, raw)
+	if !ok {
+		return nil, false
+	}
+	kept := map[string]any{}
+	for _, k := range sortedKeys(body) {
+		key, v := join(path, k), body[k]
+		kid, known := sec.kids[k]
+		switch {
+		case key == "admin.token":
+			d.ps.add(key, "unknown field: the token is never written in this file; "+
+				"use admin.token_file or the environment variable "+envAdminToken, "")
+		case !known:
+			d.ps.add(key, unknownField(k, sec.names), "")
+		case v == nil:
+		case kid != nil:
+			if sub, ok := d.section(key, v, kid); ok {
+				kept[k] = sub
+			}
+		default:
+			kept[k] = v
+		}
+	}
+	return kept, true
 }
 
 func contains(list []string, s string) bool {
@@ -151,6 +191,7 @@ func (d *decoder) bulkhead(path string, raw any, defaultTTL time.Duration) Bulkh
 		return b
 	}
 	s := &b.Settings
+	var tenant any
 	if fields["max_concurrent"] == nil {
 		d.ps.add(path+".max_concurrent", "is required", "")
 	}
@@ -171,12 +212,58 @@ func (d *decoder) bulkhead(path string, raw any, defaultTTL time.Duration) Bulkh
 			d.positive(key, v, b.LeaseTTL)
 		case "reserve":
 			s.ReserveCritical, s.ReserveNormal = d.reserve(key, v)
+		case "tenant":
+			tenant = v
 		default:
 			d.ps.add(key, unknownField(k, bulkheadFields), "")
 		}
 	}
 	d.settings(path, b)
+	if tenant != nil {
+		b.Tenant = d.tenant(path, tenant, b.Settings)
+	}
 	return b
+}
+
+// tenant decodes and checks the tenant template of the bulkhead at path,
+// whose own settings are parent. It returns nil if the template is not a
+// mapping.
+func (d *decoder) tenant(path string, raw any, parent bulkhead.Settings) *bulkhead.Settings {
+	limitKey := path + ".max_concurrent"
+	path += ".tenant"
+	fields, ok := d.mapping(path, raw)
+	if !ok {
+		return nil
+	}
+	t := &bulkhead.Settings{MaxWait: parent.MaxWait}
+	if fields["max_concurrent"] == nil {
+		d.ps.add(path+".max_concurrent", "is required", "")
+	}
+	for _, k := range sortedKeys(fields) {
+		key, v := path+"."+k, fields[k]
+		if v == nil {
+			continue // unset
+		}
+		switch k {
+		case "max_concurrent":
+			t.MaxConcurrent = d.integer(key, v)
+			if d.ps.bad[limitKey] {
+				d.rule(key, v, t.MaxConcurrent >= 1, "must be at least 1")
+			} else {
+				d.rule(key, v, t.MaxConcurrent >= 1 && t.MaxConcurrent <= parent.MaxConcurrent,
+					fmt.Sprintf("must be in 1..%d, the bulkhead's max_concurrent", parent.MaxConcurrent))
+			}
+		case "max_queue":
+			t.MaxQueue = d.integer(key, v)
+			d.rule(key, v, t.MaxQueue >= 0, "must not be negative")
+		case "max_wait":
+			t.MaxWait = d.duration(key, v)
+			d.rule(key, v, t.MaxWait >= 0, "must not be negative")
+		default:
+			d.ps.add(key, unknownField(k, tenantFields), "")
+		}
+	}
+	return t
 }
 
 // reserve decodes a bulkhead's reserve mapping.

@@ -1,12 +1,19 @@
 // Package config owns the daemon's typed configuration: its defaults, how it
-// is loaded, and its validation.
+// is loaded, its validation, and watching its file for changes.
 //
 // Load layers four sources, lowest first: built-in defaults, the YAML file,
-// environment variables BULKHEAD_<PATH> (for example BULKHEAD_LISTEN_GRPC or
-// BULKHEAD_AUTHZ_DENY_STATUS; every scalar outside bulkheads has one), and the
-// command-line flags defined by RegisterFlags (only flags actually given on
-// the command line count). Parse reads defaults and YAML only, for tests,
-// fuzzing and reloads. Both decode and validate the same way.
+// environment variables BULKHEAD_<PATH> (for example BULKHEAD_LISTEN_GRPC,
+// BULKHEAD_AUTHZ_DENY_STATUS or BULKHEAD_ADMIN_TLS_CERT_FILE; every scalar
+// outside bulkheads has one), and the command-line flags defined by
+// RegisterFlags (only flags actually given on the command line count). The
+// admin bearer token is the one setting with no place in the file: it comes
+// from admin.token_file (a path; the file holds the token) or from the
+// variable BULKHEAD_ADMIN_TOKEN (the token itself), and it never appears in
+// an error or when a Config is printed. Load also checks that the admin
+// token and TLS files can be read and hold a token, certificates and a
+// matching key. Parse reads defaults and YAML only, touching neither the
+// environment nor the file system, for tests and fuzzing. Both decode and
+// validate the same way otherwise.
 //
 // The layering goes through one private viper instance per call; the package
 // uses no viper globals and has no package state. The bulkheads map is
@@ -18,9 +25,17 @@
 // Validation reports every problem at once. Each is one line,
 // "SOURCE: FIELD.PATH: reason (got VALUE)", and the error is an
 // *InvalidError wrapping ErrInvalid. A YAML syntax error wraps ErrSyntax and
-// names the source and, where YAML knows it, the line.
+// names the source and, where YAML knows it, the line. Among the rules: the
+// admin listener must be a loopback address unless a token or mTLS is
+// configured, so that the daemon refuses to start exposed.
+//
+// Watch follows the file (in-place writes, rename-over writes and the
+// Kubernetes ConfigMap symlink swap) and hands each changed version, loaded
+// as Load would, to a callback; it runs on its caller's goroutine and stops,
+// leaving nothing behind, when its context ends.
 //
 // A *Config returned by Load or Parse is immutable: it is safe to share
 // between goroutines, and callers must not modify it (including its
-// Bulkheads map). Load and Parse themselves are safe for concurrent use.
+// Bulkheads map and Tenant templates). Load, Parse and Watch are safe for
+// concurrent use.
 package config

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
 )
 
 var (
@@ -17,7 +19,9 @@ var (
 // Problem is one thing wrong with a configuration.
 type Problem struct {
 	// Field is the dotted path of the field, e.g.
-	// "bulkheads.catalog.max_concurrent" or "authz.deny_status".
+	// "bulkheads.catalog.max_concurrent" or "authz.deny_status", or the
+	// environment variable BULKHEAD_ADMIN_TOKEN. In an *InvalidError, a path
+	// holding an unprintable character (a key with a newline) is quoted.
 	Field string
 	// Reason says what is wrong, e.g. "must be at least 1".
 	Reason string
@@ -86,6 +90,13 @@ func (ps *problems) err(source string) error {
 		return nil
 	}
 	list := append([]Problem(nil), ps.list...)
+	for i, p := range list {
+		// A key holding a newline or another unprintable character would
+		// break the one-line-per-problem format: quote it.
+		if strings.ContainsFunc(p.Field, func(r rune) bool { return !unicode.IsPrint(r) }) {
+			list[i].Field = strconv.Quote(p.Field)
+		}
+	}
 	sort.SliceStable(list, func(i, j int) bool { return list[i].Field < list[j].Field })
 	return &InvalidError{Source: source, Problems: list}
 }

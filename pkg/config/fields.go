@@ -15,6 +15,7 @@ import (
 const (
 	DefaultListenGRPC      = "127.0.0.1:9001"
 	DefaultListenHTTP      = "127.0.0.1:9090"
+	DefaultListenAdmin     = "127.0.0.1:9091"
 	DefaultPriorityHeader  = "x-bulkhead-priority"
 	DefaultDenyStatus      = 503
 	DefaultDeadlineMargin  = 25 * time.Millisecond
@@ -23,6 +24,8 @@ const (
 	DefaultSweepInterval   = 500 * time.Millisecond
 	DefaultMaxBulkheads    = 1000
 	MaxBulkheadsCeiling    = 100000 // limits.max_bulkheads may not exceed it
+	DefaultMaxTenants      = 1000
+	MaxTenantsCeiling      = 1000000 // limits.max_tenants may not exceed it
 	maxDeadlineMarginLimit = time.Second
 )
 
@@ -43,6 +46,9 @@ var scalars = []scalar{
 	}},
 	{"listen.http", DefaultListenHTTP, FlagListenHTTP, func(d *decoder, c *Config, k string, v any) {
 		c.Listen.HTTP = d.str(k, v)
+	}},
+	{"listen.admin", DefaultListenAdmin, FlagListenAdmin, func(d *decoder, c *Config, k string, v any) {
+		c.Listen.Admin = d.str(k, v)
 	}},
 	{"log.level", "info", FlagLogLevel, func(d *decoder, c *Config, k string, v any) {
 		if s, ok := d.strOK(k, v); ok {
@@ -88,6 +94,9 @@ var scalars = []scalar{
 	{"authz.retry_after", DefaultRetryAfter.String(), "", func(d *decoder, c *Config, k string, v any) {
 		c.Authz.RetryAfter = d.duration(k, v)
 	}},
+	{"authz.tenant_header", "", "", func(d *decoder, c *Config, k string, v any) {
+		c.Authz.TenantHeader = d.str(k, v)
+	}},
 	{"leases.default_ttl", DefaultLeaseTTL.String(), "", func(d *decoder, c *Config, k string, v any) {
 		c.Leases.DefaultTTL = d.duration(k, v)
 	}},
@@ -96,6 +105,21 @@ var scalars = []scalar{
 	}},
 	{"limits.max_bulkheads", DefaultMaxBulkheads, "", func(d *decoder, c *Config, k string, v any) {
 		c.Limits.MaxBulkheads = d.integer(k, v)
+	}},
+	{"limits.max_tenants", DefaultMaxTenants, "", func(d *decoder, c *Config, k string, v any) {
+		c.Limits.MaxTenants = d.integer(k, v)
+	}},
+	{"admin.token_file", "", "", func(d *decoder, c *Config, k string, v any) {
+		c.Admin.TokenFile = d.str(k, v)
+	}},
+	{"admin.tls.cert_file", "", "", func(d *decoder, c *Config, k string, v any) {
+		c.Admin.TLS.CertFile = d.str(k, v)
+	}},
+	{"admin.tls.key_file", "", "", func(d *decoder, c *Config, k string, v any) {
+		c.Admin.TLS.KeyFile = d.str(k, v)
+	}},
+	{"admin.tls.client_ca_file", "", "", func(d *decoder, c *Config, k string, v any) {
+		c.Admin.TLS.ClientCAFile = d.str(k, v)
 	}},
 }
 
@@ -111,6 +135,9 @@ type decoder struct {
 	// origin maps a key to where its effective value came from when that
 	// was an env variable or a flag; absent means the file or a default.
 	origin map[string]string
+	// checkFiles makes validate read the files the configuration names
+	// (admin token and TLS files): Load does, Parse does not.
+	checkFiles bool
 }
 
 // got formats v for a problem about key, naming its origin if not the file.

@@ -26,6 +26,13 @@ func FuzzParse(f *testing.F) {
 		"a: 1\n---\nb: 2\n",
 		"listen:\n  grpc: [a\n",
 		"? [a, b]\n: c\n",
+		"listen: {admin: 0.0.0.0:1}\nadmin: {token_file: t}\n",
+		"listen: {admin: '[::1]:0', grpc: '[::1]:0'}\nadmin: {tls: {cert_file: c, key_file: k, client_ca_file: ca}}\n",
+		"admin: {token: x, tls: {cert_file: c, client_ca_file: ca}}\n",
+		"admin: {tls: x, Token_File: 1}\nlimits: {max_tenants: 0}\n",
+		"authz: {tenant_header: x-t}\nbulkheads: {c: {max_concurrent: 3, max_wait: 1s, tenant: {max_concurrent: 2, max_queue: 1}}}\n",
+		"bulkheads: {c: {max_concurrent: 1, tenant: {max_concurrent: 5, reserve: 1, max_wait: -1s}}}\n",
+		"authz: {tenant_header: x-bulkhead-priority}\nbulkheads: {c: {max_concurrent: x, tenant: }}\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -66,6 +73,29 @@ func FuzzParse(f *testing.F) {
 			if b.LeaseTTL <= 0 {
 				t.Fatalf("bulkhead %q: lease_ttl %v", n, b.LeaseTTL)
 			}
+		}
+		for n, b := range c.Bulkheads {
+			if b.Tenant == nil {
+				continue
+			}
+			if c.Authz.TenantHeader == "" {
+				t.Fatalf("bulkhead %q has a tenant template without authz.tenant_header", n)
+			}
+			if err := b.Tenant.Validate(); err != nil || b.Tenant.MaxConcurrent > b.Settings.MaxConcurrent {
+				t.Fatalf("bulkhead %q: tenant %+v of %+v: %v", n, *b.Tenant, b.Settings, err)
+			}
+		}
+		if c.Limits.MaxTenants < 1 || c.Limits.MaxTenants > MaxTenantsCeiling {
+			t.Fatalf("max_tenants %d accepted", c.Limits.MaxTenants)
+		}
+		if !isLoopback(c.Listen.Admin) && !c.Admin.Secured() {
+			t.Fatalf("admin listener %q accepted without a token or mTLS", c.Listen.Admin)
+		}
+		if tls := c.Admin.TLS; (tls.CertFile == "") != (tls.KeyFile == "") || tls.ClientCAFile != "" && tls.CertFile == "" {
+			t.Fatalf("admin TLS %+v accepted", tls)
+		}
+		if c.Admin.Token != "" {
+			t.Fatal("Parse set the admin token")
 		}
 		if c.Authz.UnknownBulkhead == UnknownDefault {
 			if _, ok := c.Bulkheads[c.Authz.DefaultBulkhead]; !ok {

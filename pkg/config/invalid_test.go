@@ -6,8 +6,12 @@ import (
 	"testing"
 )
 
+// nonLoopback is the reason a non-loopback admin listener is refused.
+const nonLoopback = "binding to a non-loopback address requires admin.token_file, BULKHEAD_ADMIN_TOKEN or admin.tls.client_ca_file"
+
 func TestParseInvalid(t *testing.T) {
 	t.Parallel()
+	const th = "authz: {tenant_header: x-t}\n"
 	tests := []struct {
 		name string
 		yaml string
@@ -16,7 +20,7 @@ func TestParseInvalid(t *testing.T) {
 		// structure and field names
 		{"top level is a list", "- a\n", `must be a mapping (got a list)`},
 		{"top level is a scalar", "hello\n", `must be a mapping (got "hello")`},
-		{"unknown section", "listn: {}\n", "listn: unknown field (known: listen, log, authz, leases, limits, bulkheads)"},
+		{"unknown section", "listn: {}\n", "listn: unknown field (known: listen, log, authz, leases, limits, admin, bulkheads)"},
 		{"capitalised section", "Listen: {grpc: 127.0.0.1:1}\n", "Listen: unknown field (field names are lowercase: listen)"},
 		{"unknown scalar field", "authz: {deny_stauts: 429}\n", "authz.deny_stauts: unknown field"},
 		{"section not a mapping", "listen: 127.0.0.1:9001\n", `listen: must be a mapping (got "127.0.0.1:9001")`},
@@ -24,11 +28,12 @@ func TestParseInvalid(t *testing.T) {
 		{"bulkhead is a list", "bulkheads: {catalog: [1]}\n", "bulkheads.catalog: must be a mapping (got a list)"},
 		{"reserve is a scalar", "bulkheads: {c: {max_concurrent: 2, reserve: 0.5}}\n", "bulkheads.c.reserve: must be a mapping (got 0.5)"},
 		{"typo in bulkhead field", "bulkheads: {c: {max_concurrent: 1, max_concurent: 3}}\n",
-			"bulkheads.c.max_concurent: unknown field (known: max_concurrent, max_queue, max_wait, lease_ttl, reserve)"},
+			"bulkheads.c.max_concurent: unknown field (known: max_concurrent, max_queue, max_wait, lease_ttl, reserve, tenant)"},
 		{"capitalised bulkhead field", "bulkheads: {c: {max_concurrent: 1, Max_Queue: 3}}\n",
 			"bulkheads.c.Max_Queue: unknown field (field names are lowercase: max_queue)"},
 		{"unknown reserve class", "bulkheads: {c: {max_concurrent: 1, reserve: {best_effort: 0.1}}}\n",
 			"bulkheads.c.reserve.best_effort: unknown field (known: critical, normal)"},
+		{"newline in a key", "\"a\\nb\": 1\n", `"a\nb": unknown field`},
 		{"several documents", "limits: {}\n---\nlimits: {}\n", "must hold one YAML document, not several"},
 
 		// bulkhead names
@@ -89,6 +94,67 @@ func TestParseInvalid(t *testing.T) {
 		{"max bulkheads zero", "limits: {max_bulkheads: 0}\n", "limits.max_bulkheads: must be in 1..100000 (got 0)"},
 		{"too many bulkheads", "limits: {max_bulkheads: 1}\nbulkheads: {a: {max_concurrent: 1}, b: {max_concurrent: 1}}\n",
 			"bulkheads: at most limits.max_bulkheads (1) bulkheads may be configured (got 2 bulkheads)"},
+
+		// the admin listener and section
+		{"admin address without port", "listen: {admin: localhost}\n", `listen.admin: must be host:port with a numeric port`},
+		{"admin address not a string", "listen: {admin: 9091}\n", "listen.admin: must be a string (got 9091)"},
+		{"admin same as grpc", "listen: {grpc: 127.0.0.1:9001, admin: 127.0.0.1:9001}\n", `listen.admin: must differ from listen.grpc (got "127.0.0.1:9001")`},
+		{"admin same as http", "listen: {admin: 127.0.0.1:9090}\n", `listen.admin: must differ from listen.http (got "127.0.0.1:9090")`},
+		{"admin on all interfaces", "listen: {admin: 0.0.0.0:9091}\n", `listen.admin: ` + nonLoopback + ` (got "0.0.0.0:9091")`},
+		{"admin with empty host", "listen: {admin: \":9091\"}\n", `listen.admin: ` + nonLoopback + ` (got ":9091")`},
+		{"admin on ipv6 any", "listen: {admin: \"[::]:9091\"}\n", `listen.admin: ` + nonLoopback + ` (got "[::]:9091")`},
+		{"admin on a host name", "listen: {admin: bulkhead.internal:9091}\n", `listen.admin: ` + nonLoopback + ` (got "bulkhead.internal:9091")`},
+		{"admin on a LAN address", "listen: {admin: 192.168.1.10:0}\n", `listen.admin: ` + nonLoopback + ` (got "192.168.1.10:0")`},
+		{"admin elsewhere with TLS only", "listen: {admin: 10.0.0.1:9091}\nadmin: {tls: {cert_file: c, key_file: k}}\n",
+			`listen.admin: ` + nonLoopback + ` (got "10.0.0.1:9091")`},
+		{"token in the file", "admin: {token: s3cret}\n",
+			"admin.token: unknown field: the token is never written in this file; use admin.token_file or the environment variable BULKHEAD_ADMIN_TOKEN"},
+		{"unknown admin field", "admin: {tokenfile: x}\n", "admin.tokenfile: unknown field (known: token_file, tls)"},
+		{"capitalised admin field", "admin: {Token_File: x}\n", "admin.Token_File: unknown field (field names are lowercase: token_file)"},
+		{"unknown tls field", "admin: {tls: {ca_file: x}}\n", "admin.tls.ca_file: unknown field (known: cert_file, key_file, client_ca_file)"},
+		{"tls not a mapping", "admin: {tls: on}\n", `admin.tls: must be a mapping (got "on")`},
+		{"admin not a mapping", "admin: [x]\n", "admin: must be a mapping (got a list)"},
+		{"token file not a string", "admin: {token_file: 5}\n", "admin.token_file: must be a string (got 5)"},
+		{"cert file a mapping", "admin: {tls: {cert_file: {a: 1}, key_file: k}}\n", "admin.tls.cert_file: must be a string (got a mapping)"},
+		{"cert without key", "admin: {tls: {cert_file: c}}\n", "admin.tls.key_file: is required when admin.tls.cert_file is set"},
+		{"key without cert", "admin: {tls: {key_file: k}}\n", "admin.tls.cert_file: is required when admin.tls.key_file is set"},
+		{"client CA alone", "admin: {tls: {client_ca_file: ca}}\n",
+			`admin.tls.client_ca_file: requires admin.tls.cert_file and admin.tls.key_file (mTLS needs a server certificate) (got "ca")`},
+
+		// tenants
+		{"tenant header uppercase", "authz: {tenant_header: X-Tenant}\n", `authz.tenant_header: must be lowercase, as Envoy passes header names (got "X-Tenant")`},
+		{"tenant header not a token", "authz: {tenant_header: \"x tenant\"}\n",
+			`authz.tenant_header: must be an HTTP header name, or "" to turn tenants off (got "x tenant")`},
+		{"tenant header pseudo-header", "authz: {tenant_header: \":authority\"}\n", `authz.tenant_header: must be an HTTP header name`},
+		{"tenant header is the priority header", "authz: {tenant_header: x-bulkhead-priority}\n",
+			`authz.tenant_header: must differ from authz.priority_header (got "x-bulkhead-priority")`},
+		{"max tenants zero", "limits: {max_tenants: 0}\n", "limits.max_tenants: must be in 1..1000000 (got 0)"},
+		{"max tenants too many", "limits: {max_tenants: 1000001}\n", "limits.max_tenants: must be in 1..1000000 (got 1000001)"},
+		{"max tenants text", "limits: {max_tenants: lots}\n", `limits.max_tenants: must be an integer (got "lots")`},
+		{"tenant without header", "bulkheads: {c: {max_concurrent: 2, tenant: {max_concurrent: 1}}}\n",
+			"bulkheads.c.tenant: tenant template has no effect: set authz.tenant_header"},
+		{"tenant is a list", th + "bulkheads: {c: {max_concurrent: 2, tenant: [1]}}\n", "bulkheads.c.tenant: must be a mapping (got a list)"},
+		{"tenant max_concurrent missing", th + "bulkheads: {c: {max_concurrent: 2, tenant: {max_queue: 1}}}\n",
+			"bulkheads.c.tenant.max_concurrent: is required"},
+		{"tenant empty", th + "bulkheads: {c: {max_concurrent: 2, tenant: {}}}\n", "bulkheads.c.tenant.max_concurrent: is required"},
+		{"tenant max_concurrent zero", th + "bulkheads: {c: {max_concurrent: 2, tenant: {max_concurrent: 0}}}\n",
+			"bulkheads.c.tenant.max_concurrent: must be in 1..2, the bulkhead's max_concurrent (got 0)"},
+		{"tenant over the bulkhead", th + "bulkheads: {c: {max_concurrent: 2, tenant: {max_concurrent: 3}}}\n",
+			"bulkheads.c.tenant.max_concurrent: must be in 1..2, the bulkhead's max_concurrent (got 3)"},
+		{"tenant under a bad bulkhead", th + "bulkheads: {c: {max_concurrent: 0, tenant: {max_concurrent: -1}}}\n",
+			"bulkheads.c.tenant.max_concurrent: must be at least 1 (got -1)"},
+		{"tenant max_concurrent text", th + "bulkheads: {c: {max_concurrent: 2, tenant: {max_concurrent: two}}}\n",
+			`bulkheads.c.tenant.max_concurrent: must be an integer (got "two")`},
+		{"tenant max_queue negative", th + "bulkheads: {c: {max_concurrent: 2, tenant: {max_concurrent: 1, max_queue: -1}}}\n",
+			"bulkheads.c.tenant.max_queue: must not be negative (got -1)"},
+		{"tenant max_wait negative", th + "bulkheads: {c: {max_concurrent: 2, tenant: {max_concurrent: 1, max_wait: -1s}}}\n",
+			`bulkheads.c.tenant.max_wait: must not be negative (got "-1s")`},
+		{"tenant max_wait without unit", th + "bulkheads: {c: {max_concurrent: 2, tenant: {max_concurrent: 1, max_wait: 5}}}\n",
+			`bulkheads.c.tenant.max_wait: must be a duration with a unit, like "500ms" or "1m30s" (got 5)`},
+		{"tenant reserve", th + "bulkheads: {c: {max_concurrent: 2, tenant: {max_concurrent: 1, reserve: {critical: 0.5}}}}\n",
+			"bulkheads.c.tenant.reserve: unknown field (known: max_concurrent, max_queue, max_wait)"},
+		{"tenant in a dotted bulkhead", th + "bulkheads: {api.v1: {max_concurrent: 1, tenant: {max_concurrent: 2}}}\n",
+			"bulkheads.api.v1.tenant.max_concurrent: must be in 1..1, the bulkhead's max_concurrent (got 2)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,25 +190,31 @@ func hasLineWithPrefix(msg, prefix string) bool {
 // line, and nothing else: no derived complaints about fields already reported.
 func TestParseEveryProblem(t *testing.T) {
 	t.Parallel()
-	yaml := `listen: {grpc: nope}
+	yaml := `listen: {grpc: nope, admin: 0.0.0.0:9091}
 log: {level: loud}
-authz: {deny_status: 200, unknown_bulkhead: default}
+authz: {deny_status: 200, unknown_bulkhead: default, tenant_header: X-T}
 leases: {sweep_interval: 0s}
+admin: {tls: {cert_file: c}}
 bulkheads:
   Catalog: {max_concurrent: 1}
   catalog: {max_concurrent: 0, max_concurent: 3}
-  orders: {max_concurrent: x, reserve: {critical: 2}}
+  orders: {max_concurrent: x, reserve: {critical: 2}, tenant: {max_concurrent: 0, max_queue: -1}}
 `
 	_, err := Parse(testSource, []byte(yaml))
 	want := []string{
+		`admin.tls.key_file: is required when admin.tls.cert_file is set`,
 		`authz.default_bulkhead: is required when authz.unknown_bulkhead is default`,
 		`authz.deny_status: must be in 400..599 (got 200)`,
+		`authz.tenant_header: must be lowercase, as Envoy passes header names (got "X-T")`,
 		`bulkheads.Catalog: bulkhead names are case-sensitive and must be lowercase, matching ` + NamePattern + ` (got "Catalog")`,
-		`bulkheads.catalog.max_concurent: unknown field (known: max_concurrent, max_queue, max_wait, lease_ttl, reserve)`,
+		`bulkheads.catalog.max_concurent: unknown field (known: max_concurrent, max_queue, max_wait, lease_ttl, reserve, tenant)`,
 		`bulkheads.catalog.max_concurrent: must be at least 1 (got 0)`,
 		`bulkheads.orders.max_concurrent: must be an integer (got "x")`,
 		`bulkheads.orders.reserve.critical: must be in [0, 1) (got 2)`,
+		`bulkheads.orders.tenant.max_concurrent: must be at least 1 (got 0)`,
+		`bulkheads.orders.tenant.max_queue: must not be negative (got -1)`,
 		`leases.sweep_interval: must be positive (got 0s)`,
+		`listen.admin: ` + nonLoopback + ` (got "0.0.0.0:9091")`,
 		`listen.grpc: must be host:port with a numeric port, like "127.0.0.1:9001" (port 0 picks a free one) (got "nope")`,
 		`log.level: must be debug, info, warn or error (got "loud")`,
 	}

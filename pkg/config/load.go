@@ -19,6 +19,7 @@ const (
 	FlagAddressFile = "address-file"
 	FlagListenGRPC  = "listen-grpc"
 	FlagListenHTTP  = "listen-http"
+	FlagListenAdmin = "listen-admin"
 	FlagLogLevel    = "log-level"
 	FlagLogFormat   = "log-format"
 )
@@ -30,20 +31,24 @@ const envPrefix = "BULKHEAD"
 
 // RegisterFlags defines the daemon's flags on fs: --config and
 // --address-file, which the caller reads itself (see FlagConfig), and the
-// four overrides Load applies when they are given.
+// five overrides Load applies when they are given.
 func RegisterFlags(fs *pflag.FlagSet) {
 	fs.String(FlagConfig, "", "path of the YAML configuration file (none: defaults, env and flags only)")
 	fs.String(FlagAddressFile, "", `write {"grpc":ADDR,"http":ADDR} to this path once both listeners are bound`)
 	fs.String(FlagListenGRPC, "", "gRPC listen address, overrides listen.grpc (default "+DefaultListenGRPC+")")
 	fs.String(FlagListenHTTP, "", "HTTP listen address, overrides listen.http (default "+DefaultListenHTTP+")")
+	fs.String(FlagListenAdmin, "", "admin API listen address, overrides listen.admin (default "+DefaultListenAdmin+")")
 	fs.String(FlagLogLevel, "", "log level: debug, info, warn or error; overrides log.level (default info)")
 	fs.String(FlagLogFormat, "", "log format: text or json; overrides log.format (default text)")
 }
 
 // Load reads the configuration: defaults, then the YAML file at path (none
 // if path is ""), then BULKHEAD_* environment variables, then the flags of
-// flags (may be nil) that were set on the command line. Errors are an
-// *InvalidError (ErrInvalid), an ErrSyntax error, or the file's read error.
+// flags (may be nil) that were set on the command line. It also reads the
+// admin token from BULKHEAD_ADMIN_TOKEN, and checks that the admin token and
+// TLS files the configuration names can be read and hold what they should.
+// Errors are an *InvalidError (ErrInvalid), an ErrSyntax error, or the
+// file's read error.
 func Load(path string, flags *pflag.FlagSet) (*Config, error) {
 	var data []byte
 	if path != "" {
@@ -52,12 +57,18 @@ func Load(path string, flags *pflag.FlagSet) (*Config, error) {
 			return nil, err
 		}
 	}
+	return loadData(path, data, flags)
+}
+
+// loadData is Load with the file's content already read.
+func loadData(path string, data []byte, flags *pflag.FlagSet) (*Config, error) {
 	return build(path, data, true, flags)
 }
 
 // Parse decodes and validates a YAML configuration named name (used in error
 // messages and as Config.Source) on top of the defaults. It ignores the
-// environment and flags, so its result depends on its arguments only.
+// environment and flags and reads no file, so its result depends on its
+// arguments only: the admin token and TLS files are not checked.
 func Parse(name string, data []byte) (*Config, error) {
 	return build(name, data, false, nil)
 }
@@ -91,7 +102,7 @@ func build(name string, data []byte, useEnv bool, flags *pflag.FlagSet) (*Config
 		return nil, err
 	}
 
-	d := &decoder{origin: map[string]string{}}
+	d := &decoder{origin: map[string]string{}, checkFiles: useEnv}
 	fileSettings, rawBulkheads := d.splitRoot(root)
 
 	v := layers(fileSettings, useEnv, flags)
@@ -101,6 +112,9 @@ func build(name string, data []byte, useEnv bool, flags *pflag.FlagSet) (*Config
 		s.set(d, c, s.key, v.Get(s.key))
 	}
 	c.Bulkheads = d.bulkheads(rawBulkheads, c.Leases.DefaultTTL)
+	if useEnv {
+		d.envToken(c)
+	}
 	d.validate(c)
 	if err := d.ps.err(label); err != nil {
 		return nil, err

@@ -19,9 +19,13 @@ import (
 // clearEnv unsets every BULKHEAD_* variable Load reads, for this test only.
 func clearEnv(t *testing.T) {
 	t.Helper()
+	names := []string{envAdminToken}
 	for _, s := range scalars {
-		t.Setenv(envName(s.key), "") // restores the old value at cleanup
-		os.Unsetenv(envName(s.key))
+		names = append(names, envName(s.key))
+	}
+	for _, n := range names {
+		t.Setenv(n, "") // restores the old value at cleanup
+		os.Unsetenv(n)
 	}
 }
 
@@ -69,12 +73,17 @@ func TestLoadMissingFile(t *testing.T) {
 // TestEnvOverrides sets each environment variable in turn over a file that
 // sets every scalar, and checks it wins.
 func TestEnvOverrides(t *testing.T) {
-	path := writeFile(t, `listen: {grpc: 127.0.0.1:1, http: 127.0.0.1:2}
+	pki, pki2 := writePKI(t), writePKI(t)
+	certCopy, keyCopy := copyFile(t, pki.cert), copyFile(t, pki.key)
+	path := writeFile(t, `listen: {grpc: 127.0.0.1:1, http: 127.0.0.1:2, admin: 127.0.0.1:3}
 log: {level: error, format: json}
 authz: {priority_header: x-file, default_priority: critical, unknown_bulkhead: allow, deny_status: 500,
-        deadline_margin: 1ms, retry_after: 3s}
+        deadline_margin: 1ms, retry_after: 3s, tenant_header: x-file-tenant}
 leases: {default_ttl: 1m, sweep_interval: 1s}
-limits: {max_bulkheads: 10}
+limits: {max_bulkheads: 10, max_tenants: 10}
+admin:
+  token_file: `+pki.token+`
+  tls: {cert_file: `+pki.cert+`, key_file: `+pki.key+`, client_ca_file: `+pki.ca+`}
 bulkheads: {catalog: {max_concurrent: 1}}
 `)
 	tests := []struct {
@@ -83,6 +92,7 @@ bulkheads: {catalog: {max_concurrent: 1}}
 	}{
 		{"BULKHEAD_LISTEN_GRPC", "127.0.0.1:7001", func(c *Config) bool { return c.Listen.GRPC == "127.0.0.1:7001" }},
 		{"BULKHEAD_LISTEN_HTTP", "127.0.0.1:7002", func(c *Config) bool { return c.Listen.HTTP == "127.0.0.1:7002" }},
+		{"BULKHEAD_LISTEN_ADMIN", "127.0.0.1:7003", func(c *Config) bool { return c.Listen.Admin == "127.0.0.1:7003" }},
 		{"BULKHEAD_LOG_LEVEL", "debug", func(c *Config) bool { return c.Log.Level == slog.LevelDebug }},
 		{"BULKHEAD_LOG_FORMAT", "text", func(c *Config) bool { return c.Log.Format == LogText }},
 		{"BULKHEAD_AUTHZ_PRIORITY_HEADER", "", func(c *Config) bool { return c.Authz.PriorityHeader == "" }},
@@ -91,14 +101,17 @@ bulkheads: {catalog: {max_concurrent: 1}}
 		{"BULKHEAD_AUTHZ_DENY_STATUS", "429", func(c *Config) bool { return c.Authz.DenyStatus == 429 }},
 		{"BULKHEAD_AUTHZ_DEADLINE_MARGIN", "50ms", func(c *Config) bool { return c.Authz.DeadlineMargin == 50*time.Millisecond }},
 		{"BULKHEAD_AUTHZ_RETRY_AFTER", "5s", func(c *Config) bool { return c.Authz.RetryAfter == 5*time.Second }},
+		{"BULKHEAD_AUTHZ_TENANT_HEADER", "x-env-tenant", func(c *Config) bool { return c.Authz.TenantHeader == "x-env-tenant" }},
 		{"BULKHEAD_LEASES_DEFAULT_TTL", "2m", func(c *Config) bool {
 			return c.Leases.DefaultTTL == 2*time.Minute && c.Bulkheads["catalog"].LeaseTTL == 2*time.Minute
 		}},
 		{"BULKHEAD_LEASES_SWEEP_INTERVAL", "250ms", func(c *Config) bool { return c.Leases.SweepInterval == 250*time.Millisecond }},
 		{"BULKHEAD_LIMITS_MAX_BULKHEADS", "20", func(c *Config) bool { return c.Limits.MaxBulkheads == 20 }},
-	}
-	if len(tests)+1 != len(scalars) { // +1: authz.default_bulkhead below
-		t.Errorf("%d env cases for %d scalar settings", len(tests)+1, len(scalars))
+		{"BULKHEAD_LIMITS_MAX_TENANTS", "20", func(c *Config) bool { return c.Limits.MaxTenants == 20 }},
+		{"BULKHEAD_ADMIN_TOKEN_FILE", pki2.token, func(c *Config) bool { return c.Admin.TokenFile == pki2.token }},
+		{"BULKHEAD_ADMIN_TLS_CERT_FILE", certCopy, func(c *Config) bool { return c.Admin.TLS.CertFile == certCopy }},
+		{"BULKHEAD_ADMIN_TLS_KEY_FILE", keyCopy, func(c *Config) bool { return c.Admin.TLS.KeyFile == keyCopy }},
+		{"BULKHEAD_ADMIN_TLS_CLIENT_CA_FILE", pki2.ca, func(c *Config) bool { return c.Admin.TLS.ClientCAFile == pki2.ca }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.env, func(t *testing.T) {
@@ -131,9 +144,13 @@ func TestEnvInvalidNamesVariable(t *testing.T) {
 	clearEnv(t)
 	t.Setenv("BULKHEAD_AUTHZ_DENY_STATUS", "abc")
 	t.Setenv("BULKHEAD_LISTEN_GRPC", "nowhere")
+	t.Setenv("BULKHEAD_LISTEN_ADMIN", "0.0.0.0:9091")
+	t.Setenv("BULKHEAD_LIMITS_MAX_TENANTS", "0")
 	_, err := Load("", nil)
 	for _, want := range []string{
 		`config: authz.deny_status: must be an integer (got "abc" from BULKHEAD_AUTHZ_DENY_STATUS)`,
+		`config: limits.max_tenants: must be in 1..1000000 (got 0 from BULKHEAD_LIMITS_MAX_TENANTS)`,
+		`config: listen.admin: ` + nonLoopback + ` (got "0.0.0.0:9091" from BULKHEAD_LISTEN_ADMIN)`,
 		`config: listen.grpc: must be host:port with a numeric port, like "127.0.0.1:9001" (port 0 picks a free one) (got "nowhere" from BULKHEAD_LISTEN_GRPC)`,
 	} {
 		if err == nil || !hasLineWithPrefix(err.Error(), want) {
@@ -163,25 +180,28 @@ func TestPrecedence(t *testing.T) {
 	}{
 		{"grpc", "BULKHEAD_LISTEN_GRPC", "--listen-grpc", DefaultListenGRPC, func(c *Config) string { return c.Listen.GRPC }},
 		{"http", "BULKHEAD_LISTEN_HTTP", "--listen-http", DefaultListenHTTP, func(c *Config) string { return c.Listen.HTTP }},
+		{"admin", "BULKHEAD_LISTEN_ADMIN", "--listen-admin", DefaultListenAdmin, func(c *Config) string { return c.Listen.Admin }},
 		{"level", "BULKHEAD_LOG_LEVEL", "--log-level", "INFO", func(c *Config) string { return c.Log.Level.String() }},
 		{"format", "BULKHEAD_LOG_FORMAT", "--log-format", "text", func(c *Config) string { return c.Log.Format.String() }},
 	}
 	values := map[string][3]string{ // file, env, flag values; distinct per setting
 		"grpc":   {"127.0.0.1:1001", "127.0.0.1:1002", "127.0.0.1:1003"},
 		"http":   {"127.0.0.1:2001", "127.0.0.1:2002", "127.0.0.1:2003"},
+		"admin":  {"127.0.0.1:3001", "[::1]:3002", "localhost:3003"},
 		"level":  {"debug", "warn", "error"},
 		"format": {"json", "text", "json"},
 	}
 	want := map[string][3]string{ // what wins with file; file+env; file+env+flag
 		"grpc":   values["grpc"],
 		"http":   values["http"],
+		"admin":  values["admin"],
 		"level":  {"DEBUG", "WARN", "ERROR"},
 		"format": {"json", "text", "json"},
 	}
 	for _, s := range settings {
 		v := values[s.key]
-		section := map[string]string{"grpc": "listen", "http": "listen", "level": "log", "format": "log"}[s.key]
-		path := writeFile(t, section+": {"+s.key+": "+v[0]+"}\n")
+		section := map[string]string{"grpc": "listen", "http": "listen", "admin": "listen", "level": "log", "format": "log"}[s.key]
+		path := writeFile(t, section+": {"+s.key+": \""+v[0]+"\"}\n")
 		for i, l := range []layer{{file: path}, {file: path, env: v[1]}, {file: path, env: v[1], flag: v[2]}, {}, {env: v[1]}} {
 			clearEnv(t)
 			if l.env != "" {
@@ -222,7 +242,7 @@ func TestFlagErrorNamesFlag(t *testing.T) {
 
 func TestRegisterFlags(t *testing.T) {
 	fs := newFlags(t, "--config=/etc/bulkhead.yaml", "--address-file=/tmp/addr.json")
-	for _, name := range []string{FlagConfig, FlagAddressFile, FlagListenGRPC, FlagListenHTTP, FlagLogLevel, FlagLogFormat} {
+	for _, name := range []string{FlagConfig, FlagAddressFile, FlagListenGRPC, FlagListenHTTP, FlagListenAdmin, FlagLogLevel, FlagLogFormat} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s not registered", name)
 		}

@@ -18,7 +18,7 @@ const testSource = "bulkhead.yaml"
 // defaults is the Config of an empty document.
 func defaults() *Config {
 	return &Config{
-		Listen: Listen{GRPC: "127.0.0.1:9001", HTTP: "127.0.0.1:9090"},
+		Listen: Listen{GRPC: "127.0.0.1:9001", HTTP: "127.0.0.1:9090", Admin: "127.0.0.1:9091"},
 		Log:    Log{Level: slog.LevelInfo, Format: LogText},
 		Authz: Authz{
 			PriorityHeader:  "x-bulkhead-priority",
@@ -29,7 +29,7 @@ func defaults() *Config {
 			RetryAfter:      time.Second,
 		},
 		Leases:    Leases{DefaultTTL: time.Minute, SweepInterval: 500 * time.Millisecond},
-		Limits:    Limits{MaxBulkheads: 1000},
+		Limits:    Limits{MaxBulkheads: 1000, MaxTenants: 1000},
 		Bulkheads: map[string]Bulkhead{},
 		Source:    testSource,
 	}
@@ -49,7 +49,7 @@ func TestParseValid(t *testing.T) {
 		{"null fields are unset", "authz: {default_bulkhead: , deny_status: }\n", func(*Config) {}},
 		{
 			"every scalar",
-			`listen: {grpc: "[::1]:0", http: ":0"}
+			`listen: {grpc: "[::1]:0", http: ":0", admin: "0.0.0.0:9191"}
 log: {level: debug, format: json}
 authz:
   priority_header: ""
@@ -59,26 +59,71 @@ authz:
   deny_status: 429
   deadline_margin: 0
   retry_after: 2s
+  tenant_header: x-tenant-id
 leases: {default_ttl: 5m, sweep_interval: 1s}
-limits: {max_bulkheads: 1}
+limits: {max_bulkheads: 1, max_tenants: 1000000}
+admin:
+  token_file: /run/secrets/admin-token
+  tls: {cert_file: /tls/tls.crt, key_file: /tls/tls.key, client_ca_file: /tls/ca.crt}
 bulkheads:
   fallback: {max_concurrent: 1}
 `,
 			func(c *Config) {
-				c.Listen = Listen{GRPC: "[::1]:0", HTTP: ":0"}
+				c.Listen = Listen{GRPC: "[::1]:0", HTTP: ":0", Admin: "0.0.0.0:9191"}
 				c.Log = Log{Level: slog.LevelDebug, Format: LogJSON}
 				c.Authz = Authz{
 					DefaultPriority: bulkhead.BestEffort, UnknownBulkhead: UnknownDefault,
 					DefaultBulkhead: "fallback", DenyStatus: 429, RetryAfter: 2 * time.Second,
+					TenantHeader: "x-tenant-id",
 				}
 				c.Leases = Leases{DefaultTTL: 5 * time.Minute, SweepInterval: time.Second}
-				c.Limits.MaxBulkheads = 1
+				c.Limits = Limits{MaxBulkheads: 1, MaxTenants: 1000000}
+				c.Admin = Admin{TokenFile: "/run/secrets/admin-token",
+					TLS: AdminTLS{CertFile: "/tls/tls.crt", KeyFile: "/tls/tls.key", ClientCAFile: "/tls/ca.crt"}}
 				c.Bulkheads["fallback"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 1}, LeaseTTL: 5 * time.Minute}
 			},
 		},
-		{"same address with port 0", "listen: {grpc: 127.0.0.1:0, http: 127.0.0.1:0}\n", func(c *Config) {
-			c.Listen = Listen{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0"}
+		{"same address with port 0", "listen: {grpc: 127.0.0.1:0, http: 127.0.0.1:0, admin: 127.0.0.1:0}\n", func(c *Config) {
+			c.Listen = Listen{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", Admin: "127.0.0.1:0"}
 		}},
+		{"admin on ipv6 loopback", "listen: {admin: \"[::1]:9091\"}\n", func(c *Config) { c.Listen.Admin = "[::1]:9091" }},
+		{"admin on localhost", "listen: {admin: localhost:0}\n", func(c *Config) { c.Listen.Admin = "localhost:0" }},
+		{"admin on 127.0.0.2", "listen: {admin: 127.0.0.2:9091}\n", func(c *Config) { c.Listen.Admin = "127.0.0.2:9091" }},
+		{"admin anywhere with mTLS", "listen: {admin: \":9091\"}\nadmin: {tls: {cert_file: c, key_file: k, client_ca_file: ca}}\n",
+			func(c *Config) {
+				c.Listen.Admin = ":9091"
+				c.Admin.TLS = AdminTLS{CertFile: "c", KeyFile: "k", ClientCAFile: "ca"}
+			}},
+		{"admin anywhere with a token file", "listen: {admin: 10.0.0.1:9091}\nadmin: {token_file: tok}\n", func(c *Config) {
+			c.Listen.Admin = "10.0.0.1:9091"
+			c.Admin.TokenFile = "tok"
+		}},
+		{"TLS without client CA", "admin: {tls: {cert_file: c, key_file: k}}\n", func(c *Config) {
+			c.Admin.TLS = AdminTLS{CertFile: "c", KeyFile: "k"}
+		}},
+		{"null admin sections", "admin: {token_file: , tls: }\n", func(*Config) {}},
+		{
+			"tenant templates",
+			`authz: {tenant_header: x-tenant-id}
+bulkheads:
+  catalog: {max_concurrent: 10, max_wait: 500ms, tenant: {max_concurrent: 3, max_queue: 5}}
+  auth: {max_concurrent: 4, tenant: {max_concurrent: 4, max_queue: 0, max_wait: 0s}}
+  orders: {max_concurrent: 2, max_wait: 1s, tenant: {max_concurrent: "1", max_wait: 2s}}
+  plain: {max_concurrent: 2, tenant: }
+`,
+			func(c *Config) {
+				c.Authz.TenantHeader = "x-tenant-id"
+				c.Bulkheads["catalog"] = Bulkhead{
+					Settings: bulkhead.Settings{MaxConcurrent: 10, MaxWait: 500 * time.Millisecond}, LeaseTTL: time.Minute,
+					Tenant: &bulkhead.Settings{MaxConcurrent: 3, MaxQueue: 5, MaxWait: 500 * time.Millisecond},
+				}
+				c.Bulkheads["auth"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 4}, LeaseTTL: time.Minute,
+					Tenant: &bulkhead.Settings{MaxConcurrent: 4}}
+				c.Bulkheads["orders"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 2, MaxWait: time.Second}, LeaseTTL: time.Minute,
+					Tenant: &bulkhead.Settings{MaxConcurrent: 1, MaxWait: 2 * time.Second}}
+				c.Bulkheads["plain"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 2}, LeaseTTL: time.Minute}
+			},
+		},
 		{"allow policy", "authz: {unknown_bulkhead: allow}\n", func(c *Config) { c.Authz.UnknownBulkhead = UnknownAllow }},
 		{
 			"bulkhead fields and lease_ttl",
@@ -152,6 +197,20 @@ func TestExampleFile(t *testing.T) {
 	}
 	if !reflect.DeepEqual(bare, c) {
 		t.Errorf("example.yaml's explicit settings differ from the defaults:\n%+v\n%+v", c, bare)
+	}
+	// The commented-out tenant template is valid once the header is set.
+	text := strings.Replace(string(data), `tenant_header: ""`, "tenant_header: x-tenant-id", 1)
+	text = strings.ReplaceAll(strings.ReplaceAll(text, "    # tenant:", "    tenant:"), "    #   ", "      ")
+	withTenants, err := Parse(path, []byte(text))
+	if err != nil {
+		t.Fatalf("example.yaml with its tenant template: %v", err)
+	}
+	want.Authz.TenantHeader = "x-tenant-id"
+	catalog := want.Bulkheads["catalog"]
+	catalog.Tenant = &bulkhead.Settings{MaxConcurrent: 3, MaxQueue: 5, MaxWait: 500 * time.Millisecond}
+	want.Bulkheads["catalog"] = catalog
+	if !reflect.DeepEqual(withTenants, want) {
+		t.Errorf("example.yaml with its tenant template =\n%+v\nwant\n%+v", withTenants, want)
 	}
 }
 

@@ -14,22 +14,16 @@ import (
 func (d *decoder) validate(c *Config) {
 	d.address("listen.grpc", c.Listen.GRPC)
 	d.address("listen.http", c.Listen.HTTP)
-	if c.Listen.GRPC == c.Listen.HTTP && !d.ps.bad["listen.grpc"] && !d.ps.bad["listen.http"] {
-		if _, port, _ := net.SplitHostPort(c.Listen.HTTP); port != "0" {
-			d.ps.add("listen.http", "must differ from listen.grpc", d.got("listen.http", c.Listen.HTTP))
-		}
-	}
+	d.address("listen.admin", c.Listen.Admin)
+	d.distinct("listen.http", c.Listen.HTTP, "listen.grpc", c.Listen.GRPC)
+	d.distinct("listen.admin", c.Listen.Admin, "listen.grpc", c.Listen.GRPC)
+	d.distinct("listen.admin", c.Listen.Admin, "listen.http", c.Listen.HTTP)
 
 	a := &c.Authz
-	if h := a.PriorityHeader; h != "" && !d.ps.bad["authz.priority_header"] {
-		switch {
-		case !isToken(h):
-			d.ps.add("authz.priority_header", `must be an HTTP header name, or "" to ignore headers`,
-				d.got("authz.priority_header", h))
-		case strings.ToLower(h) != h:
-			d.ps.add("authz.priority_header", "must be lowercase, as Envoy passes header names",
-				d.got("authz.priority_header", h))
-		}
+	d.header("authz.priority_header", a.PriorityHeader, "ignore headers")
+	d.header("authz.tenant_header", a.TenantHeader, "turn tenants off")
+	if a.TenantHeader != "" && a.TenantHeader == a.PriorityHeader {
+		d.rule("authz.tenant_header", a.TenantHeader, false, "must differ from authz.priority_header")
 	}
 	d.rule("authz.deny_status", a.DenyStatus, a.DenyStatus >= 400 && a.DenyStatus <= 599, "must be in 400..599")
 	d.rule("authz.deadline_margin", a.DeadlineMargin,
@@ -46,6 +40,42 @@ func (d *decoder) validate(c *Config) {
 	if !d.ps.bad["limits.max_bulkheads"] && len(c.Bulkheads) > maxB {
 		d.ps.add("bulkheads", fmt.Sprintf("at most limits.max_bulkheads (%d) bulkheads may be configured", maxB),
 			fmt.Sprintf("%d bulkheads", len(c.Bulkheads)))
+	}
+	maxT := c.Limits.MaxTenants
+	d.rule("limits.max_tenants", maxT, maxT >= 1 && maxT <= MaxTenantsCeiling,
+		fmt.Sprintf("must be in 1..%d", MaxTenantsCeiling))
+	if a.TenantHeader == "" && !d.ps.bad["authz.tenant_header"] {
+		for name, b := range c.Bulkheads {
+			if b.Tenant != nil {
+				d.ps.add("bulkheads."+name+".tenant", "tenant template has no effect: set authz.tenant_header", "")
+			}
+		}
+	}
+	d.admin(c)
+}
+
+// distinct records a problem at key unless addr differs from other's
+// address otherAddr or uses port 0. Addresses already reported are skipped.
+func (d *decoder) distinct(key, addr, other, otherAddr string) {
+	if addr != otherAddr || d.ps.bad[key] || d.ps.bad[other] {
+		return
+	}
+	if _, port, _ := net.SplitHostPort(addr); port != "0" {
+		d.ps.add(key, "must differ from "+other, d.got(key, addr))
+	}
+}
+
+// header checks that h, unless "", is a lowercase HTTP header name; off says
+// what "" does.
+func (d *decoder) header(key, h, off string) {
+	if h == "" || d.ps.bad[key] {
+		return
+	}
+	switch {
+	case !isToken(h):
+		d.ps.add(key, `must be an HTTP header name, or "" to `+off, d.got(key, h))
+	case strings.ToLower(h) != h:
+		d.ps.add(key, "must be lowercase, as Envoy passes header names", d.got(key, h))
 	}
 }
 

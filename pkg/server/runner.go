@@ -28,6 +28,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
+	"github.com/bulkhead-mesh/bulkhead/pkg/control"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
@@ -40,6 +41,7 @@ type Runner struct {
 	drain       time.Duration
 
 	Registry *bulkhead.Registry
+	Control  *control.Control
 	Ledger   *permit.Ledger
 	Metrics  *metrics.Metrics
 	promReg  *prometheus.Registry
@@ -66,54 +68,21 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		o(r)
 	}
 	r.Registry = bulkhead.NewRegistry()
-	if _, err := r.Registry.Apply(settings(cfg)); err != nil {
-		return nil, err
-	}
 	m, err := metrics.New(r.promReg, r.Registry)
 	if err != nil {
 		return nil, err
 	}
 	r.Metrics = m
 	r.promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.Reload(true)
 	r.Ledger = permit.New(clock.Real{}, permit.WithObserver(m), permit.WithSweepInterval(cfg.Leases.SweepInterval))
-	r.authz = authz.New(r.Registry, r.Ledger, m, Policy(cfg), authz.WithLogger(log))
+	r.authz = authz.New(r.Registry, r.Ledger, m, authz.DefaultPolicy(), authz.WithLogger(log))
+	r.Control = control.New(r.Registry, r.authz, log)
+	if _, err := r.Control.Reload(cfg); err != nil {
+		return nil, err
+	}
+	m.Reload(true)
 	r.als = accesslog.New(r.Ledger, m, log)
 	return r, nil
-}
-
-func settings(cfg *config.Config) map[string]bulkhead.Settings {
-	out := make(map[string]bulkhead.Settings, len(cfg.Bulkheads))
-	for k, b := range cfg.Bulkheads {
-		out[k] = b.Settings
-	}
-	return out
-}
-
-// Policy translates the configuration into the Check policy.
-func Policy(cfg *config.Config) authz.Policy {
-	p := authz.Policy{
-		PriorityHeader:  cfg.Authz.PriorityHeader,
-		DefaultPriority: cfg.Authz.DefaultPriority,
-		DefaultBulkhead: cfg.Authz.DefaultBulkhead,
-		DenyStatus:      cfg.Authz.DenyStatus,
-		DeadlineMargin:  cfg.Authz.DeadlineMargin,
-		RetryAfter:      cfg.Authz.RetryAfter,
-		LeaseTTL:        make(map[string]time.Duration, len(cfg.Bulkheads)),
-		DefaultLeaseTTL: cfg.Leases.DefaultTTL,
-	}
-	switch cfg.Authz.UnknownBulkhead {
-	case config.UnknownAllow:
-		p.Unmatched = authz.Allow
-	case config.UnknownDefault:
-		p.Unmatched = authz.UseDefault
-	default:
-		p.Unmatched = authz.Deny
-	}
-	for k, b := range cfg.Bulkheads {
-		p.LeaseTTL[k] = b.LeaseTTL
-	}
-	return p
 }
 
 // Run serves until ctx ends, then shuts down gracefully. It returns an

@@ -274,41 +274,6 @@ func TestAddressFile(t *testing.T) {
 	}
 }
 
-func TestPolicy(t *testing.T) {
-	cfg := parseConfig(t, `
-authz:
-  priority_header: x-prio
-  default_priority: best_effort
-  unknown_bulkhead: default
-  default_bulkhead: catalog
-  deny_status: 429
-  deadline_margin: 40ms
-  retry_after: 3s
-leases: {default_ttl: 45s}
-bulkheads:
-  catalog: {max_concurrent: 2, lease_ttl: 5s}
-  auth: {max_concurrent: 2}
-`)
-	p := Policy(cfg)
-	if p.PriorityHeader != "x-prio" || p.DefaultPriority.String() != "best_effort" || p.Unmatched != authz.UseDefault ||
-		p.DefaultBulkhead != "catalog" || p.DenyStatus != 429 || p.DeadlineMargin != 40*time.Millisecond ||
-		p.RetryAfter != 3*time.Second || p.DefaultLeaseTTL != 45*time.Second {
-		t.Fatalf("Policy = %+v", p)
-	}
-	if p.LeaseTTL["catalog"] != 5*time.Second || p.LeaseTTL["auth"] != 45*time.Second {
-		t.Fatalf("lease TTLs = %v", p.LeaseTTL)
-	}
-	for yaml, want := range map[string]authz.UnmatchedPolicy{
-		"authz: {unknown_bulkhead: deny}\n":  authz.Deny,
-		"authz: {unknown_bulkhead: allow}\n": authz.Allow,
-		"{}\n":                               authz.Deny,
-	} {
-		if got := Policy(parseConfig(t, yaml)).Unmatched; got != want {
-			t.Errorf("%q: Unmatched = %v, want %v", yaml, got, want)
-		}
-	}
-}
-
 // gauge reads an unlabelled gauge from the runner's registry.
 func gauge(t *testing.T, rn *running, name string) float64 {
 	t.Helper()

@@ -1,0 +1,345 @@
+package config
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The tests here that call Load change the environment: not parallel.
+
+// pki is a set of admin files in a temporary directory: a CA, a server
+// certificate it signed with its key, another key, and a token file.
+type pki struct{ dir, ca, cert, key, otherKey, token string }
+
+const testToken = "s3cr3t-T0KEN-value"
+
+func writePKI(t *testing.T) pki {
+	t.Helper()
+	p := pki{dir: t.TempDir()}
+	write := func(name string, data []byte) string {
+		path := filepath.Join(p.dir, name)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	keyPEM := func(k *ecdsa.PrivateKey) []byte {
+		der, err := x509.MarshalPKCS8PrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	}
+	certPEM := func(tmpl, parent *x509.Certificate, pub, signer *ecdsa.PrivateKey) []byte {
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &pub.PublicKey, signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	}
+	now := time.Now()
+	caKey, srvKey := newKey(), newKey()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	srvTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "bulkhead"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	p.ca = write("ca.crt", certPEM(caTmpl, caTmpl, caKey, caKey))
+	p.cert = write("tls.crt", certPEM(srvTmpl, caTmpl, srvKey, caKey))
+	p.key = write("tls.key", keyPEM(srvKey))
+	p.otherKey = write("other.key", keyPEM(newKey()))
+	p.token = write("token", []byte(testToken+"\n"))
+	return p
+}
+
+func copyFile(t *testing.T, src string) string {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), filepath.Base(src))
+	if err := os.WriteFile(dst, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// adminYAML is a config whose admin section names the given files.
+func adminYAML(token, cert, key, ca string) string {
+	return fmt.Sprintf("admin:\n  token_file: %q\n  tls: {cert_file: %q, key_file: %q, client_ca_file: %q}\n",
+		token, cert, key, ca)
+}
+
+func TestLoadAdminFiles(t *testing.T) {
+	p := writePKI(t)
+	write := func(name, content string) string {
+		path := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	absent := filepath.Join(p.dir, "absent")
+	link := filepath.Join(t.TempDir(), "tls.crt") // Kubernetes mounts secrets as symlinks
+	if err := os.Symlink(p.cert, link); err != nil {
+		t.Fatal(err)
+	}
+	q := func(s string) string { return fmt.Sprintf("%q", s) }
+	tests := []struct {
+		name string
+		yaml string
+		want []string // whole problem lines less the source; none: valid
+	}{
+		{"every file valid", adminYAML(p.token, p.cert, p.key, p.ca), nil},
+		{"TLS without token or CA", adminYAML("", p.cert, p.key, ""), nil},
+		{"symlinked certificate", adminYAML("", link, p.key, p.ca), nil},
+		{"token file missing", adminYAML(absent, "", "", ""), []string{"admin.token_file: file does not exist (got " + q(absent) + ")"}},
+		{"token file a directory", adminYAML(p.dir, "", "", ""), []string{"admin.token_file: must be a regular file (got " + q(p.dir) + ")"}},
+		{"token file blank", adminYAML(write("t", " \n\t\n"), "", "", ""), []string{"admin.token_file: the token it holds is empty"}},
+		{"token with a space", adminYAML(write("t", "two words\n"), "", "", ""),
+			[]string{"admin.token_file: the token it holds must be printable ASCII without spaces"}},
+		{"token too large", adminYAML(write("t", strings.Repeat("x", MaxTokenSize+1)), "", "", ""),
+			[]string{"admin.token_file: file is larger than 4096 bytes"}},
+		{"certificate missing", adminYAML("", absent, p.key, ""), []string{"admin.tls.cert_file: file does not exist (got " + q(absent) + ")"}},
+		{"certificate not PEM", adminYAML("", p.token, p.key, ""), []string{"admin.tls.cert_file: holds no PEM certificate (got " + q(p.token) + ")"}},
+		{"certificate is a key", adminYAML("", p.key, p.key, ""), []string{"admin.tls.cert_file: holds no PEM certificate"}},
+		{"key of another certificate", adminYAML("", p.cert, p.otherKey, ""),
+			[]string{"admin.tls.key_file: is not the private key of admin.tls.cert_file: private key does not match public key (got " + q(p.otherKey) + ")"}},
+		{"key not PEM", adminYAML("", p.cert, p.token, ""), []string{"admin.tls.key_file: is not the private key of admin.tls.cert_file: "}},
+		{"key missing", adminYAML("", p.cert, absent, ""), []string{"admin.tls.key_file: file does not exist"}},
+		{"client CA not PEM", adminYAML("", p.cert, p.key, p.key), []string{"admin.tls.client_ca_file: holds no PEM certificate (got " + q(p.key) + ")"}},
+		{"every file missing", adminYAML(absent, absent, absent, absent), []string{
+			"admin.tls.cert_file: file does not exist",
+			"admin.tls.client_ca_file: file does not exist",
+			"admin.tls.key_file: file does not exist",
+			"admin.token_file: file does not exist",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			c, err := Load(write("bulkhead.yaml", tt.yaml), nil)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Load: %v", err)
+				}
+				return
+			}
+			var ie *InvalidError
+			if !errors.As(err, &ie) {
+				t.Fatalf("Load = %+v, %v; want an *InvalidError", c, err)
+			}
+			if len(ie.Problems) != len(tt.want) {
+				t.Errorf("problems:\n%v\nwant %d", err, len(tt.want))
+			}
+			for _, w := range tt.want {
+				if !hasLineWithPrefix(err.Error(), ie.Source+": "+w) {
+					t.Errorf("error\n%v\nhas no line starting %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), testToken) {
+				t.Errorf("error shows the token: %v", err)
+			}
+		})
+	}
+	t.Run("Parse reads no file", func(t *testing.T) {
+		if _, err := Parse(testSource, []byte(adminYAML(absent, absent, absent, absent))); err != nil {
+			t.Errorf("Parse: %v", err)
+		}
+	})
+}
+
+func TestLoadAdminFileUnreadable(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root reads any file")
+	}
+	clearEnv(t)
+	p := writePKI(t)
+	if err := os.Chmod(p.token, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(writeFile(t, adminYAML(p.token, "", "", "")), nil)
+	if err == nil || !strings.Contains(err.Error(), "admin.token_file: file cannot be read: permission denied") {
+		t.Errorf("error = %v", err)
+	}
+}
+
+func TestAdminTokenEnv(t *testing.T) {
+	p := writePKI(t)
+	tests := []struct {
+		name, yaml, token string
+		want              string // a problem line less the source; "": valid
+	}{
+		{"token on loopback", "", testToken, ""},
+		{"token lets admin bind anywhere", "listen: {admin: 0.0.0.0:9091}\n", "  " + testToken + "\n", ""},
+		{"empty token", "", "", "BULKHEAD_ADMIN_TOKEN: is set but empty (unset it, or set it to the token)"},
+		{"blank token", "listen: {admin: 0.0.0.0:9091}\n", " \n", "BULKHEAD_ADMIN_TOKEN: is set but empty"},
+		{"token with a space", "", testToken + " " + testToken, "BULKHEAD_ADMIN_TOKEN: must be printable ASCII without spaces"},
+		{"token and token file", adminYAML(p.token, "", "", ""), testToken,
+			fmt.Sprintf("admin.token_file: set either admin.token_file or BULKHEAD_ADMIN_TOKEN, not both (got %q)", p.token)},
+		{"token with other problems", "listen: {admin: nowhere}\nauthz: {deny_status: 1}\n", testToken, "authz.deny_status: must be in 400..599"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			t.Setenv(envAdminToken, tt.token)
+			c, err := Load(writeFile(t, tt.yaml), nil)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Load: %v", err)
+				}
+				if c.Admin.Token != testToken || !c.Admin.Secured() {
+					t.Errorf("Admin.Token not taken (trimmed) from the environment: %q", c.Admin.Token)
+				}
+				for _, s := range []string{
+					fmt.Sprintf("%v", c), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c), fmt.Sprintf("%s", c.Admin),
+					fmt.Sprintf("%q", c.Admin), fmt.Sprintf("%x", c.Admin), fmt.Sprintf("%d", c.Admin), fmt.Sprint(c.Admin.String()),
+				} {
+					if strings.Contains(s, testToken) {
+						t.Errorf("formatting shows the token: %s", s)
+					}
+				}
+				if data, err := json.Marshal(c); err != nil || strings.Contains(string(data), testToken) {
+					t.Errorf("JSON = %s, %v", data, err)
+				}
+				return
+			}
+			if err == nil || !hasLineWithPrefix(err.Error(), ie(err)+": "+tt.want) {
+				t.Fatalf("error\n%v\nhas no line starting %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), testToken) {
+				t.Errorf("error shows the token: %v", err)
+			}
+		})
+	}
+	t.Run("Parse ignores the token", func(t *testing.T) {
+		clearEnv(t)
+		t.Setenv(envAdminToken, testToken)
+		c, err := Parse(testSource, nil)
+		if err != nil || c.Admin.Token != "" {
+			t.Errorf("Parse = %+v, %v", c, err)
+		}
+		if _, err := Parse(testSource, []byte("listen: {admin: 0.0.0.0:1}\n")); err == nil {
+			t.Error("Parse accepted a non-loopback admin listener on the strength of the environment")
+		}
+	})
+}
+
+// ie returns the source of an *InvalidError, or "".
+func ie(err error) string {
+	var e *InvalidError
+	if errors.As(err, &e) {
+		return e.Source
+	}
+	return ""
+}
+
+func TestAdminFormat(t *testing.T) {
+	t.Parallel()
+	a := Admin{TokenFile: "/t", Token: testToken, TLS: AdminTLS{CertFile: "c", KeyFile: "k"}}
+	if got, want := a.String(), "{TokenFile:/t Token:[redacted] TLS:{CertFile:c KeyFile:k ClientCAFile:}}"; got != want {
+		t.Errorf("String = %q, want %q", got, want)
+	}
+	want := `config.Admin{TokenFile:"/t", Token:"[redacted]", TLS:config.AdminTLS{CertFile:"c", KeyFile:"k", ClientCAFile:""}}`
+	if got := fmt.Sprintf("%#v", a); got != want {
+		t.Errorf("%%#v = %s, want %s", got, want)
+	}
+	if got := (Admin{}).String(); got != "{TokenFile: Token: TLS:{CertFile: KeyFile: ClientCAFile:}}" {
+		t.Errorf("zero String = %q", got)
+	}
+}
+
+func TestAdminSecured(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		a    Admin
+		want bool
+	}{
+		{Admin{}, false},
+		{Admin{TLS: AdminTLS{CertFile: "c", KeyFile: "k"}}, false},
+		{Admin{Token: "t"}, true},
+		{Admin{TokenFile: "/t"}, true},
+		{Admin{TLS: AdminTLS{CertFile: "c", KeyFile: "k", ClientCAFile: "ca"}}, true},
+	}
+	for _, tt := range tests {
+		if got := tt.a.Secured(); got != tt.want {
+			t.Errorf("%v.Secured() = %v, want %v", tt.a, got, tt.want)
+		}
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]bool{
+		"127.0.0.1:9091": true, "127.8.9.10:0": true, "[::1]:9091": true, "localhost:9091": true,
+		"0.0.0.0:9091": false, ":9091": false, "[::]:9091": false, "10.0.0.1:9091": false,
+		"example.com:9091": false, "[fe80::1%lo]:9091": false, "nonsense": false, "[::ffff:127.0.0.1]:1": true,
+	} {
+		if got := isLoopback(addr); got != want {
+			t.Errorf("isLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+func TestReadToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "token")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tok, err := (Admin{}).ReadToken(); tok != "" || err != nil {
+		t.Errorf("no token: ReadToken = %q, %v", tok, err)
+	}
+	if tok, err := (Admin{Token: "env", TokenFile: path}).ReadToken(); tok != "env" || err != nil {
+		t.Errorf("Token set: ReadToken = %q, %v", tok, err)
+	}
+	a := Admin{TokenFile: path}
+	if _, err := a.ReadToken(); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: error = %v, want ErrNotExist", err)
+	}
+	write("first\n")
+	if tok, err := a.ReadToken(); tok != "first" || err != nil {
+		t.Errorf("ReadToken = %q, %v", tok, err)
+	}
+	write("second") // rotated: read again
+	if tok, err := a.ReadToken(); tok != "second" || err != nil {
+		t.Errorf("after rotation: ReadToken = %q, %v", tok, err)
+	}
+	write("not a token")
+	if _, err := a.ReadToken(); !errors.Is(err, ErrBadToken) || strings.Contains(err.Error(), "not a token") ||
+		!strings.Contains(err.Error(), path) {
+		t.Errorf("bad token: error = %v, want ErrBadToken naming the file, not its content", err)
+	}
+}
