@@ -70,11 +70,17 @@ type stack struct {
 	httpAddr string
 	base     string // http://ENVOY_LISTENER
 	envoy    *envoyproc.Proc
-	daemon   *exec.Cmd
-	mu       sync.Mutex // guards limits
+	cfgPath  string
+	// daemonLog is everything the bulkhead daemon printed.
+	daemonLog syncBuffer
+	daemon    *exec.Cmd
+	mu        sync.Mutex // guards limits
 }
 
 var routes = []string{"catalog", "auth", "orders"}
+
+// listenYAML puts every listener of the daemon on a free loopback port.
+const listenYAML = "listen: {grpc: \"127.0.0.1:0\", http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\"}\nlog: {level: debug}\n"
 
 // startStack starts everything with bulkheadYAML (the config without the
 // listen section) and lets mod adjust the Envoy parameters.
@@ -84,7 +90,7 @@ func startStack(t testing.TB, bulkheadYAML string, mod func(*envoy.Params)) *sta
 	defer cancel()
 	s := &stack{t: t, up: map[string]*testbed.Upstream{}, limits: map[string]int{}}
 
-	yaml := "listen: {grpc: \"127.0.0.1:0\", http: \"127.0.0.1:0\"}\nlog: {level: debug}\n" + bulkheadYAML
+	yaml := listenYAML + bulkheadYAML
 	cfg, err := config.Parse("e2e.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatalf("test config: %v", err)
@@ -104,6 +110,7 @@ func startStack(t testing.TB, bulkheadYAML string, mod func(*envoy.Params)) *sta
 
 	dir := t.TempDir()
 	cfgPath, addrPath := filepath.Join(dir, "bulkhead.yaml"), filepath.Join(dir, "addr.json")
+	s.cfgPath = cfgPath
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +155,8 @@ func startStack(t testing.TB, bulkheadYAML string, mod func(*envoy.Params)) *sta
 func (s *stack) startDaemon(ctx context.Context, cfgPath, addrPath string) {
 	t := s.t
 	cmd := exec.Command(bulkheadBin, "--config", cfgPath, "--address-file", addrPath)
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &s.daemonLog
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -316,4 +323,25 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// rewriteConfig replaces the daemon's config file the way editors and
+// kubelet do: write a new file, then rename it over the old one.
+func (s *stack) rewriteConfig(bulkheadYAML string) {
+	s.t.Helper()
+	tmp := s.cfgPath + ".new"
+	if err := os.WriteFile(tmp, []byte(listenYAML+bulkheadYAML), 0o600); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, s.cfgPath); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// setLimit records a new limit for the shared invariant check: the check
+// allows the largest limit the bulkhead ever had.
+func (s *stack) setLimit(name string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limits[name] = max(s.limits[name], n)
 }

@@ -55,7 +55,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log := newLogger(cfg.Log, stderr)
 	addrFile, _ := fs.GetString(config.FlagAddressFile)
-	r, err := server.New(cfg, log, server.WithAddressFile(addrFile))
+	opts := []server.Option{server.WithAddressFile(addrFile)}
+	if path != "" {
+		opts = append(opts, server.WithConfigWatch(path, fs))
+	}
+	r, err := server.New(cfg, log, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "bulkhead: %v\n", err)
 		return 2

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -39,6 +40,8 @@ type Runner struct {
 	log         *slog.Logger
 	addressFile string
 	drain       time.Duration
+	watchPath   string
+	watchFlags  *pflag.FlagSet
 
 	Registry *bulkhead.Registry
 	Control  *control.Control
@@ -56,6 +59,14 @@ type Option func(*Runner)
 // WithAddressFile makes Run write the bound addresses, as JSON
 // {"grpc": "...", "http": "..."}, to path once both listeners are bound.
 func WithAddressFile(path string) Option { return func(r *Runner) { r.addressFile = path } }
+
+// WithConfigWatch makes Run reload the configuration file at path (loaded
+// with flags, as at start) whenever it changes, including a Kubernetes
+// ConfigMap update. An invalid edit is refused and counted; the last good
+// configuration keeps serving.
+func WithConfigWatch(path string, flags *pflag.FlagSet) Option {
+	return func(r *Runner) { r.watchPath, r.watchFlags = path, flags }
+}
 
 // WithDrainTimeout bounds how long shutdown waits for Checks in flight
 // (default 5s).
@@ -126,6 +137,16 @@ func (r *Runner) Run(ctx context.Context) error {
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	errc := make(chan error, 3)
 	go func() { errc <- r.Ledger.Run(sweepCtx) }()
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		if r.watchPath == "" {
+			return
+		}
+		if err := config.Watch(sweepCtx, r.watchPath, r.watchFlags, r.reload); err != nil {
+			r.log.Error("configuration file not watched: changes need a restart", "path", r.watchPath, "err", err)
+		}
+	}()
 	go func() { errc <- gs.Serve(grpcLn) }()
 	go func() {
 		if err := hsrv.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
@@ -173,6 +194,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	_ = hsrv.Shutdown(shutCtx)
 	cancel()
 	stopSweep()
+	<-watchDone
 	n := 1 + 2 // sweeper, gRPC, HTTP
 	if runErr != nil {
 		n--
@@ -206,4 +228,24 @@ func (r *Runner) writeAddressFile(addrs map[string]string) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), r.addressFile)
+}
+
+// reload applies a changed configuration file, or counts and logs why it
+// was refused. Settings that need a restart are reported and ignored.
+func (r *Runner) reload(cfg *config.Config, err error) {
+	if err != nil {
+		r.Metrics.Reload(false)
+		r.log.Error("configuration reload refused; the last good configuration keeps serving", "path", r.watchPath, "err", err)
+		return
+	}
+	if cfg.Listen != r.cfg.Listen || cfg.Leases.SweepInterval != r.cfg.Leases.SweepInterval ||
+		cfg.Log != r.cfg.Log || cfg.Admin.TLS != r.cfg.Admin.TLS || cfg.Admin.TokenFile != r.cfg.Admin.TokenFile {
+		r.log.Warn("listen, log, admin and leases.sweep_interval changes take effect at the next restart", "path", r.watchPath)
+	}
+	if _, err := r.Control.Reload(cfg); err != nil {
+		r.Metrics.Reload(false)
+		r.log.Error("configuration reload partly applied", "path", r.watchPath, "err", err)
+		return
+	}
+	r.Metrics.Reload(true)
 }
