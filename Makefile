@@ -31,7 +31,7 @@ build:
 	$(GO) build -o bin/ ./cmd/...
 
 ## test: format check, vet, unit tests, then the end-to-end tests against a real Envoy
-test: envoy fmt-check vet unit e2e
+test: envoy fmt-check vet proto-check unit e2e
 
 fmt-check:
 	@unformatted="$$(find . -name '*.go' -not -path './.venv/*' -not -path './bin/*' -print0 | xargs -0 -r gofmt -l)"; \
@@ -45,6 +45,15 @@ unit: envoy
 
 e2e: envoy
 	BULKHEAD_REQUIRE_ENVOY=1 ENVOY_BIN=$(ENVOY_BIN) $(GO) test -race -count=1 -tags e2e -timeout 15m ./e2e/...
+
+## proto: regenerate the Go code beside proto/**/*.proto (pinned protoc and plugins; see proto/gen.sh)
+.PHONY: proto proto-check
+proto:
+	GO=$(GO) ./proto/gen.sh
+
+## proto-check: fail when the committed generated code under proto/ is stale
+proto-check:
+	GO=$(GO) ./proto/gen.sh --check
 
 ## demo: run the demo (make demo DURATION=60s)
 demo: envoy build

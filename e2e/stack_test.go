@@ -26,8 +26,9 @@ import (
 )
 
 var (
-	bulkheadBin string
-	envoyBin    string
+	bulkheadBin    string
+	bulkheadctlBin string
+	envoyBin       string
 )
 
 func TestMain(m *testing.M) {
@@ -54,6 +55,13 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "building bulkhead:", err)
 		return 1
 	}
+	bulkheadctlBin = filepath.Join(dir, "bulkheadctl")
+	ctl := exec.Command("go", "build", "-o", bulkheadctlBin, "github.com/bulkhead-mesh/bulkhead/cmd/bulkheadctl")
+	ctl.Stdout, ctl.Stderr = os.Stderr, os.Stderr
+	if err := ctl.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building bulkheadctl:", err)
+		return 1
+	}
 	if envoyBin, err = envoyproc.FindBinary(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -63,14 +71,15 @@ func testMain(m *testing.M) int {
 
 // stack is one Envoy + bulkhead + three upstreams (catalog, auth, orders).
 type stack struct {
-	t        testing.TB
-	up       map[string]*testbed.Upstream
-	limits   map[string]int
-	grpcAddr string
-	httpAddr string
-	base     string // http://ENVOY_LISTENER
-	envoy    *envoyproc.Proc
-	cfgPath  string
+	t         testing.TB
+	up        map[string]*testbed.Upstream
+	limits    map[string]int
+	grpcAddr  string
+	httpAddr  string
+	adminAddr string
+	base      string // http://ENVOY_LISTENER
+	envoy     *envoyproc.Proc
+	cfgPath   string
 	// daemonLog is everything the bulkhead daemon printed.
 	daemonLog syncBuffer
 	daemon    *exec.Cmd
@@ -184,7 +193,7 @@ func (s *stack) startDaemon(ctx context.Context, cfgPath, addrPath string) {
 		b, err := os.ReadFile(addrPath)
 		return err == nil && json.Unmarshal(b, &addrs) == nil
 	})
-	s.grpcAddr, s.httpAddr = addrs["grpc"], addrs["http"]
+	s.grpcAddr, s.httpAddr, s.adminAddr = addrs["grpc"], addrs["http"], addrs["admin"]
 }
 
 // checkInvariant: no upstream ever saw more concurrent requests than its

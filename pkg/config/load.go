@@ -34,7 +34,7 @@ const envPrefix = "BULKHEAD"
 // five overrides Load applies when they are given.
 func RegisterFlags(fs *pflag.FlagSet) {
 	fs.String(FlagConfig, "", "path of the YAML configuration file (none: defaults, env and flags only)")
-	fs.String(FlagAddressFile, "", `write {"grpc":ADDR,"http":ADDR} to this path once both listeners are bound`)
+	fs.String(FlagAddressFile, "", `write {"grpc":ADDR,"http":ADDR,"admin":ADDR} to this path once the listeners are bound`)
 	fs.String(FlagListenGRPC, "", "gRPC listen address, overrides listen.grpc (default "+DefaultListenGRPC+")")
 	fs.String(FlagListenHTTP, "", "HTTP listen address, overrides listen.http (default "+DefaultListenHTTP+")")
 	fs.String(FlagListenAdmin, "", "admin API listen address, overrides listen.admin (default "+DefaultListenAdmin+")")

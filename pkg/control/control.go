@@ -24,10 +24,11 @@ type PolicySetter interface {
 // Control reconciles the configuration file and admin changes onto the
 // bulkhead registry.
 type Control struct {
-	reg    *bulkhead.Registry
-	policy PolicySetter
-	log    *slog.Logger
-	clock  clock.Clock
+	reg      *bulkhead.Registry
+	policy   PolicySetter
+	log      *slog.Logger
+	clock    clock.Clock
+	outcomes OutcomeSource
 
 	mu        sync.Mutex
 	cfg       *config.Config // last applied file configuration
@@ -36,6 +37,15 @@ type Control struct {
 
 // Option configures a Control.
 type Option func(*Control)
+
+// OutcomeSource counts how a bulkhead's admitted requests ended;
+// *metrics.Metrics is one.
+type OutcomeSource interface {
+	Outcomes(dependency string) (success, failure, aborted uint64)
+}
+
+// WithOutcomes makes statuses carry outcome counts from src.
+func WithOutcomes(src OutcomeSource) Option { return func(ctl *Control) { ctl.outcomes = src } }
 
 // WithClock sets the clock that stamps overrides (default: real).
 func WithClock(c clock.Clock) Option { return func(ctl *Control) { ctl.clock = c } }
@@ -133,6 +143,11 @@ func (c *Control) statusLocked(s bulkhead.Snapshot) Status {
 	}
 	if s.Tenants != nil {
 		st.Tenants = s.Tenants.Live
+	}
+	if c.outcomes != nil {
+		var o Outcomes
+		o.Success, o.Failure, o.Aborted = c.outcomes.Outcomes(s.Name)
+		st.Outcomes = &o
 	}
 	return st
 }

@@ -22,6 +22,13 @@ type Status struct {
 	Override *Override
 	// Tenants is the number of live tenant sub-bulkheads.
 	Tenants int
+	// Outcomes is nil when the controller does not track outcomes.
+	Outcomes *Outcomes
+}
+
+// Outcomes count how admitted requests ended (from the access log).
+type Outcomes struct {
+	Success, Failure, Aborted uint64
 }
 
 // Override is an admin change that overrides the file for one bulkhead.

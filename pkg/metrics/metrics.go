@@ -37,6 +37,7 @@ type Metrics struct {
 
 	unknownRejected atomic.Uint64 // rejected with reason unknown_bulkhead, no bulkhead
 	seen            sync.Map      // dependency -> struct{}: its per-request series exist
+	outcomes        sync.Map      // dependency -> *outcomeCounts
 }
 
 var (
@@ -125,14 +126,35 @@ func (m *Metrics) initDependency(dependency string) {
 	m.seen.Store(dependency, struct{}{})
 }
 
+type outcomeCounts struct{ success, failure, aborted atomic.Uint64 }
+
+// Outcomes returns how many of a dependency's admitted requests ended in
+// success, failure and client abort (the admin API shows them).
+func (m *Metrics) Outcomes(dependency string) (success, failure, aborted uint64) {
+	v, ok := m.outcomes.Load(dependency)
+	if !ok {
+		return 0, 0, 0
+	}
+	c := v.(*outcomeCounts)
+	return c.success.Load(), c.failure.Load(), c.aborted.Load()
+}
+
 // Outcome records how an admitted request ended.
 func (m *Metrics) Outcome(dependency string, o accesslog.Outcome) {
+	v, ok := m.outcomes.Load(dependency)
+	if !ok {
+		v, _ = m.outcomes.LoadOrStore(dependency, &outcomeCounts{})
+	}
+	c := v.(*outcomeCounts)
 	switch o {
 	case accesslog.Success:
+		c.success.Add(1)
 		m.success.WithLabelValues(dependency).Inc()
 	case accesslog.Failure:
+		c.failure.Add(1)
 		m.failure.WithLabelValues(dependency).Inc()
 	default:
+		c.aborted.Add(1)
 		m.aborted.WithLabelValues(dependency).Inc()
 	}
 }

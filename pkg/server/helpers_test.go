@@ -21,7 +21,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const baseYAML = `
-listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0"}
+listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0", admin: "127.0.0.1:0"}
 leases: {default_ttl: 30s, sweep_interval: 50ms}
 bulkheads:
   catalog: {max_concurrent: 10, max_queue: 20, max_wait: 500ms, lease_ttl: 10s}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/accesslog"
+	"github.com/bulkhead-mesh/bulkhead/pkg/admin"
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
@@ -49,6 +51,8 @@ type Runner struct {
 	Metrics  *metrics.Metrics
 	promReg  *prometheus.Registry
 	authz    *authz.Server
+	admin    *admin.Server
+	adminTLS *tls.Config
 	als      *accesslog.Server
 	ready    atomic.Bool
 }
@@ -87,7 +91,24 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	r.promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.Ledger = permit.New(clock.Real{}, permit.WithObserver(m), permit.WithSweepInterval(cfg.Leases.SweepInterval))
 	r.authz = authz.New(r.Registry, r.Ledger, m, authz.DefaultPolicy(), authz.WithLogger(log))
-	r.Control = control.New(r.Registry, r.authz, log)
+	r.Control = control.New(r.Registry, r.authz, log, control.WithOutcomes(m))
+	var aopts []admin.AuthOption
+	if cfg.Admin.TokenFile != "" {
+		aopts = append(aopts, admin.WithTokenFile(cfg.Admin.TokenFile))
+	} else if cfg.Admin.Token != "" {
+		aopts = append(aopts, admin.WithToken(cfg.Admin.Token))
+	}
+	auth, err := admin.NewAuthenticator(aopts...)
+	if err != nil {
+		return nil, fmt.Errorf("admin.token_file: %w", err)
+	}
+	if r.adminTLS, err = admin.TLSConfig(cfg.Admin.TLS.CertFile, cfg.Admin.TLS.KeyFile, cfg.Admin.TLS.ClientCAFile); err != nil {
+		return nil, fmt.Errorf("admin.tls: %w", err)
+	}
+	if err := admin.CheckListen(cfg.Listen.Admin, auth, r.adminTLS); err != nil {
+		return nil, err
+	}
+	r.admin = admin.New(r.Control, auth, log.With("component", "admin"))
 	if _, err := r.Control.Reload(cfg); err != nil {
 		return nil, err
 	}
@@ -107,6 +128,12 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		grpcLn.Close()
 		return fmt.Errorf("listen.http: %w", err)
+	}
+	adminLn, err := net.Listen("tcp", r.cfg.Listen.Admin)
+	if err != nil {
+		grpcLn.Close()
+		httpLn.Close()
+		return fmt.Errorf("listen.admin: %w", err)
 	}
 
 	flight, long := newInflight(), newStreams()
@@ -137,6 +164,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	errc := make(chan error, 3)
 	go func() { errc <- r.Ledger.Run(sweepCtx) }()
+	adminCtx, stopAdmin := context.WithCancel(context.Background())
+	adminDone := make(chan error, 1)
+	go func() { adminDone <- r.admin.Serve(adminCtx, adminLn, r.adminTLS) }()
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
@@ -156,13 +186,13 @@ func (r *Runner) Run(ctx context.Context) error {
 		errc <- nil
 	}()
 
-	addrs := map[string]string{"grpc": grpcLn.Addr().String(), "http": httpLn.Addr().String()}
+	addrs := map[string]string{"grpc": grpcLn.Addr().String(), "http": httpLn.Addr().String(), "admin": adminLn.Addr().String()}
 	if err := r.writeAddressFile(addrs); err != nil {
 		r.log.Error("address file not written", "path", r.addressFile, "err", err)
 	}
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	r.ready.Store(true)
-	r.log.Info("serving", "grpc", addrs["grpc"], "http", addrs["http"], "bulkheads", r.Registry.Len())
+	r.log.Info("serving", "grpc", addrs["grpc"], "http", addrs["http"], "admin", addrs["admin"], "bulkheads", r.Registry.Len())
 
 	var runErr error
 	select {
@@ -195,6 +225,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	cancel()
 	stopSweep()
 	<-watchDone
+	stopAdmin()
+	if err := <-adminDone; err != nil {
+		r.log.Error("admin server", "err", err)
+	}
 	n := 1 + 2 // sweeper, gRPC, HTTP
 	if runErr != nil {
 		n--

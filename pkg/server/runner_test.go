@@ -205,7 +205,7 @@ func TestShutdownWithOpenStreamAndQueuedCheck(t *testing.T) {
 // denial, well within the drain timeout.
 func TestShutdownAnswersChecksInFlight(t *testing.T) {
 	rn := start(t, parseConfig(t, `
-listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0"}
+listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0", admin: "127.0.0.1:0"}
 bulkheads:
   auth: {max_concurrent: 1, max_queue: 5, max_wait: 300ms}
 `), WithDrainTimeout(10*time.Second))
@@ -240,11 +240,13 @@ func TestRunListenErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	for _, tt := range []struct{ grpc, http, want string }{
-		{busy.Addr().String(), "127.0.0.1:0", "listen.grpc"},
-		{"127.0.0.1:0", busy.Addr().String(), "listen.http"},
+	free, b := "127.0.0.1:0", busy.Addr().String()
+	for _, tt := range []struct{ grpc, http, admin, want string }{
+		{b, free, free, "listen.grpc"},
+		{free, b, free, "listen.http"},
+		{free, free, b, "listen.admin"},
 	} {
-		cfg := parseConfig(t, "listen: {grpc: \""+tt.grpc+"\", http: \""+tt.http+"\"}\n")
+		cfg := parseConfig(t, "listen: {grpc: \""+tt.grpc+"\", http: \""+tt.http+"\", admin: \""+tt.admin+"\"}\n")
 		r, err := New(cfg, slogDiscard())
 		if err != nil {
 			t.Fatal(err)
@@ -266,7 +268,7 @@ func TestAddressFile(t *testing.T) {
 	if len(entries) != 1 || entries[0].Name() != "addr.json" {
 		t.Fatalf("address file directory holds %v", entries)
 	}
-	if len(rn.addrs) != 2 {
+	if len(rn.addrs) != 3 || rn.addrs["admin"] == "" {
 		t.Fatalf("address file = %v", rn.addrs)
 	}
 	if err, _ := rn.stop(t); err != nil {

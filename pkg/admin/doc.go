@@ -1,0 +1,33 @@
+// Package admin is Bulkhead's control-plane API: the gRPC service
+// bulkhead.admin.v1.AdminService (generated from proto/) and the same
+// operations as JSON over HTTP, both served by one http.Handler on the
+// admin listener (gRPC over HTTP/2, cleartext or TLS; JSON over HTTP/1.1 or
+// HTTP/2).
+//
+// The package owns the API edge only: request validation, authentication,
+// translating errors to gRPC status codes and HTTP statuses, and logging of
+// refused calls. The run-time state (effective settings, overrides and
+// their relation to the config file) is owned by the Controller it is given
+// (pkg/control in the daemon). Changes are logged by the Controller, with
+// the actor this package derives from the caller's credentials.
+//
+// # Run-time changes and the config file
+//
+// An Update overrides the file's settings for that bulkhead until (a) the
+// file's own entry for that bulkhead changes on a reload (the file wins),
+// (b) a Reset, or (c) a restart (overrides live in memory only). Reloads
+// that do not touch that bulkhead keep the override.
+//
+// # Access
+//
+// An Authenticator decides who may call: a bearer token (compared in
+// constant time), a verified client certificate (mTLS, see TLSConfig), or,
+// when neither is configured, loopback callers only. CheckListen refuses a
+// non-loopback admin address that has neither.
+//
+// # Concurrency
+//
+// Server and Authenticator are safe for concurrent use. Server.Serve owns
+// the goroutines it starts (the HTTP server's) and returns after they have
+// stopped; watch streams end when their client goes away or Stop is called.
+package admin

@@ -1,0 +1,129 @@
+package admin
+
+import (
+	"time"
+
+	adminv1 "github.com/bulkhead-mesh/bulkhead/proto/bulkhead/admin/v1"
+)
+
+// View is a bulkhead as the JSON API (and bulkheadctl get -o json|yaml)
+// shows it. Durations are Go duration strings ("500ms").
+type View struct {
+	Name         string        `json:"name" yaml:"name"`
+	Settings     SettingsView  `json:"settings" yaml:"settings"`
+	FileSettings SettingsView  `json:"file_settings" yaml:"file_settings"`
+	Override     *OverrideView `json:"override" yaml:"override"`
+	Closed       bool          `json:"closed" yaml:"closed"`
+	InUse        int64         `json:"in_use" yaml:"in_use"`
+	Queued       PriorityView  `json:"queued" yaml:"queued"`
+	Counters     CountersView  `json:"counters" yaml:"counters"`
+	Outcomes     *OutcomesView `json:"outcomes,omitempty" yaml:"outcomes,omitempty"`
+	LeaseTTL     string        `json:"lease_ttl" yaml:"lease_ttl"`
+	Tenants      int64         `json:"tenants" yaml:"tenants"`
+}
+
+// SettingsView is Settings in the JSON API.
+type SettingsView struct {
+	MaxConcurrent   int32   `json:"max_concurrent" yaml:"max_concurrent"`
+	MaxQueue        int32   `json:"max_queue" yaml:"max_queue"`
+	MaxWait         string  `json:"max_wait" yaml:"max_wait"`
+	ReserveCritical float64 `json:"reserve_critical" yaml:"reserve_critical"`
+	ReserveNormal   float64 `json:"reserve_normal" yaml:"reserve_normal"`
+}
+
+// OverrideView is an Override in the JSON API.
+type OverrideView struct {
+	Settings SettingsView `json:"settings" yaml:"settings"`
+	Actor    string       `json:"actor" yaml:"actor"`
+	Time     time.Time    `json:"time" yaml:"time"`
+}
+
+// PriorityView holds one number per class.
+type PriorityView struct {
+	Critical   uint64 `json:"critical" yaml:"critical"`
+	Normal     uint64 `json:"normal" yaml:"normal"`
+	BestEffort uint64 `json:"best_effort" yaml:"best_effort"`
+}
+
+// RejectedView holds one counter per rejection reason.
+type RejectedView struct {
+	QueueFull       uint64 `json:"queue_full" yaml:"queue_full"`
+	Shed            uint64 `json:"shed" yaml:"shed"`
+	Timeout         uint64 `json:"timeout" yaml:"timeout"`
+	UnknownBulkhead uint64 `json:"unknown_bulkhead" yaml:"unknown_bulkhead"`
+	CircuitOpen     uint64 `json:"circuit_open" yaml:"circuit_open"`
+}
+
+// CountersView holds a bulkhead's counters.
+type CountersView struct {
+	Admitted          PriorityView `json:"admitted" yaml:"admitted"`
+	Rejected          RejectedView `json:"rejected" yaml:"rejected"`
+	Cancelled         uint64       `json:"cancelled" yaml:"cancelled"`
+	Released          uint64       `json:"released" yaml:"released"`
+	DuplicateReleases uint64       `json:"duplicate_releases" yaml:"duplicate_releases"`
+}
+
+// OutcomesView counts how admitted requests ended.
+type OutcomesView struct {
+	Success uint64 `json:"success" yaml:"success"`
+	Failure uint64 `json:"failure" yaml:"failure"`
+	Aborted uint64 `json:"aborted" yaml:"aborted"`
+}
+
+// NewView converts an API message to its JSON form. It is nil-safe.
+func NewView(b *adminv1.Bulkhead) View {
+	c := b.GetCounters()
+	v := View{
+		Name:         b.GetName(),
+		Settings:     newSettingsView(b.GetSettings()),
+		FileSettings: newSettingsView(b.GetFileSettings()),
+		Closed:       b.GetClosed(),
+		InUse:        b.GetInUse(),
+		Queued:       newPriorityView(b.GetQueued()),
+		Counters: CountersView{
+			Admitted: newPriorityView(c.GetAdmitted()),
+			Rejected: RejectedView{
+				QueueFull:       c.GetRejected().GetQueueFull(),
+				Shed:            c.GetRejected().GetShed(),
+				Timeout:         c.GetRejected().GetTimeout(),
+				UnknownBulkhead: c.GetRejected().GetUnknownBulkhead(),
+				CircuitOpen:     c.GetRejected().GetCircuitOpen(),
+			},
+			Cancelled:         c.GetCancelled(),
+			Released:          c.GetReleased(),
+			DuplicateReleases: c.GetDuplicateReleases(),
+		},
+		LeaseTTL: b.GetLeaseTtl().AsDuration().String(),
+		Tenants:  b.GetTenants(),
+	}
+	if o := b.GetOverride(); o != nil {
+		v.Override = &OverrideView{Settings: newSettingsView(o.GetSettings()), Actor: o.GetActor(), Time: o.GetTime().AsTime()}
+	}
+	if o := b.GetOutcomes(); o != nil {
+		v.Outcomes = &OutcomesView{Success: o.GetSuccess(), Failure: o.GetFailure(), Aborted: o.GetAborted()}
+	}
+	return v
+}
+
+func newSettingsView(s *adminv1.Settings) SettingsView {
+	return SettingsView{
+		MaxConcurrent:   s.GetMaxConcurrent(),
+		MaxQueue:        s.GetMaxQueue(),
+		MaxWait:         s.GetMaxWait().AsDuration().String(),
+		ReserveCritical: s.GetReserveCritical(),
+		ReserveNormal:   s.GetReserveNormal(),
+	}
+}
+
+func newPriorityView(p *adminv1.PriorityCounts) PriorityView {
+	return PriorityView{Critical: p.GetCritical(), Normal: p.GetNormal(), BestEffort: p.GetBestEffort()}
+}
+
+// Views converts a list of API messages.
+func Views(bs []*adminv1.Bulkhead) []View {
+	out := make([]View, len(bs))
+	for i, b := range bs {
+		out[i] = NewView(b)
+	}
+	return out
+}
