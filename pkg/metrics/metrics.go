@@ -193,6 +193,12 @@ func (m *Metrics) Reload(ok bool) {
 	m.reloads.WithLabelValues("failure").Inc()
 }
 
+// Held records how long an in-process call held its permit (the sidecar's
+// holds are recorded by Ended).
+func (m *Metrics) Held(dependency string, d time.Duration) {
+	m.hold.WithLabelValues(dependency).Observe(d.Seconds())
+}
+
 // Ended implements permit.Observer: a lease ended by a real release.
 func (m *Metrics) Ended(l permit.Lease, src permit.Source, at time.Time) {
 	m.releases.WithLabelValues(src.String()).Inc()
