@@ -31,7 +31,10 @@ build:
 	$(GO) build -o bin/ ./cmd/...
 
 ## test: format check, vet, unit tests, then the end-to-end tests against a real Envoy
-test: envoy fmt-check vet proto-check unit e2e
+test: envoy helm fmt-check vet proto-check unit e2e helm-test promtool-test
+# In `make test` a missing helm or Prometheus fails the tests that need them.
+test: export BULKHEAD_REQUIRE_HELM := 1
+test: export BULKHEAD_REQUIRE_PROMETHEUS := 1
 
 fmt-check:
 	@unformatted="$$(find . -name '*.go' -not -path './.venv/*' -not -path './bin/*' -print0 | xargs -0 -r gofmt -l)"; \
@@ -54,6 +57,38 @@ proto:
 ## proto-check: fail when the committed generated code under proto/ is stale
 proto-check:
 	GO=$(GO) ./proto/gen.sh --check
+
+## helm: build helm $(HELM_VERSION) into .bin (only if missing: built from source, ~2 min)
+.PHONY: helm helm-test promtool-test compose-config
+HELM_VERSION  := v3.22.0
+HELM          := .bin/helm-$(HELM_VERSION)
+HELM_BIN      := $(abspath $(HELM))
+helm: $(HELM)
+
+$(HELM):
+	rm -rf .bin/helm-build && mkdir -p .bin/helm-build
+	GOBIN=$(abspath .bin/helm-build) GOFLAGS=-buildvcs=false $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv .bin/helm-build/helm $(HELM) && rmdir .bin/helm-build
+	@# Tools built here are not sources: keep them out of git.
+	@[ -f .bin/.gitignore ] || printf '*\n' > .bin/.gitignore
+
+## helm-test: helm lint + template over charts/bulkhead/ci/*, strict decoding into the API types, bad values refused
+helm-test: helm envoy
+	BULKHEAD_REQUIRE_HELM=1 BULKHEAD_REQUIRE_ENVOY=1 HELM_BIN=$(HELM_BIN) ENVOY_BIN=$(ENVOY_BIN) $(GO) test -count=1 ./charts/...
+
+## promtool-test: promtool check and unit tests of the alert rules; the compose Prometheus config
+promtool-test:
+	@command -v promtool >/dev/null || { echo "promtool not found: apt-get install prometheus"; exit 1; }
+	promtool check rules charts/bulkhead/rules/bulkhead.rules.yaml
+	promtool test rules deploy/prometheus/bulkhead.rules.test.yaml
+	tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; mkdir "$$tmp/rules"; \
+	cp deploy/compose/prometheus/prometheus.yml "$$tmp/"; \
+	cp charts/bulkhead/rules/bulkhead.rules.yaml "$$tmp/rules/"; \
+	promtool check config "$$tmp/prometheus.yml"
+
+## compose-config: regenerate deploy/compose/envoy.yaml (docker-compose's Envoy) from the Envoy template
+compose-config:
+	$(GO) test -count=1 ./deploy -run ComposeEnvoyConfigUpToDate -args -update
 
 ## demo: run the demo (make demo DURATION=60s)
 demo: envoy build

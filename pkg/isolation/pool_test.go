@@ -137,7 +137,11 @@ func TestCancelWhileRunning(t *testing.T) {
 	if err := recv(t, res); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
-	eventually(t, "the worker is back", func() bool { return p.Stats().Idle == 1 })
+	// A worker parks itself before it gives its permit back: wait for both.
+	eventually(t, "the worker is back and its permit released", func() bool {
+		st := p.Stats()
+		return st.Idle == 1 && st.Snapshot.InUse == 0
+	})
 	if st := p.Stats(); st.Snapshot.InUse != 0 || st.Workers != 1 {
 		t.Fatalf("stats %+v", st)
 	}

@@ -1,0 +1,191 @@
+package deploy
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/bulkhead-mesh/bulkhead/deploy/monitoring"
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
+)
+
+type oneBulkhead struct{}
+
+func (oneBulkhead) Snapshots() []bulkhead.Snapshot { return []bulkhead.Snapshot{{Name: "x"}} }
+
+// capture records the collectors registered on it, and registers them on
+// reg too.
+type capture struct {
+	reg        *prometheus.Registry
+	collectors []prometheus.Collector
+}
+
+func (c *capture) Register(col prometheus.Collector) error {
+	c.collectors = append(c.collectors, col)
+	return c.reg.Register(col)
+}
+
+func (c *capture) MustRegister(cs ...prometheus.Collector) {
+	for _, col := range cs {
+		if err := c.Register(col); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (c *capture) Unregister(col prometheus.Collector) bool { return c.reg.Unregister(col) }
+
+var fqNameRE = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// exportedNames returns every series name pkg/metrics can export: each
+// metric's name, plus _bucket, _sum and _count for histograms and
+// summaries.
+func exportedNames(t *testing.T) map[string]bool {
+	t.Helper()
+	c := &capture{reg: prometheus.NewPedanticRegistry()}
+	m, err := metrics.New(c, oneBulkhead{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Waited("x", time.Millisecond) // creates the per-dependency series, histograms included
+	names := map[string]bool{}
+	for _, col := range c.collectors {
+		ch := make(chan *prometheus.Desc, 64)
+		go func() { col.Describe(ch); close(ch) }()
+		for d := range ch {
+			if mm := fqNameRE.FindStringSubmatch(d.String()); mm != nil {
+				names[mm[1]] = true
+			}
+		}
+	}
+	mfs, err := c.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		switch mf.GetType() {
+		case dto.MetricType_HISTOGRAM, dto.MetricType_SUMMARY:
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				names[mf.GetName()+s] = true
+			}
+		}
+	}
+	if len(names) < 10 {
+		t.Fatalf("found only %d metric names in pkg/metrics: %v", len(names), names)
+	}
+	return names
+}
+
+// A typo in a metric name in the dashboard or the rules fails here,
+// without a Prometheus.
+func TestArtifactsUseExportedMetricNames(t *testing.T) {
+	known := exportedNames(t)
+	qs, err := monitoring.DashboardQueries(readRepoFile(t, dashboardPath), monitoring.DefaultVars())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := monitoring.Rules(readRepoFile(t, rulesPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type use struct{ where, expr string }
+	var uses []use
+	for _, q := range qs {
+		uses = append(uses, use{dashboardPath + ": " + q.Source, q.Expr})
+	}
+	for _, r := range rules {
+		uses = append(uses, use{rulesPath + ": " + r.Name(), r.Expr})
+	}
+	for _, u := range uses {
+		names := monitoring.MetricNames(u.expr)
+		if len(names) == 0 && !strings.Contains(u.expr, `up{job="bulkhead"}`) {
+			t.Errorf("%s: uses no bulkhead metric: %s", u.where, u.expr)
+		}
+		for _, n := range names {
+			if !known[n] {
+				t.Errorf("%s: metric %s is not exported by pkg/metrics", u.where, n)
+			}
+		}
+	}
+}
+
+// The dashboard shows what the issue asks for.
+func TestDashboardCoverage(t *testing.T) {
+	raw := readRepoFile(t, dashboardPath)
+	qs, err := monitoring.DashboardQueries(raw, map[string]string{
+		"dependency": "$dependency", "__rate_interval": "$__rate_interval", "datasource": "",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for _, q := range qs {
+		all = append(all, q.Expr)
+		// Per-bulkhead panels follow the dependency variable.
+		if strings.Contains(q.Expr, "dependency") && !strings.Contains(q.Expr, `dependency=~"$dependency"`) &&
+			!strings.HasPrefix(q.Source, "variable") {
+			t.Errorf("%s groups by dependency but ignores $dependency: %s", q.Source, q.Expr)
+		}
+	}
+	joined := strings.Join(all, "\n")
+	for _, want := range []string{
+		"bulkhead_active_calls", "bulkhead_limit", "bulkhead_queued_calls",
+		"bulkhead_admitted_total", "by (dependency, priority)",
+		"bulkhead_rejected_total", "by (dependency, reason)",
+		"bulkhead_wait_seconds_bucket", "bulkhead_permit_hold_seconds_bucket", "histogram_quantile(0.99",
+		"bulkhead_success_total", "bulkhead_failure_total",
+		"bulkhead_permits_expired_total", "bulkhead_config_reloads_total",
+	} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("no dashboard query contains %q", want)
+		}
+	}
+	if !strings.Contains(string(raw), `"type": "heatmap"`) {
+		t.Error("no heatmap panel (utilisation per bulkhead over time)")
+	}
+	if !strings.Contains(string(raw), `"name": "dependency"`) {
+		t.Error("no dependency template variable")
+	}
+}
+
+// The rules have the alerts the issue asks for, with their severities.
+func TestRulesCoverage(t *testing.T) {
+	rules, err := monitoring.Rules(readRepoFile(t, rulesPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"BulkheadCriticalRejections": "page",
+		"BulkheadRejections":         "warning",
+		"BulkheadSaturated":          "warning",
+		"BulkheadPermitsExpired":     "warning",
+		"BulkheadConfigReloadFailed": "warning",
+		"BulkheadDown":               "page",
+		"BulkheadAbsent":             "page",
+	}
+	var got []string
+	for _, r := range rules {
+		got = append(got, r.Alert)
+		if sev, ok := want[r.Alert]; ok && r.Labels["severity"] != sev {
+			t.Errorf("%s: severity %q, want %q", r.Alert, r.Labels["severity"], sev)
+		}
+		if r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+			t.Errorf("%s: needs a summary and a description", r.Name())
+		}
+		if r.Alert == "BulkheadCriticalRejections" &&
+			(!strings.Contains(r.Expr, `criticality="critical"`) || !strings.HasSuffix(r.Expr, "> 0.01")) {
+			t.Errorf("%s: want a 1%% threshold on criticality=\"critical\" series: %s", r.Alert, r.Expr)
+		}
+	}
+	for name := range want {
+		if !slices.Contains(got, name) {
+			t.Errorf("alert %s missing", name)
+		}
+	}
+}

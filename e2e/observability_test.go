@@ -1,0 +1,167 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/deploy/monitoring"
+	"github.com/bulkhead-mesh/bulkhead/envoy"
+)
+
+// The dashboard and the alert rules, the files the chart and
+// docker-compose ship.
+const (
+	dashboardFile = "charts/bulkhead/dashboards/bulkhead.json"
+	rulesFile     = "charts/bulkhead/rules/bulkhead.rules.yaml"
+)
+
+// A real Prometheus scrapes the real daemon while a real Envoy carries
+// load that produces every kind of series (admissions of each class,
+// rejections for queue_full, timeout and unknown_bulkhead, a lease expiry,
+// failures); then every dashboard query and every alert expression must
+// return data. A misspelt metric name returns nothing and fails here.
+func TestObservabilityQueriesReturnData(t *testing.T) {
+	promBin := findPrometheus(t)
+	root := repoRoot(t)
+	const skipLog = "x-test-skip-access-log"
+	s := startStack(t, `
+authz: {unknown_bulkhead: deny}
+leases: {sweep_interval: 100ms}
+bulkheads:
+  catalog: {max_concurrent: 2, max_queue: 2, max_wait: 100ms, lease_ttl: 1s, reserve: {critical: 0.5}}
+  auth: {max_concurrent: 20, max_queue: 20, max_wait: 200ms}
+  orders: {max_concurrent: 20, max_queue: 20, max_wait: 200ms}
+`, func(p *envoy.Params) {
+		p.AccessLogExcludeHeader = skipLog
+		// A route naming a bulkhead the daemon does not know: unknown_bulkhead.
+		p.Routes = append(p.Routes, envoy.Route{Name: "nowhere", Prefix: "/nowhere", Bulkhead: "nosuch", Upstream: p.Routes[2].Upstream})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	prom := startPrometheus(t, ctx, promBin, s.httpAddr, filepath.Join(root, rulesFile))
+
+	s.up["catalog"].SetDelay(300 * time.Millisecond)
+	s.up["auth"].SetDelay(5 * time.Millisecond)
+	s.up["orders"].SetDelay(5 * time.Millisecond)
+
+	// Traffic for the whole test, stopped before the stack's cleanup.
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stopLoad(); wg.Wait() }()
+	wg.Add(2)
+	go func() { defer wg.Done(); driveTraffic(loadCtx, s, skipLog) }()
+	go func() {
+		defer wg.Done()
+		// Steady traffic on every route, catalog far past its limit.
+		for loadCtx.Err() == nil {
+			s.runLoads(loadCtx, 20, 2*time.Second, "/auth", "/orders", "/catalog", "/nowhere")
+		}
+	}()
+
+	// Wait until Prometheus has scraped every kind of series at least a few
+	// times; each of these is a fact about the traffic above.
+	for _, q := range []string{
+		`count_over_time(up{job="bulkhead"}[1m]) >= 5`,
+		`up{job="bulkhead"} == 1`,
+		`bulkhead_admitted_total{dependency="auth",priority="normal"} > 0`,
+		`bulkhead_admitted_total{dependency="catalog",priority="critical"} > 0`,
+		`bulkhead_admitted_total{dependency="orders",priority="best_effort"} > 0`,
+		`bulkhead_rejected_total{dependency="catalog",reason="queue_full"} > 0`,
+		`bulkhead_rejected_total{dependency="catalog",reason="timeout"} > 0`,
+		`bulkhead_rejected_total{dependency="_unknown",reason="unknown_bulkhead"} > 0`,
+		`bulkhead_permits_expired_total{dependency="catalog",criticality="critical"} > 0`,
+		`bulkhead_failure_total{dependency="orders"} > 0`,
+		`bulkhead_unmatched_checks_total{outcome="denied"} > 0`,
+		`rate(bulkhead_admitted_total{dependency="auth",priority="normal"}[30s]) > 0`,
+	} {
+		prom.waitFor(ctx, q)
+	}
+
+	qs, err := monitoring.DashboardQueries(readFile(t, root, dashboardFile), monitoring.DefaultVars())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := monitoring.Rules(readFile(t, root, rulesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) < 20 || len(rules) < 7 {
+		t.Fatalf("only %d dashboard queries and %d rules", len(qs), len(rules))
+	}
+	names := prom.metricNames(ctx)
+	check := func(where, expr string) {
+		for _, n := range monitoring.MetricNames(expr) {
+			if !names[n] {
+				t.Errorf("%s: metric %s: Prometheus has no such series", where, n)
+			}
+		}
+		n, err := prom.resultSize(ctx, expr)
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v\n  query: %s", where, err, expr)
+		case n == 0:
+			t.Errorf("%s: no data\n  query: %s", where, expr)
+		}
+	}
+	for _, q := range qs {
+		check(dashboardFile+": "+q.Source, q.Expr)
+	}
+	for _, r := range rules {
+		check(rulesFile+": "+r.Name()+" (vector part)", monitoring.DataQuery(r.Expr))
+	}
+	prom.checkRulesHealthy(ctx, len(rules))
+	t.Logf("%d dashboard queries and %d alert expressions returned data", len(qs), len(rules))
+}
+
+// driveTraffic adds what steady load does not produce: critical and
+// best_effort requests, upstream failures, and permits whose access log
+// never comes (reclaimed by their 1 s lease). It returns when ctx ends.
+func driveTraffic(ctx context.Context, s *stack, skipLog string) {
+	for i := 0; ctx.Err() == nil && i < 1000; i++ {
+		switch i % 4 {
+		case 0:
+			s.get(ctx, "/catalog", map[string]string{"x-bulkhead-priority": "critical"})
+		case 1:
+			s.get(ctx, "/orders", map[string]string{"x-bulkhead-priority": "best_effort"})
+		case 2:
+			s.up["orders"].SetStatus(500)
+			s.get(ctx, "/orders", nil)
+			s.up["orders"].SetStatus(200)
+		case 3:
+			if i%20 == 3 {
+				s.get(ctx, "/catalog", map[string]string{skipLog: "1", "x-bulkhead-priority": "critical"})
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond): // pacing, not synchronisation
+		}
+	}
+}
+
+// repoRoot is the repository root (this file is in e2e/).
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("no caller information")
+	}
+	return filepath.Dir(filepath.Dir(file))
+}
+
+func readFile(t *testing.T, root, rel string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
