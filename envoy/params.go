@@ -51,6 +51,13 @@ type Route struct {
 	// Unguarded disables ext_authz on the route (no Check, no permit): a
 	// baseline for benchmarks, or a route that needs no bulkhead.
 	Unguarded bool
+	// Timeout, if set, is the route's upstream timeout (Envoy's default is
+	// 15s); Envoy answers 504 when it passes. Whole milliseconds.
+	Timeout time.Duration
+	// LeaseTTL, if set, is the context_extensions "lease_ttl" key: the
+	// lease of this route's permits instead of the bulkhead's (capped by
+	// the daemon's leases.max_route_ttl). Whole milliseconds.
+	LeaseTTL time.Duration
 	// Upstream is the single endpoint of the cluster (plain HTTP/1.1).
 	Upstream Endpoint
 }
@@ -217,8 +224,14 @@ func (p Params) validate() error {
 		if r.Bulkhead != "" && !namePattern.MatchString(r.Bulkhead) {
 			bad("%s.Bulkhead %q: want %s", field, r.Bulkhead, namePattern)
 		}
-		if r.Unguarded && (r.Bulkhead != "" || r.Priority != "") {
-			bad("%s: an Unguarded route takes no Bulkhead or Priority", field)
+		if r.Unguarded && (r.Bulkhead != "" || r.Priority != "" || r.LeaseTTL != 0) {
+			bad("%s: an Unguarded route takes no Bulkhead, Priority or LeaseTTL", field)
+		}
+		if r.Timeout < 0 || r.Timeout%time.Millisecond != 0 {
+			bad("%s.Timeout %v: want 0 (Envoy's default) or a positive whole number of milliseconds", field, r.Timeout)
+		}
+		if r.LeaseTTL < 0 || r.LeaseTTL%time.Millisecond != 0 {
+			bad("%s.LeaseTTL %v: want 0 (the bulkhead's) or a positive whole number of milliseconds", field, r.LeaseTTL)
 		}
 		if r.Priority != "" {
 			if _, err := bulkhead.ParsePriority(r.Priority); err != nil {

@@ -18,9 +18,10 @@ var frontProxyTemplate string
 // time, so a failure is a broken invariant caught by every test.
 var frontProxy = template.Must(template.New("front-proxy.yaml.tmpl").
 	Funcs(template.FuncMap{
-		"quote":     quote,
-		"duration":  protoDuration,
-		"discovery": discoveryType,
+		"quote":      quote,
+		"duration":   protoDuration,
+		"discovery":  discoveryType,
+		"goDuration": time.Duration.String,
 	}).
 	Option("missingkey=error").
 	Parse(frontProxyTemplate))

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,7 @@ func paramSets() map[string]envoy.Params {
 		AccessLogExcludeHeader: "x-test-no-access-log",
 		Routes: []envoy.Route{
 			{Name: "catalog-v2", Prefix: "/catalog", Bulkhead: "catalog", Priority: "critical",
+				Timeout: 250 * time.Millisecond, LeaseTTL: 90 * time.Second,
 				Upstream: envoy.Endpoint{Host: "catalog", Port: 80}},
 			{Name: "plain", Prefix: "/plain", Unguarded: true, Upstream: envoy.Endpoint{Host: "::1", Port: 8081}},
 			{Name: "root", Prefix: "/", Upstream: envoy.Endpoint{Host: "::1", Port: 8080}},
@@ -99,6 +101,16 @@ func TestRenderedShape(t *testing.T) {
 			if cfg["failure_mode_allow"] != p.FailureModeAllow || cfg["transport_api_version"] != "V3" {
 				t.Errorf("ext_authz config = %v", cfg)
 			}
+			// The Check names its node, as the access-log streams do.
+			md := dig(t, cfg, "grpc_service", "initial_metadata").([]any)
+			wantNode := p.NodeID
+			if wantNode == "" {
+				wantNode = envoy.DefaultNodeID
+			}
+			if len(md) != 1 || dig(t, md[0], "key") != "x-bulkhead-node" || dig(t, md[0], "value") != wantNode ||
+				dig(t, doc, "node", "id") != wantNode {
+				t.Errorf("ext_authz initial_metadata = %v, node.id %v; want x-bulkhead-node: %s", md, dig(t, doc, "node", "id"), wantNode)
+			}
 			if got := dig(t, hcm, "http_filters", 1, "name"); got != "envoy.filters.http.router" {
 				t.Errorf("last http filter = %v", got)
 			}
@@ -110,6 +122,10 @@ func TestRenderedShape(t *testing.T) {
 			for i, r := range p.Routes {
 				if got := dig(t, routes[i], "route", "cluster"); got != r.Name {
 					t.Errorf("route %d cluster = %v, want %s", i, got, r.Name)
+				}
+				if got, _ := routes[i].(map[string]any)["route"].(map[string]any)["timeout"].(string); (got != "") != (r.Timeout != 0) ||
+					r.Timeout != 0 && got != strconv.FormatFloat(r.Timeout.Seconds(), 'f', -1, 64)+"s" {
+					t.Errorf("route %d timeout = %q, want %v", i, got, r.Timeout)
 				}
 				per := dig(t, routes[i], "typed_per_filter_config", "envoy.filters.http.ext_authz").(map[string]any)
 				if r.Unguarded {
@@ -124,6 +140,9 @@ func TestRenderedShape(t *testing.T) {
 				}
 				if got, _ := ext["priority"].(string); got != r.Priority {
 					t.Errorf("route %d priority = %q, want %q", i, got, r.Priority)
+				}
+				if got, _ := ext["lease_ttl"].(string); (got != "") != (r.LeaseTTL != 0) || r.LeaseTTL != 0 && got != r.LeaseTTL.String() {
+					t.Errorf("route %d lease_ttl = %q, want %v", i, got, r.LeaseTTL)
 				}
 			}
 
@@ -166,6 +185,10 @@ func TestRenderRejects(t *testing.T) {
 		{"timeout", func(p *envoy.Params) { p.ExtAuthzTimeout = -time.Second }, "ExtAuthzTimeout"},
 		{"sub-millisecond timeout", func(p *envoy.Params) { p.ExtAuthzTimeout = 1500 * time.Microsecond }, "ExtAuthzTimeout"},
 		{"status", func(p *envoy.Params) { p.StatusOnError = 700 }, "StatusOnError"},
+		{"route timeout", func(p *envoy.Params) { p.Routes[0].Timeout = -time.Second }, "Routes[0].Timeout"},
+		{"sub-millisecond route timeout", func(p *envoy.Params) { p.Routes[1].Timeout = time.Microsecond }, "Routes[1].Timeout"},
+		{"route lease", func(p *envoy.Params) { p.Routes[2].LeaseTTL = 1500 * time.Microsecond }, "Routes[2].LeaseTTL"},
+		{"lease on an unguarded route", func(p *envoy.Params) { p.Routes[0].Unguarded, p.Routes[0].LeaseTTL = true, time.Second }, "Unguarded"},
 		{"header", func(p *envoy.Params) { p.AccessLogExcludeHeader = "X-Upper" }, "AccessLogExcludeHeader"},
 		{"every problem at once", func(p *envoy.Params) { p.AdminPort = -1; p.StatusOnError = 1 }, "AdminPort"},
 	}

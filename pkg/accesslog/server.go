@@ -50,16 +50,29 @@ type Server struct {
 	ledger Ledger
 	rec    Recorder
 	log    *slog.Logger
+	nodes  *Nodes
 }
 
 var _ alsv3.AccessLogServiceServer = (*Server)(nil)
 
+// Option configures a Server.
+type Option func(*Server)
+
+// WithNodes makes the server report each stream's node to n, so that the
+// permits of a node whose streams are all gone are reclaimed. nil (the
+// default) turns node tracking off.
+func WithNodes(n *Nodes) Option { return func(s *Server) { s.nodes = n } }
+
 // New returns a server releasing through l.
-func New(l Ledger, rec Recorder, log *slog.Logger) *Server {
+func New(l Ledger, rec Recorder, log *slog.Logger, opts ...Option) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{ledger: l, rec: rec, log: log}
+	s := &Server{ledger: l, rec: rec, log: log}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // StreamAccessLogs implements alsv3.AccessLogServiceServer. It reads until
@@ -68,6 +81,12 @@ func (s *Server) StreamAccessLogs(stream alsv3.AccessLogService_StreamAccessLogs
 	s.rec.StreamOpened()
 	defer s.rec.StreamClosed()
 	node, logName := "", ""
+	tracked := false
+	defer func() {
+		if tracked {
+			s.nodes.Closed(node)
+		}
+	}()
 	for {
 		msg, err := stream.Recv()
 		switch {
@@ -84,7 +103,13 @@ func (s *Server) StreamAccessLogs(stream alsv3.AccessLogService_StreamAccessLogs
 		if id := msg.GetIdentifier(); id != nil && node == "" {
 			// Only the first message of a stream carries the identifier.
 			node, logName = id.GetNode().GetId(), id.GetLogName()
-			s.log.Debug("access-log stream opened", "node", node, "log_name", logName)
+			s.log.Debug("access-log stream opened", "node", truncate(node), "log_name", truncate(logName))
+			if s.nodes != nil {
+				if tracked = s.nodes.Opened(node); !tracked && node != "" && !ValidNodeID(node) {
+					s.log.Warn("access-log stream of an invalid node id: its permits end by lease only",
+						"node", truncate(node), "log_name", truncate(logName))
+				}
+			}
 		}
 		for _, e := range msg.GetHttpLogs().GetLogEntry() {
 			s.entry(e)
@@ -95,6 +120,14 @@ func (s *Server) StreamAccessLogs(stream alsv3.AccessLogService_StreamAccessLogs
 			}
 		}
 	}
+}
+
+// truncate bounds a value from the wire before it is logged.
+func truncate(v string) string {
+	if len(v) > MaxNodeIDLen {
+		return v[:MaxNodeIDLen] + "..."
+	}
+	return v
 }
 
 func (s *Server) entry(e *datav3.HTTPAccessLogEntry) {

@@ -7,6 +7,14 @@
 // permit token in dynamic_metadata, or a DeniedHttpResponse (503 by
 // default, retry-after, x-bulkhead-reason, a JSON body).
 //
+// The permit is registered with the Envoy node named by the Check's gRPC
+// metadata x-bulkhead-node (NodeHeader; missing or invalid: no node), so
+// that the access-log service can release the permits of a node that died
+// (see package accesslog), and each Check tells the node tracker that its
+// node is alive. Its lease is the bulkhead's lease_ttl, or the route's own
+// context_extensions["lease_ttl"] (a Go duration, capped by
+// Policy.MaxRouteLeaseTTL; an invalid value is counted and ignored).
+//
 // A denial is an answer, never a gRPC error. gRPC errors mean "cannot
 // decide" (the Check was cancelled, or the ledger is full) so that Envoy's
 // failure mode applies. A permit granted to a Check whose context ended

@@ -31,17 +31,19 @@ type fakeRecorder struct {
 	waited    map[string]int
 	invalid   map[string]int
 	unmatched map[string]int
+	badTTL    map[string]int
 }
 
 var _ Recorder = (*fakeRecorder)(nil)
 
 func newFakeRecorder() *fakeRecorder {
-	return &fakeRecorder{waited: map[string]int{}, invalid: map[string]int{}, unmatched: map[string]int{}}
+	return &fakeRecorder{waited: map[string]int{}, invalid: map[string]int{}, unmatched: map[string]int{}, badTTL: map[string]int{}}
 }
 
 func (r *fakeRecorder) Waited(dep string, _ time.Duration) { r.inc(r.waited, dep) }
 func (r *fakeRecorder) InvalidPriority(dep string)         { r.inc(r.invalid, dep) }
 func (r *fakeRecorder) Unmatched(outcome string)           { r.inc(r.unmatched, outcome) }
+func (r *fakeRecorder) InvalidLeaseTTL(dep string)         { r.inc(r.badTTL, dep) }
 
 func (r *fakeRecorder) inc(m map[string]int, k string) {
 	r.mu.Lock()
@@ -101,6 +103,7 @@ type envConfig struct {
 	limiterClk clock.Clock // nil: real
 	ledgerOpts []permit.Option
 	ledger     func(*permit.Ledger) Ledger // wraps the real ledger; nil: none
+	opts       []Option
 }
 
 func newEnv(t *testing.T, cfg envConfig) *env {
@@ -118,7 +121,7 @@ func newEnv(t *testing.T, cfg envConfig) *env {
 	if cfg.ledger != nil {
 		l = cfg.ledger(e.ledger)
 	}
-	e.srv = New(e.reg, l, e.rec, cfg.policy)
+	e.srv = New(e.reg, l, e.rec, cfg.policy, cfg.opts...)
 	e.client = authv3.NewAuthorizationClient(serve(t, e.srv))
 	return e
 }

@@ -46,17 +46,21 @@ type Policy struct {
 	// LeaseTTL per bulkhead; DefaultLeaseTTL for the others.
 	LeaseTTL        map[string]time.Duration
 	DefaultLeaseTTL time.Duration
+	// MaxRouteLeaseTTL caps a route's own lease (context_extensions
+	// lease_ttl); <= 0 ignores route leases (each is counted as invalid).
+	MaxRouteLeaseTTL time.Duration
 }
 
 // DefaultPolicy returns the documented defaults.
 func DefaultPolicy() Policy {
 	return Policy{
-		PriorityHeader:  "x-bulkhead-priority",
-		DefaultPriority: bulkhead.Normal,
-		DenyStatus:      503,
-		DeadlineMargin:  25 * time.Millisecond,
-		RetryAfter:      time.Second,
-		DefaultLeaseTTL: 60 * time.Second,
+		PriorityHeader:   "x-bulkhead-priority",
+		DefaultPriority:  bulkhead.Normal,
+		DenyStatus:       503,
+		DeadlineMargin:   25 * time.Millisecond,
+		RetryAfter:       time.Second,
+		DefaultLeaseTTL:  60 * time.Second,
+		MaxRouteLeaseTTL: 10 * time.Minute,
 	}
 }
 

@@ -34,6 +34,9 @@ type Recorder interface {
 	Waited(dependency string, d time.Duration)
 	InvalidPriority(dependency string)
 	Unmatched(outcome string)
+	// InvalidLeaseTTL counts a route lease_ttl that was not a positive
+	// duration (ignored) or was above the cap (cut to it).
+	InvalidLeaseTTL(dependency string)
 }
 
 // Server answers Envoy's Check calls.
@@ -45,6 +48,7 @@ type Server struct {
 	rec       Recorder
 	clock     clock.Clock
 	log       *slog.Logger
+	nodes     Nodes // nil: no node tracking
 	policy    atomic.Pointer[Policy]
 }
 
@@ -83,6 +87,10 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 func (s *Server) check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	start := s.clock.Now()
 	pol := s.policy.Load()
+	node := nodeOf(ctx)
+	if node != "" && s.nodes != nil {
+		s.nodes.Heard(node)
+	}
 	attrs := req.GetAttributes()
 	ext := attrs.GetContextExtensions()
 	key := ext["bulkhead"]
@@ -119,7 +127,7 @@ func (s *Server) check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		// (the client went away) or its deadline passed. Nobody listens.
 		return nil, status.FromContextError(err).Err()
 	}
-	token, err := s.ledger.Grant(p, permit.Grant{Bulkhead: key, Priority: prio, TTL: pol.leaseTTL(key)})
+	token, err := s.ledger.Grant(p, permit.Grant{Bulkhead: key, Priority: prio, TTL: s.leaseTTL(pol, key, ext), Node: node})
 	if err != nil {
 		p.Release()
 		s.log.Error("permit not registered", "bulkhead", key, "err", err)

@@ -33,6 +33,14 @@ type Listen struct {
 	// Admin serves the admin API, gRPC (h2c) and JSON over HTTP on one
 	// listener. Unless it is a loopback address, Admin.Secured holds.
 	Admin string
+	// GRPCMaxConnectionAge (advanced; 0 = off, else at least 1s) makes the
+	// gRPC listener send GOAWAY to each connection this long after it
+	// opened; GRPCMaxConnectionAgeGrace later (positive) the connection is
+	// closed, ending the access-log streams on it. Envoy reconnects. Use it
+	// to rebalance connections behind a load balancer, or to exercise
+	// stream resets.
+	GRPCMaxConnectionAge      time.Duration
+	GRPCMaxConnectionAgeGrace time.Duration
 }
 
 // Log configures the daemon's slog handler.
@@ -69,6 +77,13 @@ type Authz struct {
 type Leases struct {
 	DefaultTTL    time.Duration // lease_ttl of bulkheads that set none
 	SweepInterval time.Duration // how often expired leases are reclaimed
+	// NodeGrace is how long an Envoy node may go without an access-log
+	// stream and without a Check before its permits are released (source
+	// node_lost), well before their leases; 0 turns this off. At least 0.
+	NodeGrace time.Duration
+	// MaxRouteTTL caps the lease a route may ask for with
+	// context_extensions lease_ttl; positive.
+	MaxRouteTTL time.Duration
 }
 
 // Limits caps what the configuration (and later the admin API) may create.

@@ -22,6 +22,10 @@ const (
 	DefaultRetryAfter      = time.Second
 	DefaultLeaseTTL        = 60 * time.Second
 	DefaultSweepInterval   = 500 * time.Millisecond
+	DefaultNodeGrace       = 5 * time.Second
+	DefaultMaxRouteTTL     = 10 * time.Minute
+	DefaultMaxConnAgeGrace = 10 * time.Second
+	minMaxConnAge          = time.Second
 	DefaultMaxBulkheads    = 1000
 	MaxBulkheadsCeiling    = 100000 // limits.max_bulkheads may not exceed it
 	DefaultMaxTenants      = 1000
@@ -49,6 +53,12 @@ var scalars = []scalar{
 	}},
 	{"listen.admin", DefaultListenAdmin, FlagListenAdmin, func(d *decoder, c *Config, k string, v any) {
 		c.Listen.Admin = d.str(k, v)
+	}},
+	{"listen.grpc_max_connection_age", "0s", "", func(d *decoder, c *Config, k string, v any) {
+		c.Listen.GRPCMaxConnectionAge = d.duration(k, v)
+	}},
+	{"listen.grpc_max_connection_age_grace", DefaultMaxConnAgeGrace.String(), "", func(d *decoder, c *Config, k string, v any) {
+		c.Listen.GRPCMaxConnectionAgeGrace = d.duration(k, v)
 	}},
 	{"log.level", "info", FlagLogLevel, func(d *decoder, c *Config, k string, v any) {
 		if s, ok := d.strOK(k, v); ok {
@@ -102,6 +112,12 @@ var scalars = []scalar{
 	}},
 	{"leases.sweep_interval", DefaultSweepInterval.String(), "", func(d *decoder, c *Config, k string, v any) {
 		c.Leases.SweepInterval = d.duration(k, v)
+	}},
+	{"leases.node_grace", DefaultNodeGrace.String(), "", func(d *decoder, c *Config, k string, v any) {
+		c.Leases.NodeGrace = d.duration(k, v)
+	}},
+	{"leases.max_route_ttl", DefaultMaxRouteTTL.String(), "", func(d *decoder, c *Config, k string, v any) {
+		c.Leases.MaxRouteTTL = d.duration(k, v)
 	}},
 	{"limits.max_bulkheads", DefaultMaxBulkheads, "", func(d *decoder, c *Config, k string, v any) {
 		c.Limits.MaxBulkheads = d.integer(k, v)

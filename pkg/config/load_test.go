@@ -106,6 +106,12 @@ bulkheads: {catalog: {max_concurrent: 1}}
 			return c.Leases.DefaultTTL == 2*time.Minute && c.Bulkheads["catalog"].LeaseTTL == 2*time.Minute
 		}},
 		{"BULKHEAD_LEASES_SWEEP_INTERVAL", "250ms", func(c *Config) bool { return c.Leases.SweepInterval == 250*time.Millisecond }},
+		{"BULKHEAD_LEASES_NODE_GRACE", "0", func(c *Config) bool { return c.Leases.NodeGrace == 0 }},
+		{"BULKHEAD_LEASES_MAX_ROUTE_TTL", "90s", func(c *Config) bool { return c.Leases.MaxRouteTTL == 90*time.Second }},
+		{"BULKHEAD_LISTEN_GRPC_MAX_CONNECTION_AGE", "30m", func(c *Config) bool { return c.Listen.GRPCMaxConnectionAge == 30*time.Minute }},
+		{"BULKHEAD_LISTEN_GRPC_MAX_CONNECTION_AGE_GRACE", "2s", func(c *Config) bool {
+			return c.Listen.GRPCMaxConnectionAgeGrace == 2*time.Second && c.Listen.GRPC == "127.0.0.1:1" // not taken for listen.grpc
+		}},
 		{"BULKHEAD_LIMITS_MAX_BULKHEADS", "20", func(c *Config) bool { return c.Limits.MaxBulkheads == 20 }},
 		{"BULKHEAD_LIMITS_MAX_TENANTS", "20", func(c *Config) bool { return c.Limits.MaxTenants == 20 }},
 		{"BULKHEAD_ADMIN_TOKEN_FILE", pki2.token, func(c *Config) bool { return c.Admin.TokenFile == pki2.token }},

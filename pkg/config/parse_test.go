@@ -18,8 +18,9 @@ const testSource = "bulkhead.yaml"
 // defaults is the Config of an empty document.
 func defaults() *Config {
 	return &Config{
-		Listen: Listen{GRPC: "127.0.0.1:9001", HTTP: "127.0.0.1:9090", Admin: "127.0.0.1:9091"},
-		Log:    Log{Level: slog.LevelInfo, Format: LogText},
+		Listen: Listen{GRPC: "127.0.0.1:9001", HTTP: "127.0.0.1:9090", Admin: "127.0.0.1:9091",
+			GRPCMaxConnectionAgeGrace: 10 * time.Second},
+		Log: Log{Level: slog.LevelInfo, Format: LogText},
 		Authz: Authz{
 			PriorityHeader:  "x-bulkhead-priority",
 			DefaultPriority: bulkhead.Normal,
@@ -28,7 +29,8 @@ func defaults() *Config {
 			DeadlineMargin:  25 * time.Millisecond,
 			RetryAfter:      time.Second,
 		},
-		Leases:    Leases{DefaultTTL: time.Minute, SweepInterval: 500 * time.Millisecond},
+		Leases: Leases{DefaultTTL: time.Minute, SweepInterval: 500 * time.Millisecond,
+			NodeGrace: 5 * time.Second, MaxRouteTTL: 10 * time.Minute},
 		Limits:    Limits{MaxBulkheads: 1000, MaxTenants: 1000},
 		Bulkheads: map[string]Bulkhead{},
 		Source:    testSource,
@@ -49,7 +51,7 @@ func TestParseValid(t *testing.T) {
 		{"null fields are unset", "authz: {default_bulkhead: , deny_status: }\n", func(*Config) {}},
 		{
 			"every scalar",
-			`listen: {grpc: "[::1]:0", http: ":0", admin: "0.0.0.0:9191"}
+			`listen: {grpc: "[::1]:0", http: ":0", admin: "0.0.0.0:9191", grpc_max_connection_age: 5m, grpc_max_connection_age_grace: 30s}
 log: {level: debug, format: json}
 authz:
   priority_header: ""
@@ -60,7 +62,7 @@ authz:
   deadline_margin: 0
   retry_after: 2s
   tenant_header: x-tenant-id
-leases: {default_ttl: 5m, sweep_interval: 1s}
+leases: {default_ttl: 5m, sweep_interval: 1s, node_grace: 2s, max_route_ttl: 1h}
 limits: {max_bulkheads: 1, max_tenants: 1000000}
 admin:
   token_file: /run/secrets/admin-token
@@ -69,14 +71,15 @@ bulkheads:
   fallback: {max_concurrent: 1}
 `,
 			func(c *Config) {
-				c.Listen = Listen{GRPC: "[::1]:0", HTTP: ":0", Admin: "0.0.0.0:9191"}
+				c.Listen = Listen{GRPC: "[::1]:0", HTTP: ":0", Admin: "0.0.0.0:9191",
+					GRPCMaxConnectionAge: 5 * time.Minute, GRPCMaxConnectionAgeGrace: 30 * time.Second}
 				c.Log = Log{Level: slog.LevelDebug, Format: LogJSON}
 				c.Authz = Authz{
 					DefaultPriority: bulkhead.BestEffort, UnknownBulkhead: UnknownDefault,
 					DefaultBulkhead: "fallback", DenyStatus: 429, RetryAfter: 2 * time.Second,
 					TenantHeader: "x-tenant-id",
 				}
-				c.Leases = Leases{DefaultTTL: 5 * time.Minute, SweepInterval: time.Second}
+				c.Leases = Leases{DefaultTTL: 5 * time.Minute, SweepInterval: time.Second, NodeGrace: 2 * time.Second, MaxRouteTTL: time.Hour}
 				c.Limits = Limits{MaxBulkheads: 1, MaxTenants: 1000000}
 				c.Admin = Admin{TokenFile: "/run/secrets/admin-token",
 					TLS: AdminTLS{CertFile: "/tls/tls.crt", KeyFile: "/tls/tls.key", ClientCAFile: "/tls/ca.crt"}}
@@ -84,7 +87,7 @@ bulkheads:
 			},
 		},
 		{"same address with port 0", "listen: {grpc: 127.0.0.1:0, http: 127.0.0.1:0, admin: 127.0.0.1:0}\n", func(c *Config) {
-			c.Listen = Listen{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", Admin: "127.0.0.1:0"}
+			c.Listen.GRPC, c.Listen.HTTP, c.Listen.Admin = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 		}},
 		{"admin on ipv6 loopback", "listen: {admin: \"[::1]:9091\"}\n", func(c *Config) { c.Listen.Admin = "[::1]:9091" }},
 		{"admin on localhost", "listen: {admin: localhost:0}\n", func(c *Config) { c.Listen.Admin = "localhost:0" }},
@@ -148,6 +151,10 @@ bulkheads:
 				}
 			},
 		},
+		{"node grace off", "leases: {node_grace: 0}\n", func(c *Config) { c.Leases.NodeGrace = 0 }},
+		{"max connection age at its minimum", "listen: {grpc_max_connection_age: 1s, grpc_max_connection_age_grace: 1ms}\n", func(c *Config) {
+			c.Listen.GRPCMaxConnectionAge, c.Listen.GRPCMaxConnectionAgeGrace = time.Second, time.Millisecond
+		}},
 		{"trailing empty document", "limits: {max_bulkheads: 5}\n---\n", func(c *Config) { c.Limits.MaxBulkheads = 5 }},
 	}
 	for _, tt := range tests {

@@ -18,6 +18,10 @@ func (d *decoder) validate(c *Config) {
 	d.distinct("listen.http", c.Listen.HTTP, "listen.grpc", c.Listen.GRPC)
 	d.distinct("listen.admin", c.Listen.Admin, "listen.grpc", c.Listen.GRPC)
 	d.distinct("listen.admin", c.Listen.Admin, "listen.http", c.Listen.HTTP)
+	age := c.Listen.GRPCMaxConnectionAge
+	d.rule("listen.grpc_max_connection_age", age, age == 0 || age >= minMaxConnAge, "must be 0 (off) or at least 1s")
+	d.rule("listen.grpc_max_connection_age_grace", c.Listen.GRPCMaxConnectionAgeGrace,
+		c.Listen.GRPCMaxConnectionAgeGrace > 0, "must be positive")
 
 	a := &c.Authz
 	d.header("authz.priority_header", a.PriorityHeader, "ignore headers")
@@ -33,6 +37,8 @@ func (d *decoder) validate(c *Config) {
 
 	d.rule("leases.default_ttl", c.Leases.DefaultTTL, c.Leases.DefaultTTL > 0, "must be positive")
 	d.rule("leases.sweep_interval", c.Leases.SweepInterval, c.Leases.SweepInterval > 0, "must be positive")
+	d.rule("leases.node_grace", c.Leases.NodeGrace, c.Leases.NodeGrace >= 0, "must not be negative (0 turns node-lost reclamation off)")
+	d.rule("leases.max_route_ttl", c.Leases.MaxRouteTTL, c.Leases.MaxRouteTTL > 0, "must be positive")
 
 	maxB := c.Limits.MaxBulkheads
 	d.rule("limits.max_bulkheads", maxB, maxB >= 1 && maxB <= MaxBulkheadsCeiling,

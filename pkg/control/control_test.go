@@ -190,7 +190,7 @@ authz:
   deadline_margin: 40ms
   retry_after: 3s
   tenant_header: x-tenant
-leases: {default_ttl: 45s}
+leases: {default_ttl: 45s, max_route_ttl: 2m}
 bulkheads:
   catalog: {max_concurrent: 2, lease_ttl: 5s}
   auth: {max_concurrent: 2}
@@ -198,7 +198,8 @@ bulkheads:
 	p := Policy(cfg)
 	if p.PriorityHeader != "x-prio" || p.DefaultPriority.String() != "best_effort" || p.Unmatched != authz.UseDefault ||
 		p.DefaultBulkhead != "catalog" || p.DenyStatus != 429 || p.DeadlineMargin != 40*time.Millisecond ||
-		p.RetryAfter != 3*time.Second || p.DefaultLeaseTTL != 45*time.Second || p.TenantHeader != "x-tenant" {
+		p.RetryAfter != 3*time.Second || p.DefaultLeaseTTL != 45*time.Second || p.TenantHeader != "x-tenant" ||
+		p.MaxRouteLeaseTTL != 2*time.Minute {
 		t.Fatalf("Policy = %+v", p)
 	}
 	if p.LeaseTTL["catalog"] != 5*time.Second || p.LeaseTTL["auth"] != 45*time.Second {

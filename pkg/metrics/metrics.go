@@ -30,9 +30,12 @@ type Metrics struct {
 	expired          *prometheus.CounterVec
 	releases         *prometheus.CounterVec
 	invalidPriority  *prometheus.CounterVec
+	invalidLeaseTTL  *prometheus.CounterVec
 	unmatched        *prometheus.CounterVec
 	logEntries       *prometheus.CounterVec
 	streams          prometheus.Gauge
+	nodes            prometheus.Gauge
+	nodesLost        prometheus.Counter
 	reloads          *prometheus.CounterVec
 
 	unknownRejected atomic.Uint64 // rejected with reason unknown_bulkhead, no bulkhead
@@ -44,6 +47,8 @@ var (
 	_ permit.Observer    = (*Metrics)(nil)
 	_ authz.Recorder     = (*Metrics)(nil)
 	_ accesslog.Recorder = (*Metrics)(nil)
+
+	_ accesslog.NodeRecorder = (*Metrics)(nil)
 
 	// Buckets from 1 ms to ~33 s: waits are short, holds span request times.
 	timeBuckets = prometheus.ExponentialBuckets(0.001, 2, 16)
@@ -77,6 +82,9 @@ func New(reg prometheus.Registerer, src SnapshotSource) (*Metrics, error) {
 		invalidPriority: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulkhead_invalid_priority_total", Help: "Checks whose priority value was not a known class (the default class was used).",
 		}, []string{"dependency"}),
+		invalidLeaseTTL: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkhead_invalid_lease_ttl_total", Help: "Route lease_ttl values (context_extensions) that were not a positive duration (ignored) or above leases.max_route_ttl (cut to it).",
+		}, []string{"dependency"}),
 		unmatched: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulkhead_unmatched_checks_total", Help: "Checks with no or an unknown bulkhead key, by the policy's outcome.",
 		}, []string{"outcome"}),
@@ -86,12 +94,18 @@ func New(reg prometheus.Registerer, src SnapshotSource) (*Metrics, error) {
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "bulkhead_access_log_streams", Help: "Open access-log streams (one per Envoy worker).",
 		}),
+		nodes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bulkhead_access_log_nodes", Help: "Envoy nodes tracked for node-lost reclamation (with an open access-log stream, or within their grace period).",
+		}),
+		nodesLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bulkhead_nodes_lost_total", Help: "Envoy nodes declared lost (no access-log stream and no Check for leases.node_grace); their permits were released.",
+		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulkhead_config_reloads_total", Help: "Configuration loads by result.",
 		}, []string{"result"}),
 	}
 	cs := []prometheus.Collector{m.success, m.failure, m.aborted, m.wait, m.hold, m.expired, m.releases,
-		m.invalidPriority, m.unmatched, m.logEntries, m.streams, m.reloads, &snapshotCollector{src: src, m: m}}
+		m.invalidPriority, m.invalidLeaseTTL, m.unmatched, m.logEntries, m.streams, m.nodes, m.nodesLost, m.reloads, &snapshotCollector{src: src, m: m}}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -163,6 +177,18 @@ func (m *Metrics) Outcome(dependency string, o accesslog.Outcome) {
 func (m *Metrics) InvalidPriority(dependency string) {
 	m.invalidPriority.WithLabelValues(dependency).Inc()
 }
+
+// InvalidLeaseTTL counts a route lease_ttl that was ignored or cut.
+func (m *Metrics) InvalidLeaseTTL(dependency string) {
+	m.invalidLeaseTTL.WithLabelValues(dependency).Inc()
+}
+
+// NodeLost counts an Envoy node declared lost; its released permits are
+// counted by source node_lost in bulkhead_releases_total.
+func (m *Metrics) NodeLost(int) { m.nodesLost.Inc() }
+
+// NodesTracked sets the number of Envoy nodes tracked.
+func (m *Metrics) NodesTracked(n int) { m.nodes.Set(float64(n)) }
 
 // Unmatched counts a check with no or an unknown bulkhead key, by outcome:
 // "allowed", "denied" or "defaulted". Denied ones also count as rejected

@@ -309,6 +309,10 @@ func TestOutcomes(t *testing.T) {
 	f.m.StreamClosed()
 	f.m.Ignored(permit.AccessLog, permit.Unknown)
 	f.m.Ignored(permit.AccessLog, permit.Released) // not a no-op result: ignored
+	f.m.InvalidLeaseTTL("catalog")
+	f.m.NodesTracked(3)
+	f.m.NodesTracked(2)
+	f.m.NodeLost(7)
 	fams := gather(t, f.reg)
 	for _, tt := range []struct {
 		name   string
@@ -323,6 +327,9 @@ func TestOutcomes(t *testing.T) {
 		{"bulkhead_access_log_streams", nil, 1},
 		{"bulkhead_releases_total", []string{"source", "unknown"}, 1},
 		{"bulkhead_releases_total", []string{"source", "access_log"}, 0},
+		{"bulkhead_invalid_lease_ttl_total", []string{"dependency", "catalog"}, 1},
+		{"bulkhead_access_log_nodes", nil, 2},
+		{"bulkhead_nodes_lost_total", nil, 1},
 	} {
 		if got, ok := value(fams, tt.name, tt.labels...); !ok || got != tt.want {
 			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, got, ok, tt.want)

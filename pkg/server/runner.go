@@ -54,6 +54,7 @@ type Runner struct {
 	admin    *admin.Server
 	adminTLS *tls.Config
 	als      *accesslog.Server
+	nodes    *accesslog.Nodes // nil when leases.node_grace is 0
 	ready    atomic.Bool
 }
 
@@ -90,7 +91,15 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	r.Metrics = m
 	r.promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.Ledger = permit.New(clock.Real{}, permit.WithObserver(m), permit.WithSweepInterval(cfg.Leases.SweepInterval))
-	r.authz = authz.New(r.Registry, r.Ledger, m, authz.DefaultPolicy(), authz.WithLogger(log))
+	azOpts := []authz.Option{authz.WithLogger(log)}
+	var alsOpts []accesslog.Option
+	if cfg.Leases.NodeGrace > 0 {
+		r.nodes = accesslog.NewNodes(r.Ledger, cfg.Leases.NodeGrace,
+			accesslog.WithNodesLogger(log), accesslog.WithNodesRecorder(m))
+		azOpts = append(azOpts, authz.WithNodes(r.nodes))
+		alsOpts = append(alsOpts, accesslog.WithNodes(r.nodes))
+	}
+	r.authz = authz.New(r.Registry, r.Ledger, m, authz.DefaultPolicy(), azOpts...)
 	r.Control = control.New(r.Registry, r.authz, log, control.WithOutcomes(m))
 	var aopts []admin.AuthOption
 	if cfg.Admin.TokenFile != "" {
@@ -113,7 +122,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		return nil, err
 	}
 	m.Reload(true)
-	r.als = accesslog.New(r.Ledger, m, log)
+	r.als = accesslog.New(r.Ledger, m, log, alsOpts...)
 	return r, nil
 }
 
@@ -137,13 +146,19 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 
 	flight, long := newInflight(), newStreams()
-	gs := grpc.NewServer(
+	gopts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(flight.interceptor),
 		grpc.ChainStreamInterceptor(long.interceptor),
 		grpc.WaitForHandlers(true), // Stop and GracefulStop return after every handler
 		// Envoy pings idle HTTP/2 connections; do not punish it for that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	}
+	if age := r.cfg.Listen.GRPCMaxConnectionAge; age > 0 {
+		gopts = append(gopts, grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionAge: age, MaxConnectionAgeGrace: r.cfg.Listen.GRPCMaxConnectionAgeGrace,
+		}))
+	}
+	gs := grpc.NewServer(gopts...)
 	authv3.RegisterAuthorizationServer(gs, r.authz)
 	alsv3.RegisterAccessLogServiceServer(gs, r.als)
 	hs := health.NewServer()
@@ -164,6 +179,13 @@ func (r *Runner) Run(ctx context.Context) error {
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	errc := make(chan error, 3)
 	go func() { errc <- r.Ledger.Run(sweepCtx) }()
+	nodesDone := make(chan struct{})
+	go func() {
+		defer close(nodesDone)
+		if r.nodes != nil {
+			_ = r.nodes.Run(sweepCtx) // returns nil when sweepCtx ends
+		}
+	}()
 	adminCtx, stopAdmin := context.WithCancel(context.Background())
 	adminDone := make(chan error, 1)
 	go func() { adminDone <- r.admin.Serve(adminCtx, adminLn, r.adminTLS) }()
@@ -224,6 +246,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	_ = hsrv.Shutdown(shutCtx)
 	cancel()
 	stopSweep()
+	<-nodesDone
 	<-watchDone
 	stopAdmin()
 	if err := <-adminDone; err != nil {
@@ -272,9 +295,9 @@ func (r *Runner) reload(cfg *config.Config, err error) {
 		r.log.Error("configuration reload refused; the last good configuration keeps serving", "path", r.watchPath, "err", err)
 		return
 	}
-	if cfg.Listen != r.cfg.Listen || cfg.Leases.SweepInterval != r.cfg.Leases.SweepInterval ||
+	if cfg.Listen != r.cfg.Listen || cfg.Leases.SweepInterval != r.cfg.Leases.SweepInterval || cfg.Leases.NodeGrace != r.cfg.Leases.NodeGrace ||
 		cfg.Log != r.cfg.Log || cfg.Admin.TLS != r.cfg.Admin.TLS || cfg.Admin.TokenFile != r.cfg.Admin.TokenFile {
-		r.log.Warn("listen, log, admin and leases.sweep_interval changes take effect at the next restart", "path", r.watchPath)
+		r.log.Warn("listen, log, admin, leases.sweep_interval and leases.node_grace changes take effect at the next restart", "path", r.watchPath)
 	}
 	if _, err := r.Control.Reload(cfg); err != nil {
 		r.Metrics.Reload(false)
