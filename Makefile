@@ -101,10 +101,12 @@ compose-config:
 demo: deps-demo envoy build
 	ENVOY_BIN=$(ENVOY_BIN) ./bin/bulkhead-demo $(if $(DURATION),--duration $(DURATION))
 
-## bench: benchmarks of pkg/..., then requests through a real Envoy with and without the bulkhead
+## bench: micro-benchmarks, then floor / no-op ext_authz / bulkhead / Envoy breaker through real Envoys
+##        (about 7 min on 2 cores; results in docs/perf, see docs/performance.md).
+##        BENCH_QUICK=1: a short run (about 2 min) into tmp/bench-quick; BENCH_OUT=DIR to choose the folder.
 bench: envoy
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
-	ENVOY_BIN=$(ENVOY_BIN) $(GO) test -tags e2e -run '^$$' -bench ThroughEnvoy -benchtime 5s ./e2e/
+	ENVOY_BIN=$(ENVOY_BIN) $(GO) run ./e2e/benchharness \
+		-out $(or $(BENCH_OUT),$(if $(BENCH_QUICK),tmp/bench-quick,docs/perf)) $(if $(BENCH_QUICK),-quick)
 
 clean:
 	rm -rf bin/

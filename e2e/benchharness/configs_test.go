@@ -1,0 +1,80 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/bulkhead-mesh/bulkhead/envoy"
+	"github.com/bulkhead-mesh/bulkhead/pkg/config"
+	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc/envoyproctest"
+)
+
+// TestConfigsRender renders every configuration, checks the lines each one
+// is about, and has the real Envoy validate them when it is installed.
+func TestConfigsRender(t *testing.T) {
+	up, side := envoy.Endpoint{Host: "127.0.0.1", Port: 8081}, envoy.Endpoint{Host: "127.0.0.1", Port: 9001}
+	rendered := map[string]string{}
+	for _, spec := range configSpecs(true) {
+		b, err := spec.render(up, side)
+		if err != nil {
+			t.Fatalf("%s: %v", spec.Name, err)
+		}
+		var doc map[string]any
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			t.Fatalf("%s: %v\n%s", spec.Name, err, b)
+		}
+		rendered[spec.Name] = string(b)
+	}
+	tests := []struct {
+		config       string
+		want, reject []string
+	}{
+		{Floor, []string{"envoy.filters.http.router"}, []string{"ext_authz", "access_log", "circuit_breakers"}},
+		{Noop, []string{"envoy.filters.http.ext_authz", "timeout: 1s", "bulkhead: \"bench\""}, []string{"access_log"}},
+		{Bulkhead, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0"}, []string{"buffer_flush_interval"}},
+		{Breaker, []string{"max_requests: 1000"}, []string{"ext_authz", "access_log"}},
+		{Batched, []string{"buffer_size_bytes: 16384", "buffer_flush_interval: 0.001s"}, []string{"buffer_size_bytes: 0"}},
+		{NoopALS, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0"}, nil},
+	}
+	for _, tt := range tests {
+		got := rendered[tt.config]
+		for _, w := range tt.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s lacks %q", tt.config, w)
+			}
+		}
+		for _, r := range tt.reject {
+			if strings.Contains(got, r) {
+				t.Errorf("%s has %q", tt.config, r)
+			}
+		}
+	}
+
+	bin := envoyproctest.Binary(t)
+	dir := t.TempDir()
+	for name, cfg := range rendered {
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.CommandContext(t.Context(), bin, "--mode", "validate", "--disable-hot-restart", "-l", "warning", "-c", path).CombinedOutput()
+		if err != nil {
+			t.Errorf("envoy --mode validate %s: %v\n%s", name, err, out)
+		}
+	}
+}
+
+func TestDaemonConfigParses(t *testing.T) {
+	cfg, err := config.Parse("bench.yaml", []byte(daemonConfig()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := cfg.Bulkheads[routeName]; !ok || b.Settings.MaxConcurrent != limit {
+		t.Fatalf("bulkheads = %+v", cfg.Bulkheads)
+	}
+}

@@ -1,0 +1,34 @@
+// Command benchharness measures what the bulkhead costs, side by side with
+// its alternatives, and writes the figures docs/performance.md reports.
+//
+//	go run ./e2e/benchharness [-quick] [-out docs/perf]     (or: make bench)
+//
+// It runs, in one process:
+//
+//  1. the Go micro-benchmarks of pkg/bulkhead, pkg/permit, pkg/authz and
+//     pkg/accesslog (go test -bench, -p 1), and a CPU profile of
+//     BenchmarkHotPath, a request's whole life in the daemon in process;
+//  2. a load harness against real Envoys on 127.0.0.1, one per
+//     configuration, all started at once and measured in turn: Envoy
+//     straight to the upstream (the floor), Envoy with ext_authz to a no-op
+//     server (./noopauthz), Envoy with the bulkhead daemon (ext_authz and
+//     the gRPC access log; the bootstrap of package envoy, as shipped),
+//     Envoy's own circuit breaker (max_requests), and a diagnostic no-op
+//     ext_authz plus access log. For each: closed-loop maximum throughput,
+//     then open-loop latency at 25, 50 and 75% of the floor's maximum,
+//     measured from each request's intended send time (coordinated
+//     omission corrected); CPU per 1,000 requests of every process from
+//     /proc; the daemon's memory from its /metrics; the release lag from
+//     its permit hold-time histogram.
+//
+// Results: results.md, results.json, latency.png and hotpath-profile.txt in
+// the -out folder. Absolute figures depend on the machine and on whatever
+// else runs on it; compare configurations within one run.
+//
+// Ownership: the harness owns every process it starts (the daemon and the
+// no-op server are built from source into a temporary directory) and stops
+// them, Envoys included, before it exits; each dies with the harness if it
+// is killed (parent-death signal). Nothing here is safe for concurrent use
+// beyond what its comments say; the load workers are the only goroutines
+// and each phase waits for all of them.
+package main

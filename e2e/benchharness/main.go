@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// options are the command line.
+type options struct {
+	out        string
+	quick      bool
+	micro      bool
+	e2e        bool
+	diagnostic bool
+	configs    string
+	envoyBin   string
+	plan       Plan
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("benchharness", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.out, "out", "docs/perf", "results folder (results.md, results.json, latency.png, hotpath-profile.txt)")
+	fs.BoolVar(&o.quick, "quick", false, "a short run (about a minute and a half): indicative figures only")
+	fs.BoolVar(&o.micro, "micro", true, "run the Go micro-benchmarks and profile the daemon's hot path")
+	fs.BoolVar(&o.e2e, "e2e", true, "run the load harness through real Envoys")
+	fs.BoolVar(&o.diagnostic, "diagnostic", true, "also measure no-op ext_authz + access log (tells Envoy's access-log cost apart)")
+	fs.StringVar(&o.configs, "configs", "", "comma-separated configurations to measure (default: all; the floor is always measured)")
+	fs.StringVar(&o.envoyBin, "envoy", "", "Envoy binary (default: $ENVOY_BIN, .venv/bin/envoy, then PATH)")
+	delay := fs.Duration("upstream-delay", 0, "the upstream's fixed service time")
+	conns := fs.Int("closed-connections", 0, "closed-loop connections (default: the plan's)")
+	rounds := fs.Int("rounds", 0, "closed-loop rounds (default: the plan's)")
+	closedWin := fs.Duration("closed-window", 0, "closed-loop measured window (default: the plan's)")
+	openWin := fs.Duration("open-window", 0, "open-loop measured window per rate (default: the plan's; negative: no open loop)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	o.plan = fullPlan()
+	if o.quick {
+		o.plan = quickPlan()
+	}
+	o.plan.UpstreamDelay = *delay
+	if *conns > 0 {
+		o.plan.ClosedConns = *conns
+	}
+	if *rounds > 0 {
+		o.plan.Rounds = *rounds
+	}
+	if *closedWin > 0 {
+		o.plan.ClosedWindow = *closedWin
+	}
+	switch {
+	case *openWin > 0:
+		o.plan.OpenWindow = *openWin
+	case *openWin < 0:
+		o.plan.Fractions = nil
+	}
+	return o, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	res, err := measureAll(ctx, log, o, stderr)
+	if res != nil {
+		if werr := writeResults(o.out, res); werr != nil {
+			log.Error("results not written", "err", werr)
+			return 1
+		}
+		fmt.Fprintf(stdout, "results in %s\n", o.out)
+		for _, g := range res.Goals {
+			met := "not measured"
+			if g.Met != nil {
+				met = map[bool]string{true: "met", false: "NOT met"}[*g.Met]
+			}
+			fmt.Fprintf(stdout, "  %-55s %-12s %s\n", g.Name, met, g.Measured)
+		}
+	}
+	if err != nil {
+		log.Error("benchmark failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// measureAll runs the micro-benchmarks, then the load harness.
+func measureAll(ctx context.Context, log *slog.Logger, o options, stderr io.Writer) (*Results, error) {
+	start := time.Now()
+	res := &Results{Generated: start.UTC().Format(time.RFC3339), Plan: o.plan, Machine: machine()}
+	dir, err := os.MkdirTemp("", "bulkhead-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return nil, err
+	}
+	if o.micro {
+		log.Info("micro-benchmarks", "benchtime", o.plan.BenchTime, "count", o.plan.BenchCount)
+		if res.Micro, err = runMicro(ctx, o.plan, stderr); err != nil {
+			return nil, err
+		}
+		log.Info("profiling the hot path")
+		prof, err := profileHotPath(ctx, dir, map[bool]string{true: "1s", false: "3s"}[o.quick])
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(o.out, "hotpath-profile.txt"), []byte(prof), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if o.e2e {
+		if err := runHarness(ctx, log, o, dir, res); err != nil {
+			res.Problems = append(res.Problems, err.Error())
+			res.evaluate()
+			return res, err
+		}
+	}
+	res.Machine.LoadAvgEnd = loadavg()
+	res.collectProblems()
+	res.evaluate()
+	log.Info("done", "took", time.Since(start).Round(time.Second))
+	return res, nil
+}
+
+// runHarness starts every configuration and measures them.
+func runHarness(ctx context.Context, log *slog.Logger, o options, dir string, res *Results) (err error) {
+	bin := o.envoyBin
+	if bin == "" {
+		if bin, err = envoyproc.FindBinary(); err != nil {
+			return err
+		}
+	}
+	res.Machine.Envoy = envoyVersion(ctx, bin)
+	specs := configSpecs(o.diagnostic)
+	if o.configs != "" {
+		keep := strings.Split(o.configs, ",")
+		specs = slices.DeleteFunc(specs, func(s configSpec) bool { return s.Name != Floor && !slices.Contains(keep, s.Name) })
+	}
+	for _, s := range specs {
+		res.Configs = append(res.Configs, ConfigInfo{Name: s.Name, Title: s.Title})
+	}
+	e, err := startEnv(ctx, log, dir, bin, o.plan.UpstreamDelay, specs)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := e.stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	if res.DaemonIdle, err = e.idleMemory(ctx); err != nil {
+		return err
+	}
+	res.Phases, err = e.runLoad(ctx, o.plan)
+	if _, peak, merr := memory(e.daemon.PID()); merr == nil {
+		res.DaemonPeakRSS = peak
+	}
+	return err
+}
+
+func writeResults(dir string, r *Results) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "results.md"))
+	if err != nil {
+		return err
+	}
+	if err := writeMarkdown(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if len(r.Phases) == 0 {
+		return nil
+	}
+	return writePlot(filepath.Join(dir, "latency.png"), r)
+}
+
+// machine describes this host.
+func machine() Machine {
+	m := Machine{Cores: runtime.NumCPU(), Go: runtime.Version(), LoadAvgStart: loadavg(), CPU: "unknown", Kernel: "unknown"}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = "Linux " + strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

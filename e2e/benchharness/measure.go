@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
+)
+
+// Phase is one load run against one configuration.
+type Phase struct {
+	Config    string  `json:"config"`
+	Loop      string  `json:"loop"` // "closed" or "open"
+	Round     int     `json:"round,omitempty"`
+	Base      string  `json:"rate_base,omitempty"`     // open loop: BaseFloor or BaseCommon
+	Fraction  float64 `json:"load_fraction,omitempty"` // open loop: of the base's maximum
+	TargetRPS float64 `json:"target_rps,omitempty"`
+	Conns     int     `json:"connections"`
+	Seconds   float64 `json:"seconds"`
+	Requests  int64   `json:"requests"`
+	RPS       float64 `json:"rps"`
+	Errors    int64   `json:"errors"`
+	NonOK     int64   `json:"non_200"`
+	Censored  int64   `json:"censored,omitempty"`
+	// Latency: closed loop from send; open loop from the intended send
+	// time (corrected for coordinated omission).
+	Latency Summary  `json:"latency"`
+	SendLag *Summary `json:"send_lag,omitempty"`
+	// CPU by process: envoy, sidecar (no-op server or bulkhead daemon) and
+	// harness (load generator and upstream).
+	CPU map[string]CPUUse `json:"cpu"`
+	// OtherLoad is the CPU that processes other than the harness's used
+	// during the window, plus the time the hypervisor stole, in cores: the
+	// interference on a shared machine.
+	OtherLoad float64       `json:"other_load_cores"`
+	Daemon    *DaemonMemory `json:"daemon,omitempty"`
+	Lag       *ReleaseLag   `json:"release_lag,omitempty"`
+	Problems  []string      `json:"problems,omitempty"`
+}
+
+// CPUUse is one process's CPU over a phase's window.
+type CPUUse struct {
+	Cores   float64 `json:"cores"`              // CPU seconds per second
+	MsPer1k float64 `json:"ms_per_1k_requests"` // CPU milliseconds per 1,000 requests
+}
+
+// DaemonMemory is read from the daemon's own /metrics at a phase's end.
+type DaemonMemory struct {
+	RSSBytes       float64 `json:"rss_bytes"`        // process_resident_memory_bytes
+	HeapInuseBytes float64 `json:"heap_inuse_bytes"` // go_memstats_heap_inuse_bytes
+	HeapAllocBytes float64 `json:"heap_alloc_bytes"` // go_memstats_heap_alloc_bytes
+	Goroutines     float64 `json:"goroutines"`       // go_goroutines
+}
+
+// reading is the state of a stack at one end of a phase's window.
+type reading struct {
+	cpu      map[string]time.Duration
+	others   time.Duration // machine busy + stolen - every process of the run
+	at       time.Time
+	metrics  *testbed.Metrics // the daemon's, or nil
+	upServed int64
+	upBusy   time.Duration
+	err      error
+}
+
+// pids are the processes whose CPU a phase accounts, by role.
+func (e *env) pids(st *stack) map[string]int {
+	p := map[string]int{"envoy": st.proxy.PID(), "harness": os.Getpid()}
+	if st.side != nil {
+		p["sidecar"] = st.side.PID()
+	}
+	return p
+}
+
+// allPIDs are every process of the run: this one, the sidecars, every Envoy.
+func (e *env) allPIDs() []int {
+	pids := []int{os.Getpid()}
+	for _, c := range []*child{e.noop, e.noopMeta, e.daemon} {
+		if c != nil {
+			pids = append(pids, c.PID())
+		}
+	}
+	for _, st := range e.stacks {
+		pids = append(pids, st.proxy.PID())
+	}
+	return pids
+}
+
+// read takes a reading of st. The daemon's /metrics is scraped outside the
+// CPU window (before the CPU at the start, after it at the end), so that
+// the scrape's own cost is not charged to the requests.
+func (e *env) read(ctx context.Context, st *stack, end bool) reading {
+	r := reading{cpu: map[string]time.Duration{}}
+	scrape := func() {
+		if url := st.metricsURL(); url != "" && r.err == nil {
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			r.metrics, r.err = testbed.Scrape(sctx, url)
+		}
+	}
+	if !end {
+		scrape()
+	}
+	for role, pid := range e.pids(st) {
+		d, err := cpuTime(pid)
+		if err != nil && r.err == nil {
+			r.err = fmt.Errorf("%s: %w", role, err)
+		}
+		r.cpu[role] = d
+	}
+	r.upServed, r.upBusy = e.upstream.Stats()
+	r.at = time.Now()
+	busy, steal, err := machineCPU()
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	r.others = busy + steal
+	for _, pid := range e.allPIDs() {
+		if d, err := cpuTime(pid); err == nil {
+			r.others -= d
+		}
+	}
+	if end {
+		scrape()
+	}
+	return r
+}
+
+// measure runs load against st between two readings and turns what it saw
+// into a Phase.
+func (e *env) measure(ctx context.Context, st *stack, p Phase, load func(marker) loadStats) Phase {
+	var r [2]reading
+	s := load(func(end bool) {
+		i := 0
+		if end {
+			i = 1
+		}
+		r[i] = e.read(ctx, st, end)
+	})
+	p.Config = st.spec.Name
+	p.Seconds = s.Window.Seconds()
+	p.Requests = s.Requests
+	p.RPS = math.Round(float64(s.Requests) / s.Window.Seconds())
+	p.Errors, p.NonOK, p.Censored = s.Errors, s.NonOK, s.Censored
+	p.Latency = summarize(s.Latencies)
+	if s.SendLag != nil {
+		lag := summarize(s.SendLag)
+		p.SendLag = &lag
+	}
+	for _, x := range r {
+		if x.err != nil {
+			p.Problems = append(p.Problems, x.err.Error())
+		}
+	}
+	if dt := r[1].at.Sub(r[0].at).Seconds(); dt > 0 {
+		p.OtherLoad = round3(max((r[1].others-r[0].others).Seconds()/dt, 0))
+	}
+	p.CPU = map[string]CPUUse{}
+	for role := range r[1].cpu {
+		d := r[1].cpu[role] - r[0].cpu[role]
+		u := CPUUse{Cores: round3(d.Seconds() / s.Window.Seconds())}
+		if s.Requests > 0 {
+			u.MsPer1k = round3(float64(d.Milliseconds()) / (float64(s.Requests) / 1000))
+		}
+		p.CPU[role] = u
+	}
+	if m := r[1].metrics; m != nil {
+		p.Daemon = &DaemonMemory{
+			RSSBytes:       sum(m, "process_resident_memory_bytes"),
+			HeapInuseBytes: sum(m, "go_memstats_heap_inuse_bytes"),
+			HeapAllocBytes: sum(m, "go_memstats_heap_alloc_bytes"),
+			Goroutines:     sum(m, "go_goroutines"),
+		}
+		if r[0].metrics != nil {
+			served := r[1].upServed - r[0].upServed
+			var upMean time.Duration
+			if served > 0 {
+				upMean = (r[1].upBusy - r[0].upBusy) / time.Duration(served)
+			}
+			lag, err := releaseLag(r[0].metrics, m, upMean)
+			if err != nil {
+				p.Problems = append(p.Problems, err.Error())
+			} else {
+				p.Lag = &lag
+			}
+		}
+	}
+	if s.Errors > 0 || s.NonOK > 0 {
+		p.Problems = append(p.Problems, fmt.Sprintf("%d errors, %d non-200 responses", s.Errors, s.NonOK))
+	}
+	return p
+}
+
+func sum(m *testbed.Metrics, name string) float64 { return m.Sum(name, nil) }
+
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
