@@ -10,7 +10,7 @@ ENVOY         := $(VENV)/bin/envoy
 # Absolute, so tests and the demo find it whatever their working directory.
 ENVOY_BIN     := $(abspath $(ENVOY))
 
-.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet unit e2e demo bench clean
+.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet unit fuzz e2e soak demo bench clean
 
 all: build
 
@@ -38,7 +38,7 @@ build:
 	$(GO) build -o bin/ ./cmd/...
 
 ## test: format check, vet, unit tests, then the end-to-end tests against a real Envoy
-test: deps envoy helm fmt-check vet proto-check unit e2e helm-test promtool-test
+test: deps envoy helm fmt-check vet proto-check unit fuzz e2e helm-test promtool-test
 # In `make test` a missing helm or Prometheus fails the tests that need them.
 test: export BULKHEAD_REQUIRE_HELM := 1
 test: export BULKHEAD_REQUIRE_PROMETHEUS := 1
@@ -55,6 +55,24 @@ unit: envoy
 
 e2e: envoy
 	BULKHEAD_REQUIRE_ENVOY=1 ENVOY_BIN=$(ENVOY_BIN) $(GO) test -race -count=1 -tags e2e -timeout 15m ./e2e/...
+
+## fuzz: run each fuzz target for FUZZTIME (seeds: f.Add and testdata/fuzz/FuzzX/); a failure is kept in testdata
+FUZZTIME     ?= 10s
+FUZZ_TARGETS := pkg/authz:FuzzCheck pkg/accesslog:FuzzAccessLog pkg/config:FuzzParse \
+                pkg/admin:FuzzPatchJSON pkg/bulkhead:FuzzModel pkg/permit:FuzzRelease
+fuzz:
+	@for target in $(FUZZ_TARGETS); do \
+		pkg="./$${target%%:*}"; fn="$${target##*:}"; \
+		echo "fuzz: $$fn in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s "$$pkg" || exit 1; \
+	done
+
+## soak: the soak test alone, for SOAK (make soak SOAK=30m); `make test` runs it for 60s within e2e
+SOAK         ?= 5m
+SOAK_TIMEOUT ?= 3h
+soak: envoy
+	BULKHEAD_REQUIRE_ENVOY=1 ENVOY_BIN=$(ENVOY_BIN) BULKHEAD_SOAK=$(SOAK) \
+		$(GO) test -race -count=1 -tags e2e -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' -v ./e2e/
 
 ## proto: regenerate the Go code beside proto/**/*.proto (pinned protoc and plugins; see proto/gen.sh)
 .PHONY: proto proto-check

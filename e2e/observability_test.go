@@ -32,7 +32,7 @@ func TestObservabilityQueriesReturnData(t *testing.T) {
 	root := repoRoot(t)
 	const skipLog = "x-test-skip-access-log"
 	s := startStack(t, `
-authz: {unknown_bulkhead: deny}
+authz: {unknown_bulkhead: deny, trusted_priority_sources: ["127.0.0.0/8"]}
 leases: {sweep_interval: 100ms}
 bulkheads:
   catalog: {max_concurrent: 2, max_queue: 2, max_wait: 100ms, lease_ttl: 1s, reserve: {critical: 0.5}}

@@ -16,6 +16,7 @@ func prio(p string) map[string]string { return map[string]string{"x-bulkhead-pri
 // the reserve, and best_effort is shed first.
 func TestPriority(t *testing.T) {
 	s := startStack(t, `
+authz: {trusted_priority_sources: ["127.0.0.0/8"]}
 bulkheads:
   catalog: {max_concurrent: 10, max_queue: 3, max_wait: 4s, reserve: {critical: 0.2, normal: 0.1}}
 `, func(p *envoy.Params) { p.ExtAuthzTimeout = 6 * time.Second })

@@ -8,6 +8,12 @@
 // the template rendered with DemoParams; a test fails when it is stale, and
 // `make envoy-config` (go run ./envoy/gen) regenerates it.
 //
+// With Params.BulkheadTLS the bulkhead cluster gets an UpstreamTlsContext:
+// ALPN h2, the daemon's CA, SNI and a subject-alt-name match (a DNS name, or
+// the daemon's IP address when there is no SNI), and Envoy's client
+// certificate for a daemon that requires mTLS (listen.grpc_tls). Without it
+// the rendered bootstrap is unchanged.
+//
 // Render is a pure function and safe for concurrent use; Params values are
 // plain data owned by the caller.
 package envoy

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
@@ -102,7 +104,29 @@ type Params struct {
 	// the lease expires). "" = every request is logged.
 	AccessLogExcludeHeader string
 
-	// Room for later: downstream and upstream TLS settings.
+	// BulkheadTLS, when set, makes Envoy connect to the daemon over TLS (the
+	// daemon's listen.grpc_tls), and over mutual TLS with a client
+	// certificate. nil = plaintext HTTP/2.
+	BulkheadTLS *UpstreamTLS
+
+	// Room for later: downstream TLS settings.
+}
+
+// UpstreamTLS is how Envoy connects to the Bulkhead daemon over TLS. Envoy
+// reads the files when it starts.
+type UpstreamTLS struct {
+	// CAFile is the PEM bundle of the CAs that sign the daemon's
+	// certificate (required).
+	CAFile string
+	// ServerName is sent as SNI, and the daemon's certificate must carry it
+	// as a DNS name. Default: Bulkhead.Host when that is a DNS name. When
+	// Bulkhead.Host is an IP address and ServerName is empty, no SNI is sent
+	// and the certificate must carry that IP address.
+	ServerName string
+	// CertFile and KeyFile are Envoy's client certificate chain and key
+	// (PEM), for a daemon that requires mTLS (listen.grpc_tls.client_ca_file):
+	// both or neither.
+	CertFile, KeyFile string
 }
 
 // DemoRoutes returns the three demo routes /catalog, /auth and /orders, each
@@ -138,6 +162,8 @@ var (
 	headerPattern = regexp.MustCompile(`^[a-z0-9!#$%&'*+.^_|~` + "`" + `-]+$`)
 	// Hosts: IP literals or DNS names.
 	hostPattern = regexp.MustCompile(`^[A-Za-z0-9.:_-]+$`)
+	// DNS names (SNI).
+	dnsPattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$`)
 	// Path prefixes: no quotes, spaces or control characters.
 	prefixPattern = regexp.MustCompile(`^/[A-Za-z0-9/._~%!$&'()*+,;=:@-]*$`)
 )
@@ -164,6 +190,13 @@ func (p Params) withDefaults() Params {
 	}
 	if p.StatusOnError == 0 {
 		p.StatusOnError = DefaultStatusOnError
+	}
+	if p.BulkheadTLS != nil {
+		t := *p.BulkheadTLS // a copy: the caller's stays as it was
+		if t.ServerName == "" && net.ParseIP(p.Bulkhead.Host) == nil {
+			t.ServerName = p.Bulkhead.Host
+		}
+		p.BulkheadTLS = &t
 	}
 	return p
 }
@@ -248,6 +281,22 @@ func (p Params) validate() error {
 	}
 	if p.AccessLogExcludeHeader != "" && !headerPattern.MatchString(p.AccessLogExcludeHeader) {
 		bad("AccessLogExcludeHeader %q: want a lower-case header name", p.AccessLogExcludeHeader)
+	}
+	if t := p.BulkheadTLS; t != nil {
+		if t.CAFile == "" {
+			bad("BulkheadTLS.CAFile: required (the CA bundle that signs the daemon's certificate)")
+		}
+		if (t.CertFile == "") != (t.KeyFile == "") {
+			bad("BulkheadTLS.CertFile, BulkheadTLS.KeyFile: set both (mTLS) or neither")
+		}
+		if t.ServerName != "" && (!dnsPattern.MatchString(t.ServerName) || net.ParseIP(t.ServerName) != nil) {
+			bad("BulkheadTLS.ServerName %q: want a DNS name (SNI cannot be an IP address)", t.ServerName)
+		}
+		for field, path := range map[string]string{"CAFile": t.CAFile, "CertFile": t.CertFile, "KeyFile": t.KeyFile} {
+			if strings.ContainsFunc(path, unicode.IsControl) {
+				bad("BulkheadTLS.%s %q: control characters", field, path)
+			}
+		}
 	}
 	if len(errs) == 0 {
 		return nil

@@ -3,6 +3,7 @@ package envoy_test
 import (
 	"bytes"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,12 +15,30 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
+	"github.com/bulkhead-mesh/bulkhead/pkg/admin/admintest"
 	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc/envoyproctest"
 )
 
 // paramSets are rendered and checked by every test below, and validated by
-// the real Envoy when it is installed.
-func paramSets() map[string]envoy.Params {
+// the real Envoy when it is installed. The TLS sets name real PEM files.
+func paramSets(t *testing.T) map[string]envoy.Params {
+	t.Helper()
+	dir := t.TempDir()
+	ca := admintest.NewCA(t, "bulkhead CA")
+	certPEM, keyPEM := ca.Issue(t, "front-proxy", false)
+	caFile := admintest.WriteFile(t, dir, "ca.crt", ca.PEM)
+	certFile := admintest.WriteFile(t, dir, "envoy.crt", certPEM)
+	keyFile := admintest.WriteFile(t, dir, "envoy.key", keyPEM)
+
+	mtls := envoy.DemoParams()
+	mtls.ListenerPort, mtls.AdminPort = 0, 0
+	mtls.BulkheadTLS = &envoy.UpstreamTLS{CAFile: caFile, CertFile: certFile, KeyFile: keyFile} // IP SAN 127.0.0.1, no SNI
+	tlsDNS := envoy.DemoParams()
+	tlsDNS.Bulkhead = envoy.Endpoint{Host: "bulkhead.mesh.svc", Port: 9001}
+	tlsDNS.BulkheadTLS = &envoy.UpstreamTLS{CAFile: caFile} // SNI and DNS SAN from the host
+	mtlsSNI := envoy.DemoParams()
+	mtlsSNI.BulkheadTLS = &envoy.UpstreamTLS{CAFile: caFile, ServerName: "bulkhead.test", CertFile: certFile, KeyFile: keyFile}
+
 	zero := envoy.DemoParams()
 	zero.ListenerPort, zero.AdminPort = 0, 0
 
@@ -41,7 +60,8 @@ func paramSets() map[string]envoy.Params {
 			{Name: "root", Prefix: "/", Upstream: envoy.Endpoint{Host: "::1", Port: 8080}},
 		},
 	}
-	return map[string]envoy.Params{"demo": envoy.DemoParams(), "port zero": zero, "custom": custom}
+	return map[string]envoy.Params{"demo": envoy.DemoParams(), "port zero": zero, "custom": custom,
+		"mtls to an IP": mtls, "tls to a DNS name": tlsDNS, "mtls with SNI": mtlsSNI}
 }
 
 func TestCommittedConfigIsCurrent(t *testing.T) {
@@ -60,7 +80,7 @@ func TestCommittedConfigIsCurrent(t *testing.T) {
 
 // TestRenderedShape checks the lines the design depends on, structurally.
 func TestRenderedShape(t *testing.T) {
-	for name, p := range paramSets() {
+	for name, p := range paramSets(t) {
 		t.Run(name, func(t *testing.T) {
 			b, err := envoy.Render(p)
 			if err != nil {
@@ -159,7 +179,57 @@ func TestRenderedShape(t *testing.T) {
 			if got := dig(t, bh, "circuit_breakers", "thresholds", 0, "max_requests").(int); got <= 1024 {
 				t.Errorf("bulkhead max_requests = %d, want far above 1024", got)
 			}
+			checkUpstreamTLS(t, p, bh.(map[string]any))
 		})
+	}
+}
+
+// checkUpstreamTLS checks the bulkhead cluster's transport socket: present
+// exactly with BulkheadTLS, with the CA, ALPN h2, the name checked (DNS name
+// with SNI, or the IP address without) and the client certificate for mTLS.
+func checkUpstreamTLS(t *testing.T, p envoy.Params, cluster map[string]any) {
+	t.Helper()
+	ts, ok := cluster["transport_socket"]
+	if ok != (p.BulkheadTLS != nil) {
+		t.Fatalf("bulkhead transport_socket present = %v, BulkheadTLS = %+v", ok, p.BulkheadTLS)
+	}
+	if !ok {
+		return
+	}
+	want := *p.BulkheadTLS
+	if dig(t, ts, "name") != "envoy.transport_sockets.tls" ||
+		dig(t, ts, "typed_config", "@type") != "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext" {
+		t.Errorf("transport_socket = %v", ts)
+	}
+	ctx := dig(t, ts, "typed_config").(map[string]any)
+	wantSNI, sanType, san := want.ServerName, "DNS", want.ServerName
+	if wantSNI == "" && net.ParseIP(p.Bulkhead.Host) == nil {
+		wantSNI, san = p.Bulkhead.Host, p.Bulkhead.Host
+	}
+	if wantSNI == "" {
+		sanType, san = "IP_ADDRESS", p.Bulkhead.Host
+	}
+	if got, _ := ctx["sni"].(string); got != wantSNI {
+		t.Errorf("sni = %q, want %q", got, wantSNI)
+	}
+	common := dig(t, ctx, "common_tls_context")
+	if alpn := dig(t, common, "alpn_protocols").([]any); len(alpn) != 1 || alpn[0] != "h2" {
+		t.Errorf("alpn_protocols = %v, want [h2]", alpn)
+	}
+	if got := dig(t, common, "validation_context", "trusted_ca", "filename"); got != want.CAFile {
+		t.Errorf("trusted_ca = %v, want %s", got, want.CAFile)
+	}
+	m := dig(t, common, "validation_context", "match_typed_subject_alt_names", 0)
+	if dig(t, m, "san_type") != sanType || dig(t, m, "matcher", "exact") != san {
+		t.Errorf("SAN match = %v, want %s %s", m, sanType, san)
+	}
+	certs, hasCert := common.(map[string]any)["tls_certificates"]
+	if hasCert != (want.CertFile != "") {
+		t.Fatalf("tls_certificates present = %v, CertFile %q", hasCert, want.CertFile)
+	}
+	if hasCert && (dig(t, certs, 0, "certificate_chain", "filename") != want.CertFile ||
+		dig(t, certs, 0, "private_key", "filename") != want.KeyFile) {
+		t.Errorf("tls_certificates = %v", certs)
 	}
 }
 
@@ -190,6 +260,12 @@ func TestRenderRejects(t *testing.T) {
 		{"route lease", func(p *envoy.Params) { p.Routes[2].LeaseTTL = 1500 * time.Microsecond }, "Routes[2].LeaseTTL"},
 		{"lease on an unguarded route", func(p *envoy.Params) { p.Routes[0].Unguarded, p.Routes[0].LeaseTTL = true, time.Second }, "Unguarded"},
 		{"header", func(p *envoy.Params) { p.AccessLogExcludeHeader = "X-Upper" }, "AccessLogExcludeHeader"},
+		{"TLS without a CA", func(p *envoy.Params) { p.BulkheadTLS = &envoy.UpstreamTLS{} }, "BulkheadTLS.CAFile"},
+		{"TLS cert without key", func(p *envoy.Params) { p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: "ca", CertFile: "c"} }, "BulkheadTLS.CertFile"},
+		{"TLS key without cert", func(p *envoy.Params) { p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: "ca", KeyFile: "k"} }, "BulkheadTLS.KeyFile"},
+		{"SNI an IP", func(p *envoy.Params) { p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: "ca", ServerName: "10.0.0.1"} }, "BulkheadTLS.ServerName"},
+		{"SNI not a name", func(p *envoy.Params) { p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: "ca", ServerName: "a b"} }, "BulkheadTLS.ServerName"},
+		{"newline in a path", func(p *envoy.Params) { p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: "ca\nx"} }, "BulkheadTLS.CAFile"},
 		{"every problem at once", func(p *envoy.Params) { p.AdminPort = -1; p.StatusOnError = 1 }, "AdminPort"},
 	}
 	for _, tt := range tests {
@@ -208,7 +284,7 @@ func TestRenderRejects(t *testing.T) {
 func TestEnvoyValidates(t *testing.T) {
 	bin := envoyproctest.Binary(t)
 	dir := t.TempDir()
-	for name, p := range paramSets() {
+	for name, p := range paramSets(t) {
 		t.Run(name, func(t *testing.T) {
 			b, err := envoy.Render(p)
 			if err != nil {
@@ -249,4 +325,18 @@ func dig(t *testing.T, v any, path ...any) any {
 		}
 	}
 	return v
+}
+
+// Render leaves the caller's BulkheadTLS as it was (defaults go to a copy).
+func TestRenderKeepsCallersTLS(t *testing.T) {
+	p := envoy.DemoParams()
+	p.Bulkhead.Host = "bulkhead.mesh.svc"
+	tls := &envoy.UpstreamTLS{CAFile: "/ca.crt"}
+	p.BulkheadTLS = tls
+	if _, err := envoy.Render(p); err != nil {
+		t.Fatal(err)
+	}
+	if tls.ServerName != "" {
+		t.Errorf("Render set the caller's ServerName to %q", tls.ServerName)
+	}
 }

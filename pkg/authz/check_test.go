@@ -2,6 +2,8 @@ package authz
 
 import (
 	"context"
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,7 +85,7 @@ func TestCheckRejections(t *testing.T) {
 
 		low := checkAsync(ctx, e.client, checkReq(map[string]string{"bulkhead": "catalog", "priority": "best_effort"}, nil))
 		waitFor(t, "best_effort queued", func() bool { return snap(t, e.reg, "catalog").Queued[bulkhead.BestEffort] == 1 })
-		high := checkAsync(ctx, e.client, checkReq(map[string]string{"bulkhead": "catalog"}, map[string]string{"x-bulkhead-priority": "critical"}))
+		high := checkAsync(ctx, e.client, checkReq(map[string]string{"bulkhead": "catalog", "priority": "critical"}, nil))
 
 		r := recvResult(t, low)
 		d := wantDenial(t, r.resp, r.err, 429, "shed", "catalog")
@@ -194,39 +196,62 @@ func ptr(s string) *string { return &s }
 
 func TestCheckPriority(t *testing.T) {
 	const hdr = "x-bulkhead-priority"
+	const trusted, untrusted = "10.1.2.3", "192.0.2.9"
 	tests := []struct {
-		name    string
-		header  string // policy's PriorityHeader
-		dflt    bulkhead.Priority
-		headers map[string]string
-		ext     string // context_extensions["priority"], "-" for none
-		want    bulkhead.Priority
-		invalid int
+		name      string
+		header    string // policy's PriorityHeader
+		dflt      bulkhead.Priority
+		headers   map[string]string
+		ext       string // context_extensions["priority"], "-" for none
+		source    string // downstream address; "" for none
+		want      bulkhead.Priority
+		invalid   int
+		untrusted int
 	}{
-		{"none", hdr, bulkhead.Normal, nil, "-", bulkhead.Normal, 0},
-		{"default best_effort", hdr, bulkhead.BestEffort, nil, "-", bulkhead.BestEffort, 0},
-		{"header", hdr, bulkhead.Normal, map[string]string{hdr: "critical"}, "-", bulkhead.Critical, 0},
-		{"extension", hdr, bulkhead.Normal, nil, "best_effort", bulkhead.BestEffort, 0},
-		{"header wins", hdr, bulkhead.Normal, map[string]string{hdr: "critical"}, "best_effort", bulkhead.Critical, 0},
-		{"other header ignored", hdr, bulkhead.Normal, map[string]string{"x-priority": "critical"}, "-", bulkhead.Normal, 0},
-		{"invalid header", hdr, bulkhead.Normal, map[string]string{hdr: "urgent"}, "-", bulkhead.Normal, 1},
-		{"invalid header, valid extension", hdr, bulkhead.BestEffort, map[string]string{hdr: "urgent"}, "critical", bulkhead.Critical, 1},
-		{"invalid header and extension", hdr, bulkhead.BestEffort, map[string]string{hdr: "urgent"}, "high", bulkhead.BestEffort, 2},
-		{"empty header", hdr, bulkhead.Normal, map[string]string{hdr: ""}, "-", bulkhead.Normal, 1},
-		{"invalid extension", hdr, bulkhead.Normal, nil, "CRITICAL", bulkhead.Normal, 1},
-		{"headers ignored", "", bulkhead.Normal, map[string]string{hdr: "critical", "": "critical"}, "best_effort", bulkhead.BestEffort, 0},
-		{"header name normalised", "X-Bulkhead-Priority", bulkhead.Normal, map[string]string{hdr: "critical"}, "-", bulkhead.Critical, 0},
+		{"none", hdr, bulkhead.Normal, nil, "-", trusted, bulkhead.Normal, 0, 0},
+		{"default best_effort", hdr, bulkhead.BestEffort, nil, "-", untrusted, bulkhead.BestEffort, 0, 0},
+		{"header", hdr, bulkhead.Normal, map[string]string{hdr: "critical"}, "-", trusted, bulkhead.Critical, 0, 0},
+		{"extension", hdr, bulkhead.Normal, nil, "best_effort", untrusted, bulkhead.BestEffort, 0, 0},
+		{"header wins", hdr, bulkhead.Normal, map[string]string{hdr: "critical"}, "best_effort", trusted, bulkhead.Critical, 0, 0},
+		{"other header ignored", hdr, bulkhead.Normal, map[string]string{"x-priority": "critical"}, "-", trusted, bulkhead.Normal, 0, 0},
+		{"invalid header", hdr, bulkhead.Normal, map[string]string{hdr: "urgent"}, "-", trusted, bulkhead.Normal, 1, 0},
+		{"invalid header, valid extension", hdr, bulkhead.BestEffort, map[string]string{hdr: "urgent"}, "critical", trusted, bulkhead.Critical, 1, 0},
+		{"invalid header and extension", hdr, bulkhead.BestEffort, map[string]string{hdr: "urgent"}, "high", trusted, bulkhead.BestEffort, 2, 0},
+		{"empty header", hdr, bulkhead.Normal, map[string]string{hdr: ""}, "-", trusted, bulkhead.Normal, 1, 0},
+		{"oversized header", hdr, bulkhead.Normal, map[string]string{hdr: strings.Repeat("critical", 1000)}, "-", trusted, bulkhead.Normal, 1, 0},
+		{"invalid extension", hdr, bulkhead.Normal, nil, "CRITICAL", trusted, bulkhead.Normal, 1, 0},
+		{"headers ignored", "", bulkhead.Normal, map[string]string{hdr: "critical", "": "critical"}, "best_effort", trusted, bulkhead.BestEffort, 0, 0},
+		{"header name normalised", "X-Bulkhead-Priority", bulkhead.Normal, map[string]string{hdr: "critical"}, "-", trusted, bulkhead.Critical, 0, 0},
+		{"trusted IPv4 in IPv6", hdr, bulkhead.Normal, map[string]string{hdr: "critical"}, "-", "::ffff:10.9.9.9", bulkhead.Critical, 0, 0},
+		{"trusted IPv6", hdr, bulkhead.BestEffort, map[string]string{hdr: "critical"}, "-", "fd00::7", bulkhead.Critical, 0, 0},
+
+		// From an untrusted source the header may lower the class, never raise it.
+		{"untrusted raise over the default", hdr, bulkhead.Normal, map[string]string{hdr: "critical"}, "-", untrusted, bulkhead.Normal, 0, 1},
+		{"untrusted raise over the route", hdr, bulkhead.Normal, map[string]string{hdr: "normal"}, "best_effort", untrusted, bulkhead.BestEffort, 0, 1},
+		{"untrusted raise to the top", hdr, bulkhead.BestEffort, map[string]string{hdr: "critical"}, "-", untrusted, bulkhead.BestEffort, 0, 1},
+		{"untrusted lower", hdr, bulkhead.Normal, map[string]string{hdr: "best_effort"}, "critical", untrusted, bulkhead.BestEffort, 0, 0},
+		{"untrusted same class", hdr, bulkhead.Normal, map[string]string{hdr: "critical"}, "critical", untrusted, bulkhead.Critical, 0, 0},
+		{"no source is untrusted", hdr, bulkhead.Normal, map[string]string{hdr: "critical"}, "-", "", bulkhead.Normal, 0, 1},
+		{"unparsable source is untrusted", hdr, bulkhead.Normal, map[string]string{hdr: "critical"}, "-", "10.1.2.3:80", bulkhead.Normal, 0, 1},
+		{"pipe source is untrusted", hdr, bulkhead.Normal, map[string]string{hdr: "critical"}, "-", "/run/envoy.sock", bulkhead.Normal, 0, 1},
+		{"just outside the prefix", hdr, bulkhead.Normal, map[string]string{hdr: "critical"}, "-", "11.0.0.0", bulkhead.Normal, 0, 1},
+		{"invalid route, untrusted raise", hdr, bulkhead.BestEffort, map[string]string{hdr: "normal"}, "urgent", untrusted, bulkhead.BestEffort, 1, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pol := DefaultPolicy()
 			pol.PriorityHeader, pol.DefaultPriority = tt.header, tt.dflt
+			pol.TrustedPrioritySources = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
 			e := newEnv(t, envConfig{bulkheads: map[string]bulkhead.Settings{"catalog": settings(4, 0, 0)}, policy: pol})
 			ext := map[string]string{"bulkhead": "catalog"}
 			if tt.ext != "-" {
 				ext["priority"] = tt.ext
 			}
-			resp, err := e.client.Check(context.Background(), checkReq(ext, tt.headers))
+			req := checkReq(ext, tt.headers)
+			if tt.source != "" {
+				req = fromSource(req, tt.source)
+			}
+			resp, err := e.client.Check(context.Background(), req)
 			token := wantAdmitted(t, resp, err, "catalog")
 			if got := snap(t, e.reg, "catalog").Admitted[tt.want]; got != 1 {
 				t.Errorf("admitted as %v: %d, want 1", tt.want, got)
@@ -237,7 +262,38 @@ func TestCheckPriority(t *testing.T) {
 			if got := e.rec.count(e.rec.invalid, "catalog"); got != tt.invalid {
 				t.Errorf("InvalidPriority(catalog) recorded %d times, want %d", got, tt.invalid)
 			}
+			if got := e.rec.count(e.rec.untrusted, "catalog"); got != tt.untrusted {
+				t.Errorf("UntrustedPriority(catalog) recorded %d times, want %d", got, tt.untrusted)
+			}
 		})
+	}
+}
+
+// With no trusted sources (the default) nobody raises a class by header,
+// and the trust list is swapped with the policy.
+func TestCheckPriorityTrustDefault(t *testing.T) {
+	e := newEnv(t, envConfig{bulkheads: map[string]bulkhead.Settings{"catalog": settings(4, 0, 0)}, policy: DefaultPolicy()})
+	check := func(source string) bulkhead.Priority {
+		t.Helper()
+		req := fromSource(checkReq(map[string]string{"bulkhead": "catalog"}, map[string]string{"x-bulkhead-priority": "critical"}), source)
+		resp, err := e.client.Check(context.Background(), req)
+		lease, _ := e.ledger.Release(wantAdmitted(t, resp, err, "catalog"), permit.AccessLog)
+		return lease.Priority
+	}
+	if p := check("127.0.0.1"); p != bulkhead.Normal {
+		t.Errorf("loopback raised itself to %v with no trusted sources", p)
+	}
+	pol := DefaultPolicy()
+	pol.TrustedPrioritySources = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	e.srv.SetPolicy(pol)
+	if p := check("127.0.0.1"); p != bulkhead.Critical {
+		t.Errorf("trusted loopback admitted as %v, want critical", p)
+	}
+	if p := check("10.0.0.1"); p != bulkhead.Normal {
+		t.Errorf("untrusted source admitted as %v, want normal", p)
+	}
+	if got := e.rec.count(e.rec.untrusted, "catalog"); got != 2 {
+		t.Errorf("UntrustedPriority(catalog) = %d, want 2", got)
 	}
 }
 

@@ -15,6 +15,19 @@
 // context_extensions["lease_ttl"] (a Go duration, capped by
 // Policy.MaxRouteLeaseTTL; an invalid value is counted and ignored).
 //
+// Priority is trusted only as far as the configuration says: the route's
+// context_extensions["priority"] (else Policy.DefaultPriority) is the base
+// class; the request header may lower it from anywhere, but raise it only
+// when the Check's downstream source address (attributes.source) is inside
+// Policy.TrustedPrioritySources. A raise from elsewhere is ignored and
+// counted (InputRecorder.UntrustedPriority).
+//
+// Inputs from the request are bounded before use: a priority value over
+// MaxPriorityLen is invalid unread, a tenant value over MaxTenantLen is
+// treated as no tenant, and a node metadata value that is not a valid node id
+// is ignored; each is counted. Metric labels are configured bulkhead names
+// and fixed sets only.
+//
 // A denial is an answer, never a gRPC error. gRPC errors mean "cannot
 // decide" (the Check was cancelled, or the ledger is full) so that Envoy's
 // failure mode applies. A permit granted to a Check whose context ended

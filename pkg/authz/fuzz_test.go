@@ -2,6 +2,8 @@ package authz
 
 import (
 	"context"
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,9 +14,10 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
-// FuzzCheck feeds random keys, priorities and header names to Check: it
-// never panics, every answer is OK with a token the ledger knows or a
-// well-formed denial, and no limiter exceeds its limit.
+// FuzzCheck feeds random keys, priorities, header names and sources to
+// Check: it never panics, every answer is OK with a token the ledger knows
+// or a well-formed denial, no limiter exceeds its limit, and no request
+// from an untrusted source gets a class above its route's (or the default).
 func FuzzCheck(f *testing.F) {
 	f.Add("catalog", "x-bulkhead-priority", "critical", "", uint8(0), uint8(3))
 	f.Add("catalog", "x-bulkhead-priority", "urgent", "best_effort", uint8(4), uint8(2))
@@ -22,6 +25,9 @@ func FuzzCheck(f *testing.F) {
 	f.Add("", "X-Prio", "critical", "critical", uint8(2), uint8(4))
 	f.Add("nope", "x-bulkhead-priority", "best_effort", "\xff", uint8(5), uint8(0))
 	f.Add("a\r\nb", "\x00", "\n", "priority", uint8(6), uint8(9))
+	f.Add("catalog", "x-bulkhead-priority", "critical", "best_effort", uint8(16|32), uint8(1)) // trusted raise
+	f.Add("catalog", "x-bulkhead-priority", "critical", "normal", uint8(16), uint8(1))         // untrusted raise
+	f.Add("::ffff:127.0.0.1", "x-bulkhead-priority", "best_effort", "critical", uint8(48), uint8(2))
 	limits := map[string]bulkhead.Settings{
 		"catalog": {MaxConcurrent: 2, ReserveCritical: 0.5},
 		"auth":    {MaxConcurrent: 1},
@@ -47,12 +53,26 @@ func FuzzCheck(f *testing.F) {
 			ctx, cancel = context.WithTimeout(ctx, time.Hour)
 			defer cancel()
 		}
+		trusted := mode&16 != 0 && mode&32 != 0
+		if mode&16 != 0 {
+			pol.TrustedPrioritySources = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		}
 		srv := New(reg, ledger, newFakeRecorder(), pol)
 		ext := map[string]string{"bulkhead": key, "priority": extPrio, key: hdrVal}
 		if mode&8 != 0 {
 			delete(ext, "priority")
 		}
 		req := checkReq(ext, map[string]string{hdrName: hdrVal, "x-bulkhead-priority": extPrio})
+		if mode&32 != 0 {
+			req = fromSource(req, "127.0.0.1")
+		} else {
+			req = fromSource(req, key) // mostly not an address; 127.x when the fuzzer finds one
+			trusted = mode&16 != 0 && (strings.HasPrefix(key, "127.") || strings.HasPrefix(key, "::ffff:127."))
+		}
+		base := pol.DefaultPriority
+		if p, err := bulkhead.ParsePriority(ext["priority"]); err == nil {
+			base = p
+		}
 
 		var tokens []string
 		for range int(n%5) + 1 {
@@ -94,8 +114,12 @@ func FuzzCheck(f *testing.F) {
 			}
 		}
 		for _, tok := range tokens {
-			if _, res := ledger.Release(tok, permit.AccessLog); res != permit.Released {
+			lease, res := ledger.Release(tok, permit.AccessLog)
+			if res != permit.Released {
 				t.Fatalf("Release(%q) = %v: the ledger did not know an issued token", tok, res)
+			}
+			if lease.Priority < base && !trusted && lease.Bulkhead == key {
+				t.Fatalf("admitted as %v above the route's %v from untrusted source", lease.Priority, base)
 			}
 		}
 		for _, s := range reg.Snapshots() {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
@@ -32,13 +33,22 @@ type fakeRecorder struct {
 	invalid   map[string]int
 	unmatched map[string]int
 	badTTL    map[string]int
+	untrusted map[string]int // UntrustedPriority by dependency
+	inputs    map[string]int // InvalidInput by input
 }
 
-var _ Recorder = (*fakeRecorder)(nil)
+var (
+	_ Recorder      = (*fakeRecorder)(nil)
+	_ InputRecorder = (*fakeRecorder)(nil)
+)
 
 func newFakeRecorder() *fakeRecorder {
-	return &fakeRecorder{waited: map[string]int{}, invalid: map[string]int{}, unmatched: map[string]int{}, badTTL: map[string]int{}}
+	return &fakeRecorder{waited: map[string]int{}, invalid: map[string]int{}, unmatched: map[string]int{}, badTTL: map[string]int{},
+		untrusted: map[string]int{}, inputs: map[string]int{}}
 }
+
+func (r *fakeRecorder) UntrustedPriority(dep string) { r.inc(r.untrusted, dep) }
+func (r *fakeRecorder) InvalidInput(input string)    { r.inc(r.inputs, input) }
 
 func (r *fakeRecorder) Waited(dep string, _ time.Duration) { r.inc(r.waited, dep) }
 func (r *fakeRecorder) InvalidPriority(dep string)         { r.inc(r.invalid, dep) }
@@ -121,7 +131,7 @@ func newEnv(t *testing.T, cfg envConfig) *env {
 	if cfg.ledger != nil {
 		l = cfg.ledger(e.ledger)
 	}
-	e.srv = New(e.reg, l, e.rec, cfg.policy, cfg.opts...)
+	e.srv = New(e.reg, l, e.rec, cfg.policy, append([]Option{WithInputRecorder(e.rec)}, cfg.opts...)...)
 	e.client = authv3.NewAuthorizationClient(serve(t, e.srv))
 	return e
 }
@@ -162,6 +172,13 @@ func checkReq(ext, headers map[string]string) *authv3.CheckRequest {
 			Method: "GET", Path: "/", Headers: headers,
 		}},
 	}}
+}
+
+// fromSource sets the downstream address of req, as Envoy reports it.
+func fromSource(req *authv3.CheckRequest, addr string) *authv3.CheckRequest {
+	req.Attributes.Source = &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
+		SocketAddress: &corev3.SocketAddress{Address: addr, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 40000}}}}}
+	return req
 }
 
 func forKey(key string) *authv3.CheckRequest {

@@ -38,13 +38,18 @@ func WithNodes(n Nodes) Option { return func(s *Server) { s.nodes = n } }
 
 // nodeOf returns the node named by the Check's NodeHeader metadata, or ""
 // when it is missing, given more than once, or not a valid node id
-// (accesslog.ValidNodeID): such permits are not reclaimed by node.
-func nodeOf(ctx context.Context) string {
+// (accesslog.ValidNodeID, at most accesslog.MaxNodeIDLen bytes): such
+// permits are not reclaimed by node. bad reports a value that was present
+// but ignored.
+func nodeOf(ctx context.Context) (node string, bad bool) {
 	v := metadata.ValueFromIncomingContext(ctx, NodeHeader) // copies one value, not the whole MD
-	if len(v) != 1 || !accesslog.ValidNodeID(v[0]) {
-		return ""
+	switch {
+	case len(v) == 0:
+		return "", false
+	case len(v) != 1 || !accesslog.ValidNodeID(v[0]):
+		return "", true
 	}
-	return v[0]
+	return v[0], false
 }
 
 // leaseTTL is the lease of a permit of bulkhead key: the route's

@@ -37,16 +37,18 @@ func TestCheckAttributesNode(t *testing.T) {
 		md     metadata.MD // sent with the Check
 		want   string      // Lease.Node
 		heards bool        // the tracker hears of the node
+		bad    int         // counted as an invalid node input
 	}{
-		{"no metadata", nil, "", false},
-		{"node id", metadata.Pairs(NodeHeader, "front-proxy"), "front-proxy", true},
-		{"header name in upper case", metadata.Pairs("X-Bulkhead-Node", "sidecar~10.0.0.7~pod.ns~ns.svc"), "sidecar~10.0.0.7~pod.ns~ns.svc", true},
-		{"given twice", metadata.Pairs(NodeHeader, "a", NodeHeader, "b"), "", false},
-		{"empty", metadata.Pairs(NodeHeader, ""), "", false},
-		{"space", metadata.Pairs(NodeHeader, "front proxy"), "", false},
-		{"too long", metadata.Pairs(NodeHeader, strings.Repeat("n", 257)), "", false},
-		{"at the length limit", metadata.Pairs(NodeHeader, strings.Repeat("n", 256)), strings.Repeat("n", 256), true},
-		{"other metadata only", metadata.Pairs("x-other", "front-proxy"), "", false},
+		{"no metadata", nil, "", false, 0},
+		{"node id", metadata.Pairs(NodeHeader, "front-proxy"), "front-proxy", true, 0},
+		{"header name in upper case", metadata.Pairs("X-Bulkhead-Node", "sidecar~10.0.0.7~pod.ns~ns.svc"), "sidecar~10.0.0.7~pod.ns~ns.svc", true, 0},
+		{"given twice", metadata.Pairs(NodeHeader, "a", NodeHeader, "b"), "", false, 1},
+		{"empty", metadata.Pairs(NodeHeader, ""), "", false, 1},
+		{"space", metadata.Pairs(NodeHeader, "front proxy"), "", false, 1},
+		{"too long", metadata.Pairs(NodeHeader, strings.Repeat("n", 257)), "", false, 1},
+		{"far too long", metadata.Pairs(NodeHeader, strings.Repeat("n", 64<<10)), "", false, 1},
+		{"at the length limit", metadata.Pairs(NodeHeader, strings.Repeat("n", 256)), strings.Repeat("n", 256), true, 0},
+		{"other metadata only", metadata.Pairs("x-other", "front-proxy"), "", false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,6 +70,9 @@ func TestCheckAttributesNode(t *testing.T) {
 			}
 			if heard := nodes.got(); strings.Join(heard, ",") != strings.Join(want, ",") || len(heard) != len(want) {
 				t.Fatalf("tracker heard %q, want %q", heard, want)
+			}
+			if got := e.rec.count(e.rec.inputs, InputNode); got != tt.bad {
+				t.Errorf("InvalidInput(node) recorded %d times, want %d", got, tt.bad)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package authz
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -49,6 +50,12 @@ type Policy struct {
 	// MaxRouteLeaseTTL caps a route's own lease (context_extensions
 	// lease_ttl); <= 0 ignores route leases (each is counted as invalid).
 	MaxRouteLeaseTTL time.Duration
+	// TrustedPrioritySources are the downstream networks whose
+	// PriorityHeader is honoured as sent. From any other source address
+	// (attributes.source.address of the Check) the header may only lower
+	// the class the route or DefaultPriority gives; a raise is ignored and
+	// counted (InputRecorder.UntrustedPriority). nil trusts no one.
+	TrustedPrioritySources []netip.Prefix
 }
 
 // DefaultPolicy returns the documented defaults.

@@ -48,7 +48,8 @@ type Server struct {
 	rec       Recorder
 	clock     clock.Clock
 	log       *slog.Logger
-	nodes     Nodes // nil: no node tracking
+	nodes     Nodes         // nil: no node tracking
+	inputs    InputRecorder // never nil
 	policy    atomic.Pointer[Policy]
 }
 
@@ -65,7 +66,7 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
 // New returns a server answering with policy pol.
 func New(b Bulkheads, l Ledger, rec Recorder, pol Policy, opts ...Option) *Server {
-	s := &Server{bulkheads: b, ledger: l, rec: rec, clock: clock.Real{}, log: slog.New(slog.DiscardHandler)}
+	s := &Server{bulkheads: b, ledger: l, rec: rec, clock: clock.Real{}, log: slog.New(slog.DiscardHandler), inputs: nopInputs{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -87,7 +88,10 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 func (s *Server) check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	start := s.clock.Now()
 	pol := s.policy.Load()
-	node := nodeOf(ctx)
+	node, badNode := nodeOf(ctx)
+	if badNode {
+		s.inputs.InvalidInput(InputNode)
+	}
 	if node != "" && s.nodes != nil {
 		s.nodes.Heard(node)
 	}
@@ -113,7 +117,7 @@ func (s *Server) check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		}
 	}
 
-	prio := s.priority(pol, key, attrs.GetRequest().GetHttp().GetHeaders(), ext)
+	prio := s.priority(pol, key, attrs, ext)
 	var deadline time.Time
 	if d, ok := ctx.Deadline(); ok {
 		deadline = d.Add(-pol.DeadlineMargin)
@@ -141,25 +145,4 @@ func (s *Server) check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	}
 	s.rec.Waited(key, s.clock.Now().Sub(start))
 	return admitted(token, key), nil
-}
-
-// priority picks the class: the configured header, else the route's
-// context_extensions["priority"], else the default. An unknown value is
-// counted and skipped: a bad header falls back to the route's class.
-func (s *Server) priority(pol *Policy, key string, headers, ext map[string]string) bulkhead.Priority {
-	if pol.PriorityHeader != "" {
-		if v, ok := headers[pol.PriorityHeader]; ok {
-			if p, err := bulkhead.ParsePriority(v); err == nil {
-				return p
-			}
-			s.rec.InvalidPriority(key)
-		}
-	}
-	if v, ok := ext["priority"]; ok {
-		if p, err := bulkhead.ParsePriority(v); err == nil {
-			return p
-		}
-		s.rec.InvalidPriority(key)
-	}
-	return pol.DefaultPriority
 }

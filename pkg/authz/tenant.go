@@ -9,8 +9,10 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
-// maxTenantID bounds the tenant value used as a key; longer values are cut.
-const maxTenantID = 128
+// MaxTenantLen bounds the tenant header value, in bytes. A longer value is
+// ignored (the request is treated as naming no tenant, as if it had left
+// the header out) and counted as InputTenant.
+const MaxTenantLen = 128
 
 // acquire takes the permit for a Check: from the tenant's sub-bulkhead
 // first when the bulkhead has tenants and the request names one, then from
@@ -20,17 +22,10 @@ const maxTenantID = 128
 func (s *Server) acquire(ctx context.Context, pol *Policy, l *bulkhead.Limiter, key string,
 	headers map[string]string, prio bulkhead.Priority, deadline time.Time) (permit.Releaser, error) {
 	var tp bulkhead.Permit
-	if pol.TenantHeader != "" {
-		if id := headers[pol.TenantHeader]; id != "" {
-			if ts := s.bulkheads.Tenants(key); ts != nil {
-				if len(id) > maxTenantID {
-					id = id[:maxTenantID]
-				}
-				var err error
-				if tp, err = acquireTenant(ctx, ts, id, prio, deadline); err != nil {
-					return nil, err
-				}
-			}
+	if ts, id := s.tenantOf(pol, key, headers); ts != nil {
+		var err error
+		if tp, err = acquireTenant(ctx, ts, id, prio, deadline); err != nil {
+			return nil, err
 		}
 	}
 	p, err := l.AcquireBefore(ctx, prio, deadline)
@@ -42,6 +37,26 @@ func (s *Server) acquire(ctx context.Context, pol *Policy, l *bulkhead.Limiter, 
 		return p, nil
 	}
 	return pair{tenant: tp, bulkhead: p}, nil
+}
+
+// tenantOf returns the tenant sub-bulkheads of key and the request's tenant,
+// or nil when tenants are off, the bulkhead has no template, or the request
+// names no tenant. A value over MaxTenantLen is counted and treated as no
+// tenant, as if the header were left out (which any client may do).
+func (s *Server) tenantOf(pol *Policy, key string, headers map[string]string) (*bulkhead.Tenants, string) {
+	if pol.TenantHeader == "" {
+		return nil, ""
+	}
+	id := headers[pol.TenantHeader]
+	if id == "" {
+		return nil, ""
+	}
+	ts := s.bulkheads.Tenants(key)
+	if ts != nil && len(id) > MaxTenantLen {
+		s.inputs.InvalidInput(InputTenant)
+		return nil, ""
+	}
+	return ts, id
 }
 
 func acquireTenant(ctx context.Context, ts *bulkhead.Tenants, id string, prio bulkhead.Priority, deadline time.Time) (bulkhead.Permit, error) {

@@ -2,6 +2,7 @@ package authz
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
@@ -73,5 +74,40 @@ func TestCheckTenants(t *testing.T) {
 	st := e.reg.Tenants("catalog").Stats()
 	if st.Live != 2 || st.Rejected[bulkhead.ReasonQueueFull] != 1 {
 		t.Fatalf("tenant stats %+v", st)
+	}
+}
+
+// A tenant value over MaxTenantLen is counted and treated as no tenant: the
+// request takes only the bulkhead's permit, and no sub-bulkhead is created
+// for it. A value at the bound is a tenant.
+func TestCheckTenantOversized(t *testing.T) {
+	pol := DefaultPolicy()
+	pol.TenantHeader = "x-tenant"
+	e := newEnv(t, envConfig{bulkheads: map[string]bulkhead.Settings{"catalog": settings(4, 0, 0)}, policy: pol})
+	if err := e.reg.SetTenants("catalog", &bulkhead.Settings{MaxConcurrent: 1}, 10); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ext := map[string]string{"bulkhead": "catalog"}
+	var tokens []string
+	for _, id := range []string{strings.Repeat("t", MaxTenantLen+1), strings.Repeat("t", 64<<10), strings.Repeat("u", MaxTenantLen+1)} {
+		resp, err := e.client.Check(ctx, checkReq(ext, map[string]string{"x-tenant": id}))
+		tokens = append(tokens, wantAdmitted(t, resp, err, "catalog")) // a tenant limit of 1 would refuse the second
+	}
+	if st := e.reg.Tenants("catalog").Stats(); st.Live != 0 {
+		t.Errorf("%d tenants live after oversized values, want 0", st.Live)
+	}
+	if got := e.rec.count(e.rec.inputs, InputTenant); got != 3 {
+		t.Errorf("InvalidInput(tenant) = %d, want 3", got)
+	}
+	resp, err := e.client.Check(ctx, checkReq(ext, map[string]string{"x-tenant": strings.Repeat("t", MaxTenantLen)}))
+	tokens = append(tokens, wantAdmitted(t, resp, err, "catalog"))
+	if st := e.reg.Tenants("catalog").Stats(); st.Live != 1 {
+		t.Errorf("%d tenants live after a value at the bound, want 1", st.Live)
+	}
+	for _, tok := range tokens {
+		if _, r := e.ledger.Release(tok, permit.AccessLog); r != permit.Released {
+			t.Fatalf("release: %v", r)
+		}
 	}
 }

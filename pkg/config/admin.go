@@ -39,15 +39,24 @@ type Admin struct {
 	TLS   AdminTLS
 }
 
-// AdminTLS configures TLS on the admin listener. CertFile and KeyFile are
-// both set (TLS) or both empty (plain h2c); ClientCAFile requires them.
-type AdminTLS struct {
+// TLSFiles configures TLS on a listener (admin.tls, listen.grpc_tls).
+// CertFile and KeyFile are both set (TLS) or both empty (plain TCP, h2c);
+// ClientCAFile requires them. Load checks that the files can be read, that
+// the key is the certificate's and that the CA file holds a certificate.
+type TLSFiles struct {
 	CertFile string // PEM server certificate, leaf first
 	KeyFile  string // PEM private key of CertFile
 	// ClientCAFile is a PEM bundle of CA certificates; when set, clients
 	// must present a certificate signed by one of them (mTLS).
 	ClientCAFile string
 }
+
+// Enabled reports whether the listener serves TLS (CertFile is set).
+func (t TLSFiles) Enabled() bool { return t.CertFile != "" }
+
+// AdminTLS is the type of Admin.TLS; it is TLSFiles, kept under this name
+// for existing callers.
+type AdminTLS = TLSFiles
 
 // Secured reports whether clients of the admin listener must authenticate:
 // a bearer token (TokenFile or Token) or mTLS (TLS.ClientCAFile) is

@@ -269,7 +269,7 @@ func TestAdminFormat(t *testing.T) {
 	if got, want := a.String(), "{TokenFile:/t Token:[redacted] TLS:{CertFile:c KeyFile:k ClientCAFile:}}"; got != want {
 		t.Errorf("String = %q, want %q", got, want)
 	}
-	want := `config.Admin{TokenFile:"/t", Token:"[redacted]", TLS:config.AdminTLS{CertFile:"c", KeyFile:"k", ClientCAFile:""}}`
+	want := `config.Admin{TokenFile:"/t", Token:"[redacted]", TLS:config.TLSFiles{CertFile:"c", KeyFile:"k", ClientCAFile:""}}`
 	if got := fmt.Sprintf("%#v", a); got != want {
 		t.Errorf("%%#v = %s, want %s", got, want)
 	}

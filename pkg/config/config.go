@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
@@ -41,6 +42,21 @@ type Listen struct {
 	// stream resets.
 	GRPCMaxConnectionAge      time.Duration
 	GRPCMaxConnectionAgeGrace time.Duration
+	// GRPCTLS, when its CertFile is set, serves the gRPC listener over TLS,
+	// and over mutual TLS when its ClientCAFile is set too. The server
+	// re-reads the files when they change: a rotated certificate (or CA
+	// bundle) applies to new connections without a restart.
+	GRPCTLS TLSFiles
+	// GRPCMaxRecvBytes bounds one message received on the gRPC listener (a
+	// CheckRequest, or one batch of access-log entries); a larger message
+	// fails its RPC. In MinGRPCMaxRecvBytes..MaxGRPCMaxRecvBytes.
+	GRPCMaxRecvBytes int
+	// GRPCMaxConcurrentStreams bounds the RPCs in flight on one gRPC
+	// connection. A Check waiting in a queue is one of them, so keep it
+	// well above the Checks one Envoy may have waiting at once (Envoy opens
+	// more connections when it reaches the bound).
+	// In MinGRPCMaxConcurrentStreams..MaxGRPCMaxConcurrentStreams.
+	GRPCMaxConcurrentStreams int
 }
 
 // Log configures the daemon's slog handler.
@@ -71,6 +87,12 @@ type Authz struct {
 	// TenantHeader is the lowercase request header naming the tenant; ""
 	// turns tenants off. It differs from PriorityHeader.
 	TenantHeader string
+	// TrustedPrioritySources are the networks (canonical CIDR prefixes)
+	// whose requests' PriorityHeader is honoured as sent. From any other
+	// source address (the Check's attributes.source, as Envoy sees the
+	// downstream) the header may only lower the class that the route or
+	// DefaultPriority gives, never raise it. nil (the default) trusts no one.
+	TrustedPrioritySources []netip.Prefix
 }
 
 // Leases configures permit leases.
@@ -84,6 +106,10 @@ type Leases struct {
 	// MaxRouteTTL caps the lease a route may ask for with
 	// context_extensions lease_ttl; positive.
 	MaxRouteTTL time.Duration
+	// MaxPermits caps the permits held at once across every bulkhead (the
+	// ledger's leases); a Check beyond it cannot decide (gRPC
+	// RESOURCE_EXHAUSTED, Envoy's failure mode applies). 1..MaxPermitsCeiling.
+	MaxPermits int
 }
 
 // Limits caps what the configuration (and later the admin API) may create.

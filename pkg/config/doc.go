@@ -10,8 +10,10 @@
 // from admin.token_file (a path; the file holds the token) or from the
 // variable BULKHEAD_ADMIN_TOKEN (the token itself), and it never appears in
 // an error or when a Config is printed. Load also checks that the admin
-// token and TLS files can be read and hold a token, certificates and a
-// matching key. Parse reads defaults and YAML only, touching neither the
+// token and the TLS files (admin.tls, listen.grpc_tls; one set of checks for
+// both) can be read and hold a token, certificates and a matching key.
+// Lists (authz.trusted_priority_sources) come from the environment as one
+// comma-separated value. Parse reads defaults and YAML only, touching neither the
 // environment nor the file system, for tests and fuzzing. Both decode and
 // validate the same way otherwise.
 //

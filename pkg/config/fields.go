@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,15 @@ const (
 	DefaultMaxTenants      = 1000
 	MaxTenantsCeiling      = 1000000 // limits.max_tenants may not exceed it
 	maxDeadlineMarginLimit = time.Second
+
+	DefaultGRPCMaxRecvBytes         = 4 << 20
+	MinGRPCMaxRecvBytes             = 64 << 10 // a CheckRequest carries every request header
+	MaxGRPCMaxRecvBytes             = 64 << 20
+	DefaultGRPCMaxConcurrentStreams = 10000
+	MinGRPCMaxConcurrentStreams     = 100 // waiting Checks are streams: a low bound fails them
+	MaxGRPCMaxConcurrentStreams     = 1 << 20
+	DefaultMaxPermits               = 1_000_000
+	MaxPermitsCeiling               = 100_000_000 // leases.max_permits may not exceed it
 )
 
 // scalar is one setting outside bulkheads: its dotted key (also its env
@@ -59,6 +69,21 @@ var scalars = []scalar{
 	}},
 	{"listen.grpc_max_connection_age_grace", DefaultMaxConnAgeGrace.String(), "", func(d *decoder, c *Config, k string, v any) {
 		c.Listen.GRPCMaxConnectionAgeGrace = d.duration(k, v)
+	}},
+	{"listen.grpc_max_recv_bytes", DefaultGRPCMaxRecvBytes, "", func(d *decoder, c *Config, k string, v any) {
+		c.Listen.GRPCMaxRecvBytes = d.integer(k, v)
+	}},
+	{"listen.grpc_max_concurrent_streams", DefaultGRPCMaxConcurrentStreams, "", func(d *decoder, c *Config, k string, v any) {
+		c.Listen.GRPCMaxConcurrentStreams = d.integer(k, v)
+	}},
+	{"listen.grpc_tls.cert_file", "", "", func(d *decoder, c *Config, k string, v any) {
+		c.Listen.GRPCTLS.CertFile = d.str(k, v)
+	}},
+	{"listen.grpc_tls.key_file", "", "", func(d *decoder, c *Config, k string, v any) {
+		c.Listen.GRPCTLS.KeyFile = d.str(k, v)
+	}},
+	{"listen.grpc_tls.client_ca_file", "", "", func(d *decoder, c *Config, k string, v any) {
+		c.Listen.GRPCTLS.ClientCAFile = d.str(k, v)
 	}},
 	{"log.level", "info", FlagLogLevel, func(d *decoder, c *Config, k string, v any) {
 		if s, ok := d.strOK(k, v); ok {
@@ -107,6 +132,9 @@ var scalars = []scalar{
 	{"authz.tenant_header", "", "", func(d *decoder, c *Config, k string, v any) {
 		c.Authz.TenantHeader = d.str(k, v)
 	}},
+	{"authz.trusted_priority_sources", []any{}, "", func(d *decoder, c *Config, k string, v any) {
+		c.Authz.TrustedPrioritySources = d.prefixes(k, v)
+	}},
 	{"leases.default_ttl", DefaultLeaseTTL.String(), "", func(d *decoder, c *Config, k string, v any) {
 		c.Leases.DefaultTTL = d.duration(k, v)
 	}},
@@ -118,6 +146,9 @@ var scalars = []scalar{
 	}},
 	{"leases.max_route_ttl", DefaultMaxRouteTTL.String(), "", func(d *decoder, c *Config, k string, v any) {
 		c.Leases.MaxRouteTTL = d.duration(k, v)
+	}},
+	{"leases.max_permits", DefaultMaxPermits, "", func(d *decoder, c *Config, k string, v any) {
+		c.Leases.MaxPermits = d.integer(k, v)
 	}},
 	{"limits.max_bulkheads", DefaultMaxBulkheads, "", func(d *decoder, c *Config, k string, v any) {
 		c.Limits.MaxBulkheads = d.integer(k, v)
@@ -248,6 +279,56 @@ func (d *decoder) duration(key string, v any) time.Duration {
 	}
 	d.check(key, v, false, `must be a duration with a unit, like "500ms" or "1m30s"`)
 	return 0
+}
+
+// prefixes accepts a YAML list of CIDR prefixes, or one string of them
+// separated by commas (as an environment variable gives). Each must be a
+// canonical prefix ("10.0.0.0/8"; one address is "127.0.0.1/32"). An empty
+// list is nil.
+func (d *decoder) prefixes(key string, v any) []netip.Prefix {
+	var items []any
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case []any:
+		items = v
+	case []string:
+		for _, s := range v {
+			items = append(items, s)
+		}
+	case string:
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				items = append(items, s)
+			}
+		}
+	default:
+		d.check(key, v, false, `must be a list of CIDR prefixes, like ["127.0.0.0/8", "10.0.0.0/8"]`)
+		return nil
+	}
+	var out []netip.Prefix
+	for i, item := range items {
+		ik := fmt.Sprintf("%s[%d]", key, i)
+		s, ok := item.(string)
+		if !ok {
+			d.ps.add(ik, "must be a CIDR prefix string, like \"10.0.0.0/8\"", d.got(key, item))
+			continue
+		}
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		switch {
+		case err != nil:
+			reason := `must be a CIDR prefix, like "10.0.0.0/8"`
+			if a, aerr := netip.ParseAddr(strings.TrimSpace(s)); aerr == nil {
+				reason += fmt.Sprintf(" (one address: %q)", netip.PrefixFrom(a, a.BitLen()).String())
+			}
+			d.ps.add(ik, reason, d.got(key, item))
+		case p != p.Masked():
+			d.ps.add(ik, fmt.Sprintf("has bits set beyond its prefix length (did you mean %q?)", p.Masked().String()), d.got(key, item))
+		default:
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // unknownField returns the problem reason for an unknown field among known.

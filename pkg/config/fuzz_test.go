@@ -33,6 +33,10 @@ func FuzzParse(f *testing.F) {
 		"authz: {tenant_header: x-t}\nbulkheads: {c: {max_concurrent: 3, max_wait: 1s, tenant: {max_concurrent: 2, max_queue: 1}}}\n",
 		"bulkheads: {c: {max_concurrent: 1, tenant: {max_concurrent: 5, reserve: 1, max_wait: -1s}}}\n",
 		"authz: {tenant_header: x-bulkhead-priority}\nbulkheads: {c: {max_concurrent: x, tenant: }}\n",
+		"authz: {trusted_priority_sources: [127.0.0.0/8, \"::1/128\", 10.1.2.3/8, 10.0.0.1, [x], 7]}\n",
+		"authz: {trusted_priority_sources: \"127.0.0.0/8,,::/0\"}\nleases: {max_permits: 0}\n",
+		"listen: {grpc_tls: {cert_file: c, client_ca_file: ca}, grpc_max_recv_bytes: 1e9, grpc_max_concurrent_streams: -1}\n",
+		"listen: {grpc_tls: {key_file: k, cert: x}, grpc_max_recv_bytes: 65536, grpc_max_concurrent_streams: 100}\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -93,6 +97,19 @@ func FuzzParse(f *testing.F) {
 		}
 		if tls := c.Admin.TLS; (tls.CertFile == "") != (tls.KeyFile == "") || tls.ClientCAFile != "" && tls.CertFile == "" {
 			t.Fatalf("admin TLS %+v accepted", tls)
+		}
+		if tls := c.Listen.GRPCTLS; (tls.CertFile == "") != (tls.KeyFile == "") || tls.ClientCAFile != "" && tls.CertFile == "" {
+			t.Fatalf("gRPC TLS %+v accepted", tls)
+		}
+		if l := c.Listen; l.GRPCMaxRecvBytes < MinGRPCMaxRecvBytes || l.GRPCMaxRecvBytes > MaxGRPCMaxRecvBytes ||
+			l.GRPCMaxConcurrentStreams < MinGRPCMaxConcurrentStreams || l.GRPCMaxConcurrentStreams > MaxGRPCMaxConcurrentStreams ||
+			c.Leases.MaxPermits < 1 || c.Leases.MaxPermits > MaxPermitsCeiling {
+			t.Fatalf("bounds accepted: %+v, max_permits %d", l, c.Leases.MaxPermits)
+		}
+		for _, p := range c.Authz.TrustedPrioritySources {
+			if !p.IsValid() || p != p.Masked() {
+				t.Fatalf("trusted source %v accepted", p)
+			}
 		}
 		if c.Admin.Token != "" {
 			t.Fatal("Parse set the admin token")

@@ -132,6 +132,37 @@ func TestParseInvalid(t *testing.T) {
 		{"client CA alone", "admin: {tls: {client_ca_file: ca}}\n",
 			`admin.tls.client_ca_file: requires admin.tls.cert_file and admin.tls.key_file (mTLS needs a server certificate) (got "ca")`},
 
+		// gRPC listener: TLS and bounds
+		{"grpc cert without key", "listen: {grpc_tls: {cert_file: c}}\n", "listen.grpc_tls.key_file: is required when listen.grpc_tls.cert_file is set"},
+		{"grpc key without cert", "listen: {grpc_tls: {key_file: k}}\n", "listen.grpc_tls.cert_file: is required when listen.grpc_tls.key_file is set"},
+		{"grpc client CA alone", "listen: {grpc_tls: {client_ca_file: ca}}\n",
+			`listen.grpc_tls.client_ca_file: requires listen.grpc_tls.cert_file and listen.grpc_tls.key_file (mTLS needs a server certificate) (got "ca")`},
+		{"unknown grpc_tls field", "listen: {grpc_tls: {ca: x}}\n", "listen.grpc_tls.ca: unknown field (known: cert_file, key_file, client_ca_file)"},
+		{"grpc_tls not a mapping", "listen: {grpc_tls: true}\n", "listen.grpc_tls: must be a mapping (got true)"},
+		{"max recv bytes too small", "listen: {grpc_max_recv_bytes: 1024}\n", "listen.grpc_max_recv_bytes: must be in 65536..67108864 (bytes) (got 1024)"},
+		{"max recv bytes too large", "listen: {grpc_max_recv_bytes: 1073741824}\n", "listen.grpc_max_recv_bytes: must be in 65536..67108864 (bytes) (got 1073741824)"},
+		{"max recv bytes text", "listen: {grpc_max_recv_bytes: 4MiB}\n", `listen.grpc_max_recv_bytes: must be an integer (got "4MiB")`},
+		{"max streams too low", "listen: {grpc_max_concurrent_streams: 10}\n",
+			"listen.grpc_max_concurrent_streams: must be in 100..1048576 (each waiting Check is a stream) (got 10)"},
+		{"max permits zero", "leases: {max_permits: 0}\n", "leases.max_permits: must be in 1..100000000 (got 0)"},
+		{"max permits too many", "leases: {max_permits: 100000001}\n", "leases.max_permits: must be in 1..100000000 (got 100000001)"},
+
+		// trusted priority sources
+		{"trusted sources a scalar", "authz: {trusted_priority_sources: 5}\n",
+			`authz.trusted_priority_sources: must be a list of CIDR prefixes, like ["127.0.0.0/8", "10.0.0.0/8"] (got 5)`},
+		{"trusted sources a mapping", "authz: {trusted_priority_sources: {a: 1}}\n",
+			`authz.trusted_priority_sources: must be a list of CIDR prefixes`},
+		{"trusted source bare address", "authz: {trusted_priority_sources: [127.0.0.0/8, 10.0.0.1]}\n",
+			`authz.trusted_priority_sources[1]: must be a CIDR prefix, like "10.0.0.0/8" (one address: "10.0.0.1/32") (got "10.0.0.1")`},
+		{"trusted source host bits", "authz: {trusted_priority_sources: [10.1.2.3/8]}\n",
+			`authz.trusted_priority_sources[0]: has bits set beyond its prefix length (did you mean "10.0.0.0/8"?) (got "10.1.2.3/8")`},
+		{"trusted source not an address", "authz: {trusted_priority_sources: [mesh]}\n",
+			`authz.trusted_priority_sources[0]: must be a CIDR prefix, like "10.0.0.0/8" (got "mesh")`},
+		{"trusted source a number", "authz: {trusted_priority_sources: [8]}\n",
+			`authz.trusted_priority_sources[0]: must be a CIDR prefix string, like "10.0.0.0/8" (got 8)`},
+		{"trusted source prefix too long", "authz: {trusted_priority_sources: [\"::1/129\"]}\n",
+			`authz.trusted_priority_sources[0]: must be a CIDR prefix`},
+
 		// tenants
 		{"tenant header uppercase", "authz: {tenant_header: X-Tenant}\n", `authz.tenant_header: must be lowercase, as Envoy passes header names (got "X-Tenant")`},
 		{"tenant header not a token", "authz: {tenant_header: \"x tenant\"}\n",

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +58,7 @@ func TestLoadNoFile(t *testing.T) {
 	}
 	want := defaults()
 	want.Source = ""
-	if c.Listen != want.Listen || c.Authz != want.Authz || c.Leases != want.Leases || len(c.Bulkheads) != 0 {
+	if c.Listen != want.Listen || !reflect.DeepEqual(c.Authz, want.Authz) || c.Leases != want.Leases || len(c.Bulkheads) != 0 {
 		t.Errorf("Load(\"\") = %+v, want defaults %+v", c, want)
 	}
 }
@@ -78,8 +80,8 @@ func TestEnvOverrides(t *testing.T) {
 	path := writeFile(t, `listen: {grpc: 127.0.0.1:1, http: 127.0.0.1:2, admin: 127.0.0.1:3}
 log: {level: error, format: json}
 authz: {priority_header: x-file, default_priority: critical, unknown_bulkhead: allow, deny_status: 500,
-        deadline_margin: 1ms, retry_after: 3s, tenant_header: x-file-tenant}
-leases: {default_ttl: 1m, sweep_interval: 1s}
+        deadline_margin: 1ms, retry_after: 3s, tenant_header: x-file-tenant, trusted_priority_sources: [10.0.0.0/8]}
+leases: {default_ttl: 1m, sweep_interval: 1s, max_permits: 10}
 limits: {max_bulkheads: 10, max_tenants: 10}
 admin:
   token_file: `+pki.token+`
@@ -112,6 +114,14 @@ bulkheads: {catalog: {max_concurrent: 1}}
 		{"BULKHEAD_LISTEN_GRPC_MAX_CONNECTION_AGE_GRACE", "2s", func(c *Config) bool {
 			return c.Listen.GRPCMaxConnectionAgeGrace == 2*time.Second && c.Listen.GRPC == "127.0.0.1:1" // not taken for listen.grpc
 		}},
+		{"BULKHEAD_LISTEN_GRPC_MAX_RECV_BYTES", "1048576", func(c *Config) bool { return c.Listen.GRPCMaxRecvBytes == 1<<20 }},
+		{"BULKHEAD_LISTEN_GRPC_MAX_CONCURRENT_STREAMS", "500", func(c *Config) bool { return c.Listen.GRPCMaxConcurrentStreams == 500 }},
+		{"BULKHEAD_LEASES_MAX_PERMITS", "5000", func(c *Config) bool { return c.Leases.MaxPermits == 5000 }},
+		{"BULKHEAD_AUTHZ_TRUSTED_PRIORITY_SOURCES", " 127.0.0.0/8, ::1/128 ,", func(c *Config) bool {
+			return reflect.DeepEqual(c.Authz.TrustedPrioritySources,
+				[]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")})
+		}},
+		{"BULKHEAD_AUTHZ_TRUSTED_PRIORITY_SOURCES", "", func(c *Config) bool { return c.Authz.TrustedPrioritySources == nil }},
 		{"BULKHEAD_LIMITS_MAX_BULKHEADS", "20", func(c *Config) bool { return c.Limits.MaxBulkheads == 20 }},
 		{"BULKHEAD_LIMITS_MAX_TENANTS", "20", func(c *Config) bool { return c.Limits.MaxTenants == 20 }},
 		{"BULKHEAD_ADMIN_TOKEN_FILE", pki2.token, func(c *Config) bool { return c.Admin.TokenFile == pki2.token }},

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,7 +20,7 @@ const testSource = "bulkhead.yaml"
 func defaults() *Config {
 	return &Config{
 		Listen: Listen{GRPC: "127.0.0.1:9001", HTTP: "127.0.0.1:9090", Admin: "127.0.0.1:9091",
-			GRPCMaxConnectionAgeGrace: 10 * time.Second},
+			GRPCMaxConnectionAgeGrace: 10 * time.Second, GRPCMaxRecvBytes: 4 << 20, GRPCMaxConcurrentStreams: 10000},
 		Log: Log{Level: slog.LevelInfo, Format: LogText},
 		Authz: Authz{
 			PriorityHeader:  "x-bulkhead-priority",
@@ -30,7 +31,7 @@ func defaults() *Config {
 			RetryAfter:      time.Second,
 		},
 		Leases: Leases{DefaultTTL: time.Minute, SweepInterval: 500 * time.Millisecond,
-			NodeGrace: 5 * time.Second, MaxRouteTTL: 10 * time.Minute},
+			NodeGrace: 5 * time.Second, MaxRouteTTL: 10 * time.Minute, MaxPermits: 1_000_000},
 		Limits:    Limits{MaxBulkheads: 1000, MaxTenants: 1000},
 		Bulkheads: map[string]Bulkhead{},
 		Source:    testSource,
@@ -51,7 +52,9 @@ func TestParseValid(t *testing.T) {
 		{"null fields are unset", "authz: {default_bulkhead: , deny_status: }\n", func(*Config) {}},
 		{
 			"every scalar",
-			`listen: {grpc: "[::1]:0", http: ":0", admin: "0.0.0.0:9191", grpc_max_connection_age: 5m, grpc_max_connection_age_grace: 30s}
+			`listen: {grpc: "[::1]:0", http: ":0", admin: "0.0.0.0:9191", grpc_max_connection_age: 5m, grpc_max_connection_age_grace: 30s,
+  grpc_max_recv_bytes: 65536, grpc_max_concurrent_streams: 100,
+  grpc_tls: {cert_file: /tls/grpc.crt, key_file: /tls/grpc.key, client_ca_file: /tls/envoy-ca.crt}}
 log: {level: debug, format: json}
 authz:
   priority_header: ""
@@ -62,7 +65,8 @@ authz:
   deadline_margin: 0
   retry_after: 2s
   tenant_header: x-tenant-id
-leases: {default_ttl: 5m, sweep_interval: 1s, node_grace: 2s, max_route_ttl: 1h}
+  trusted_priority_sources: [127.0.0.0/8, "::1/128", 10.1.0.0/16]
+leases: {default_ttl: 5m, sweep_interval: 1s, node_grace: 2s, max_route_ttl: 1h, max_permits: 100000000}
 limits: {max_bulkheads: 1, max_tenants: 1000000}
 admin:
   token_file: /run/secrets/admin-token
@@ -72,14 +76,19 @@ bulkheads:
 `,
 			func(c *Config) {
 				c.Listen = Listen{GRPC: "[::1]:0", HTTP: ":0", Admin: "0.0.0.0:9191",
-					GRPCMaxConnectionAge: 5 * time.Minute, GRPCMaxConnectionAgeGrace: 30 * time.Second}
+					GRPCMaxConnectionAge: 5 * time.Minute, GRPCMaxConnectionAgeGrace: 30 * time.Second,
+					GRPCMaxRecvBytes: 65536, GRPCMaxConcurrentStreams: 100,
+					GRPCTLS: TLSFiles{CertFile: "/tls/grpc.crt", KeyFile: "/tls/grpc.key", ClientCAFile: "/tls/envoy-ca.crt"}}
 				c.Log = Log{Level: slog.LevelDebug, Format: LogJSON}
 				c.Authz = Authz{
 					DefaultPriority: bulkhead.BestEffort, UnknownBulkhead: UnknownDefault,
 					DefaultBulkhead: "fallback", DenyStatus: 429, RetryAfter: 2 * time.Second,
 					TenantHeader: "x-tenant-id",
+					TrustedPrioritySources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"),
+						netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("10.1.0.0/16")},
 				}
-				c.Leases = Leases{DefaultTTL: 5 * time.Minute, SweepInterval: time.Second, NodeGrace: 2 * time.Second, MaxRouteTTL: time.Hour}
+				c.Leases = Leases{DefaultTTL: 5 * time.Minute, SweepInterval: time.Second, NodeGrace: 2 * time.Second,
+					MaxRouteTTL: time.Hour, MaxPermits: 100_000_000}
 				c.Limits = Limits{MaxBulkheads: 1, MaxTenants: 1000000}
 				c.Admin = Admin{TokenFile: "/run/secrets/admin-token",
 					TLS: AdminTLS{CertFile: "/tls/tls.crt", KeyFile: "/tls/tls.key", ClientCAFile: "/tls/ca.crt"}}
@@ -154,6 +163,13 @@ bulkheads:
 		{"node grace off", "leases: {node_grace: 0}\n", func(c *Config) { c.Leases.NodeGrace = 0 }},
 		{"max connection age at its minimum", "listen: {grpc_max_connection_age: 1s, grpc_max_connection_age_grace: 1ms}\n", func(c *Config) {
 			c.Listen.GRPCMaxConnectionAge, c.Listen.GRPCMaxConnectionAgeGrace = time.Second, time.Millisecond
+		}},
+		{"empty trusted sources", "authz: {trusted_priority_sources: []}\n", func(*Config) {}},
+		{"one trusted source, one address", "authz: {trusted_priority_sources: [192.0.2.7/32]}\n", func(c *Config) {
+			c.Authz.TrustedPrioritySources = []netip.Prefix{netip.MustParsePrefix("192.0.2.7/32")}
+		}},
+		{"gRPC TLS without client CA", "listen: {grpc_tls: {cert_file: c, key_file: k}}\n", func(c *Config) {
+			c.Listen.GRPCTLS = TLSFiles{CertFile: "c", KeyFile: "k"}
 		}},
 		{"trailing empty document", "limits: {max_bulkheads: 5}\n---\n", func(c *Config) { c.Limits.MaxBulkheads = 5 }},
 	}

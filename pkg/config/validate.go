@@ -9,6 +9,9 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
+// keyGRPCTLS is the field path of the gRPC listener's TLS section.
+const keyGRPCTLS = "listen.grpc_tls"
+
 // validate checks the rules that span fields or need a range, after every
 // value has been decoded. Fields already reported are not checked again.
 func (d *decoder) validate(c *Config) {
@@ -22,6 +25,16 @@ func (d *decoder) validate(c *Config) {
 	d.rule("listen.grpc_max_connection_age", age, age == 0 || age >= minMaxConnAge, "must be 0 (off) or at least 1s")
 	d.rule("listen.grpc_max_connection_age_grace", c.Listen.GRPCMaxConnectionAgeGrace,
 		c.Listen.GRPCMaxConnectionAgeGrace > 0, "must be positive")
+	d.rule("listen.grpc_max_recv_bytes", c.Listen.GRPCMaxRecvBytes,
+		c.Listen.GRPCMaxRecvBytes >= MinGRPCMaxRecvBytes && c.Listen.GRPCMaxRecvBytes <= MaxGRPCMaxRecvBytes,
+		fmt.Sprintf("must be in %d..%d (bytes)", MinGRPCMaxRecvBytes, MaxGRPCMaxRecvBytes))
+	d.rule("listen.grpc_max_concurrent_streams", c.Listen.GRPCMaxConcurrentStreams,
+		c.Listen.GRPCMaxConcurrentStreams >= MinGRPCMaxConcurrentStreams && c.Listen.GRPCMaxConcurrentStreams <= MaxGRPCMaxConcurrentStreams,
+		fmt.Sprintf("must be in %d..%d (each waiting Check is a stream)", MinGRPCMaxConcurrentStreams, MaxGRPCMaxConcurrentStreams))
+	d.tlsPairing(keyGRPCTLS, c.Listen.GRPCTLS)
+	if d.checkFiles {
+		d.tlsContents(keyGRPCTLS, c.Listen.GRPCTLS)
+	}
 
 	a := &c.Authz
 	d.header("authz.priority_header", a.PriorityHeader, "ignore headers")
@@ -39,6 +52,8 @@ func (d *decoder) validate(c *Config) {
 	d.rule("leases.sweep_interval", c.Leases.SweepInterval, c.Leases.SweepInterval > 0, "must be positive")
 	d.rule("leases.node_grace", c.Leases.NodeGrace, c.Leases.NodeGrace >= 0, "must not be negative (0 turns node-lost reclamation off)")
 	d.rule("leases.max_route_ttl", c.Leases.MaxRouteTTL, c.Leases.MaxRouteTTL > 0, "must be positive")
+	d.rule("leases.max_permits", c.Leases.MaxPermits, c.Leases.MaxPermits >= 1 && c.Leases.MaxPermits <= MaxPermitsCeiling,
+		fmt.Sprintf("must be in 1..%d", MaxPermitsCeiling))
 
 	maxB := c.Limits.MaxBulkheads
 	d.rule("limits.max_bulkheads", maxB, maxB >= 1 && maxB <= MaxBulkheadsCeiling,

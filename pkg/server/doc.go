@@ -5,6 +5,16 @@
 // health (with listen.grpc_max_connection_age, it recycles connections);
 // the HTTP listener serves /metrics, /healthz and /readyz.
 //
+// The gRPC listener is bounded (listen.grpc_max_recv_bytes per message,
+// listen.grpc_max_concurrent_streams per connection, 64 KiB of metadata per
+// request) and, with listen.grpc_tls, serves TLS or mutual TLS. Its
+// certificate, key and client CA bundle are read again when they change
+// (checked at most once a second, on handshakes: no goroutine), so a rotated
+// certificate serves new connections without a restart. The package also
+// adds a few series to the daemon's registry: inputs the Check path
+// distrusted or ignored (bulkhead_untrusted_priority_total,
+// bulkhead_invalid_inputs_total) and the TLS reloads.
+//
 // Runner.Run owns every goroutine it starts and returns only after all of
 // them have stopped. Shutdown, when its context ends: readiness and gRPC
 // health turn NOT_SERVING, no new RPC is accepted, Checks in flight get up

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -36,6 +37,10 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
+// maxGRPCHeaderList bounds the metadata of one gRPC request (Envoy sends a
+// few hundred bytes; request headers travel in the CheckRequest message).
+const maxGRPCHeaderList = 64 << 10
+
 // Runner is one Bulkhead process: everything config describes, ready to Run.
 type Runner struct {
 	cfg         *config.Config
@@ -44,6 +49,7 @@ type Runner struct {
 	drain       time.Duration
 	watchPath   string
 	watchFlags  *pflag.FlagSet
+	tlsCheck    time.Duration // how often TLS files are checked for changes
 
 	Registry *bulkhead.Registry
 	Control  *control.Control
@@ -51,6 +57,9 @@ type Runner struct {
 	Metrics  *metrics.Metrics
 	promReg  *prometheus.Registry
 	authz    *authz.Server
+	trust    *trustingPolicy
+	extra    *extraMetrics
+	grpcTLS  *certReloader // nil without listen.grpc_tls
 	admin    *admin.Server
 	adminTLS *tls.Config
 	als      *accesslog.Server
@@ -77,9 +86,13 @@ func WithConfigWatch(path string, flags *pflag.FlagSet) Option {
 // (default 5s).
 func WithDrainTimeout(d time.Duration) Option { return func(r *Runner) { r.drain = d } }
 
+// withTLSCheckInterval sets how often, at most, the gRPC listener's TLS
+// files are checked for changes (default DefaultTLSCheckInterval).
+func withTLSCheckInterval(d time.Duration) Option { return func(r *Runner) { r.tlsCheck = d } }
+
 // New builds a runner for cfg. It starts nothing.
 func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) {
-	r := &Runner{cfg: cfg, log: log, drain: 5 * time.Second, promReg: prometheus.NewRegistry()}
+	r := &Runner{cfg: cfg, log: log, drain: 5 * time.Second, promReg: prometheus.NewRegistry(), tlsCheck: DefaultTLSCheckInterval}
 	for _, o := range opts {
 		o(r)
 	}
@@ -90,8 +103,21 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	}
 	r.Metrics = m
 	r.promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r.Ledger = permit.New(clock.Real{}, permit.WithObserver(m), permit.WithSweepInterval(cfg.Leases.SweepInterval))
-	azOpts := []authz.Option{authz.WithLogger(log)}
+	if r.extra, err = newExtraMetrics(r.promReg); err != nil {
+		return nil, err
+	}
+	if cfg.Listen.GRPCTLS.Enabled() {
+		if err := r.extra.registerTLS(r.promReg); err != nil {
+			return nil, err
+		}
+		if r.grpcTLS, err = newCertReloader(cfg.Listen.GRPCTLS, log.With("component", "grpc-tls"), r.extra,
+			clock.Real{}, r.tlsCheck); err != nil {
+			return nil, err
+		}
+	}
+	r.Ledger = permit.New(clock.Real{}, permit.WithObserver(m), permit.WithSweepInterval(cfg.Leases.SweepInterval),
+		permit.WithMaxLeases(cfg.Leases.MaxPermits))
+	azOpts := []authz.Option{authz.WithLogger(log), authz.WithInputRecorder(r.extra)}
 	var alsOpts []accesslog.Option
 	if cfg.Leases.NodeGrace > 0 {
 		r.nodes = accesslog.NewNodes(r.Ledger, cfg.Leases.NodeGrace,
@@ -100,7 +126,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		alsOpts = append(alsOpts, accesslog.WithNodes(r.nodes))
 	}
 	r.authz = authz.New(r.Registry, r.Ledger, m, authz.DefaultPolicy(), azOpts...)
-	r.Control = control.New(r.Registry, r.authz, log, control.WithOutcomes(m))
+	r.trust = &trustingPolicy{srv: r.authz}
+	r.trust.setTrusted(cfg.Authz.TrustedPrioritySources)
+	r.Control = control.New(r.Registry, r.trust, log, control.WithOutcomes(m))
 	var aopts []admin.AuthOption
 	if cfg.Admin.TokenFile != "" {
 		aopts = append(aopts, admin.WithTokenFile(cfg.Admin.TokenFile))
@@ -152,6 +180,13 @@ func (r *Runner) Run(ctx context.Context) error {
 		grpc.WaitForHandlers(true), // Stop and GracefulStop return after every handler
 		// Envoy pings idle HTTP/2 connections; do not punish it for that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		// Bounds on what one client can make the daemon hold.
+		grpc.MaxRecvMsgSize(r.cfg.Listen.GRPCMaxRecvBytes),
+		grpc.MaxConcurrentStreams(uint32(r.cfg.Listen.GRPCMaxConcurrentStreams)),
+		grpc.MaxHeaderListSize(maxGRPCHeaderList),
+	}
+	if r.grpcTLS != nil {
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(r.grpcTLS.serverConfig())))
 	}
 	if age := r.cfg.Listen.GRPCMaxConnectionAge; age > 0 {
 		gopts = append(gopts, grpc.KeepaliveParams(keepalive.ServerParameters{
@@ -296,9 +331,12 @@ func (r *Runner) reload(cfg *config.Config, err error) {
 		return
 	}
 	if cfg.Listen != r.cfg.Listen || cfg.Leases.SweepInterval != r.cfg.Leases.SweepInterval || cfg.Leases.NodeGrace != r.cfg.Leases.NodeGrace ||
+		cfg.Leases.MaxPermits != r.cfg.Leases.MaxPermits ||
 		cfg.Log != r.cfg.Log || cfg.Admin.TLS != r.cfg.Admin.TLS || cfg.Admin.TokenFile != r.cfg.Admin.TokenFile {
-		r.log.Warn("listen, log, admin, leases.sweep_interval and leases.node_grace changes take effect at the next restart", "path", r.watchPath)
+		r.log.Warn("listen, log, admin, leases.sweep_interval, leases.node_grace and leases.max_permits changes take effect at the next restart "+
+			"(the content of the TLS files is reloaded when they change)", "path", r.watchPath)
 	}
+	r.trust.setTrusted(cfg.Authz.TrustedPrioritySources)
 	if _, err := r.Control.Reload(cfg); err != nil {
 		r.Metrics.Reload(false)
 		r.log.Error("configuration reload partly applied", "path", r.watchPath, "err", err)

@@ -1,0 +1,225 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+)
+
+// Hostile input on the access-log stream: what a client that can reach the
+// gRPC listener (without mTLS) may send. Nothing but the exact token of a
+// live permit, in a DownstreamEnd entry under the ext_authz namespace,
+// releases anything, and each permit is released once.
+
+const hostileYAML = `
+listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0", admin: "127.0.0.1:0", grpc_max_recv_bytes: 65536}
+leases: {default_ttl: 30s, sweep_interval: 50ms, node_grace: 300ms}
+bulkheads:
+  catalog: {max_concurrent: 10, max_queue: 20, max_wait: 500ms}
+  auth: {max_concurrent: 5}
+`
+
+// logEntry is an access-log entry of type typ carrying token under ns.
+func logEntry(ns, token string, typ datav3.AccessLogType) *datav3.HTTPAccessLogEntry {
+	meta := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{ns: {Fields: map[string]*structpb.Value{
+		authz.MetadataToken: structpb.NewStringValue(token)}}}}
+	return &datav3.HTTPAccessLogEntry{CommonProperties: &datav3.AccessLogCommon{AccessLogType: typ, Metadata: meta}}
+}
+
+// logMsg is a StreamAccessLogsMessage of entries, naming node when not "".
+func logMsg(node string, entries ...*datav3.HTTPAccessLogEntry) *alsv3.StreamAccessLogsMessage {
+	m := &alsv3.StreamAccessLogsMessage{LogEntries: &alsv3.StreamAccessLogsMessage_HttpLogs{
+		HttpLogs: &alsv3.StreamAccessLogsMessage_HTTPAccessLogEntries{LogEntry: entries}}}
+	if node != "" {
+		m.Identifier = &alsv3.StreamAccessLogsMessage_Identifier{Node: &corev3.Node{Id: node}, LogName: "bulkhead"}
+	}
+	return m
+}
+
+// grant takes a permit of key by a real Check from node, returning its token.
+func grant(t *testing.T, rn *running, key, node string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if node != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, authz.NodeHeader, node)
+	}
+	resp, err := authv3.NewAuthorizationClient(rn.conn).Check(ctx, checkReq(key))
+	if err != nil || resp.GetOkResponse() == nil {
+		t.Fatalf("Check(%s) = %v, %v", key, resp, err)
+	}
+	return resp.GetDynamicMetadata().GetFields()[authz.MetadataToken].GetStringValue()
+}
+
+func inUse(rn *running, key string) int { return rn.r.Registry.Get(key).Snapshot().InUse }
+
+func TestHostileAccessLogTokens(t *testing.T) {
+	rn := start(t, parseConfig(t, hostileYAML))
+	var tokens []string
+	for range 3 {
+		tokens = append(tokens, grant(t, rn, "catalog", "front-proxy"))
+	}
+	kept := grant(t, rn, "auth", "front-proxy") // never named on the stream: must stay held
+	tok := tokens[0]
+	tampered := []byte(tok)
+	tampered[len(tampered)-1] ^= 1
+	end := datav3.AccessLogType_DownstreamEnd
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := alsv3.NewAccessLogServiceClient(rn.conn).StreamAccessLogs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := []*datav3.HTTPAccessLogEntry{
+		logEntry(authz.MetadataNamespace, "AAAAAAAAAAAAAAAAAAAAAA", end), // forged, well formed
+		logEntry(authz.MetadataNamespace, string(tampered), end),         // a real token, one bit off
+		logEntry(authz.MetadataNamespace, tok+"A", end),                  // a real token, extended
+		logEntry(authz.MetadataNamespace, tok[:len(tok)-1], end),         // a real token, cut
+		logEntry(authz.MetadataNamespace, strings.Repeat("%", 300), end), // not a token at all
+		logEntry(authz.MetadataNamespace, "", end),                       // empty
+		logEntry("envoy.filters.http.other", tok, end),                   // wrong namespace
+		logEntry(authz.MetadataNamespace, tok, datav3.AccessLogType_DownstreamPeriodic),
+		logEntry(authz.MetadataNamespace, tok, datav3.AccessLogType_UpstreamPoolReady),
+		{}, // nothing at all
+	}
+	if err := stream.Send(logMsg("front-proxy", hostile...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&alsv3.StreamAccessLogsMessage{LogEntries: &alsv3.StreamAccessLogsMessage_TcpLogs{
+		TcpLogs: &alsv3.StreamAccessLogsMessage_TCPAccessLogEntries{LogEntry: []*datav3.TCPAccessLogEntry{{
+			CommonProperties: logEntry(authz.MetadataNamespace, tok, end).GetCommonProperties()}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Each real token once, then each again (duplicates), in one message.
+	var real []*datav3.HTTPAccessLogEntry
+	for _, tk := range append(tokens, tokens...) {
+		real = append(real, logEntry(authz.MetadataNamespace, tk, end))
+	}
+	if err := stream.Send(logMsg("", real...)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.CloseAndRecv(); err != nil {
+		t.Fatal(err)
+	}
+
+	if got := inUse(rn, "catalog"); got != 0 {
+		t.Errorf("catalog in use %d after its tokens were logged", got)
+	}
+	if got := inUse(rn, "auth"); got != 1 || rn.r.Ledger.Len() != 1 {
+		t.Errorf("auth in use %d, ledger %d: a permit never logged was released", got, rn.r.Ledger.Len())
+	}
+	for _, c := range []struct {
+		label string
+		want  float64
+	}{
+		{"released", 3}, {"duplicate", 3}, {"unknown", 5}, {"no_token", 2}, {"not_end", 3}, {"tcp_ignored", 1},
+	} {
+		if got := counter(t, rn, "bulkhead_access_log_entries_total", c.label); got != c.want {
+			t.Errorf("access_log_entries_total{result=%q} = %v, want %v", c.label, got, c.want)
+		}
+	}
+	if got := counter(t, rn, "bulkhead_releases_total", "access_log"); got != 3 {
+		t.Errorf("releases{access_log} = %v, want 3", got)
+	}
+	rn.r.Ledger.Release(kept, permit.Cancel)
+}
+
+// A message over listen.grpc_max_recv_bytes ends its stream with
+// RESOURCE_EXHAUSTED; permits and other streams are unaffected, and the
+// sender may reconnect.
+func TestHostileAccessLogOversized(t *testing.T) {
+	rn := start(t, parseConfig(t, hostileYAML))
+	held := grant(t, rn, "catalog", "front-proxy")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	als := alsv3.NewAccessLogServiceClient(rn.conn)
+	stream, err := als.StreamAccessLogs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var big []*datav3.HTTPAccessLogEntry
+	for range 100 {
+		big = append(big, logEntry(authz.MetadataNamespace, strings.Repeat("x", 1000), datav3.AccessLogType_DownstreamEnd))
+	}
+	_ = stream.Send(logMsg("front-proxy", big...)) // ~100 KiB: over the 64 KiB bound
+	if _, err := stream.CloseAndRecv(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("oversized message: %v, want ResourceExhausted", err)
+	}
+	if inUse(rn, "catalog") != 1 {
+		t.Fatal("the oversized message released a permit")
+	}
+	stream, err = als.StreamAccessLogs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(logMsg("front-proxy", logEntry(authz.MetadataNamespace, held, datav3.AccessLogType_DownstreamEnd))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.CloseAndRecv(); err != nil {
+		t.Fatal(err)
+	}
+	if inUse(rn, "catalog") != 0 {
+		t.Fatal("a new stream after the oversized one did not release")
+	}
+}
+
+// A stream from a node no Check came from (or with an invalid id) releases
+// what its tokens name, and its end takes nothing from other nodes: only the
+// permits granted to a node are released when that node is lost.
+func TestHostileAccessLogUnknownNode(t *testing.T) {
+	rn := start(t, parseConfig(t, hostileYAML))
+	held := grant(t, rn, "catalog", "front-proxy")
+	mine := grant(t, rn, "catalog", "front-proxy")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, node := range []string{"never-seen", "bad node id", strings.Repeat("n", 10000)} {
+		stream, err := alsv3.NewAccessLogServiceClient(rn.conn).StreamAccessLogs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(logMsg(node)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.CloseAndRecv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The unknown node is lost after the grace (300ms); front-proxy, which
+	// never had a stream, is not tracked at all.
+	waitFor(t, "the unknown node lost", func() bool { return counter(t, rn, "bulkhead_nodes_lost_total", "") >= 1 })
+	if got := counter(t, rn, "bulkhead_releases_total", "node_lost"); got != 0 {
+		t.Fatalf("releases{node_lost} = %v: losing an unknown node released permits", got)
+	}
+	if inUse(rn, "catalog") != 2 {
+		t.Fatal("another node's permits were taken")
+	}
+	// A token is a capability: any stream naming it releases it, once.
+	stream, err := alsv3.NewAccessLogServiceClient(rn.conn).StreamAccessLogs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(logMsg("never-seen", logEntry(authz.MetadataNamespace, mine, datav3.AccessLogType_DownstreamEnd))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.CloseAndRecv(); err != nil {
+		t.Fatal(err)
+	}
+	if inUse(rn, "catalog") != 1 {
+		t.Fatal("the named permit was not released, or another was")
+	}
+	rn.r.Ledger.Release(held, permit.Cancel)
+}

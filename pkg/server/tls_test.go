@@ -1,0 +1,367 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/admin/admintest"
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+	"github.com/bulkhead-mesh/bulkhead/pkg/config"
+)
+
+// pkiFiles are a server key pair and a client CA bundle on disk.
+type pkiFiles struct {
+	dir                 string
+	cert, key, clientCA string
+	serverCA, envoyCA   *admintest.CA
+	envoyCert, envoyKey []byte // a client certificate signed by envoyCA
+}
+
+func writeServerPKI(t *testing.T) *pkiFiles {
+	t.Helper()
+	p := &pkiFiles{dir: t.TempDir(), serverCA: admintest.NewCA(t, "bulkhead CA"), envoyCA: admintest.NewCA(t, "envoy CA")}
+	cert, key := p.serverCA.Issue(t, "bulkhead", true)
+	p.cert = admintest.WriteFile(t, p.dir, "tls.crt", cert)
+	p.key = admintest.WriteFile(t, p.dir, "tls.key", key)
+	p.clientCA = admintest.WriteFile(t, p.dir, "client-ca.crt", p.envoyCA.PEM)
+	p.envoyCert, p.envoyKey = p.envoyCA.Issue(t, "front-proxy", false)
+	return p
+}
+
+func (p *pkiFiles) yaml() string {
+	return fmt.Sprintf(`listen:
+  grpc: "127.0.0.1:0"
+  http: "127.0.0.1:0"
+  admin: "127.0.0.1:0"
+  grpc_tls: {cert_file: %q, key_file: %q, client_ca_file: %q}
+bulkheads:
+  catalog: {max_concurrent: 2}
+`, p.cert, p.key, p.clientCA)
+}
+
+// replace writes data to path the way secret rotation does: a new file
+// renamed over the old one.
+func replace(t *testing.T, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clientConfig trusts p's server CA and presents certPEM/keyPEM (none when nil).
+func (p *pkiFiles) clientConfig(t *testing.T, certPEM, keyPEM []byte) *tls.Config {
+	t.Helper()
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(p.serverCA.PEM)
+	cfg := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
+	if certPEM != nil {
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg
+}
+
+// serial dials addr and returns the serial of the certificate the server
+// presents, or the handshake's error (with TLS 1.3 a refused client
+// certificate shows on the first read, so one is attempted).
+func serial(addr string, cfg *tls.Config) (*big.Int, error) {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	var ne net.Error
+	if _, err := conn.Read(make([]byte, 1)); err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+		return nil, err
+	}
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber, nil
+}
+
+// healthOver calls gRPC health on addr with cfg.
+func healthOver(t *testing.T, addr string, cfg *tls.Config) error {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	return err
+}
+
+func TestGRPCMutualTLS(t *testing.T) {
+	p := writeServerPKI(t)
+	rn := start(t, parseConfig(t, p.yaml()))
+	addr := rn.addrs["grpc"]
+
+	if err := healthOver(t, addr, p.clientConfig(t, p.envoyCert, p.envoyKey)); err != nil {
+		t.Fatalf("health with Envoy's client certificate: %v", err)
+	}
+	if err := healthOver(t, addr, p.clientConfig(t, nil, nil)); err == nil {
+		t.Fatal("a client without a certificate was served")
+	}
+	strangerCert, strangerKey := admintest.NewCA(t, "stranger CA").Issue(t, "front-proxy", false)
+	if err := healthOver(t, addr, p.clientConfig(t, strangerCert, strangerKey)); err == nil {
+		t.Fatal("a client certificate from another CA was accepted")
+	}
+	if err := healthOver(t, addr, &tls.Config{InsecureSkipVerify: true}); err == nil { //nolint:gosec // the point of the test
+		t.Fatal("a client without a certificate was served")
+	}
+	if got := counter(t, rn, "bulkhead_grpc_tls_reloads_total", "success"); got != 1 {
+		t.Errorf("reloads{success} = %v, want 1 (the start)", got)
+	}
+}
+
+// Rotation: new files, renamed over the old ones or written in place, are
+// served to the next connection; a change that does not load keeps the last
+// good certificate and is counted once; connections already open keep
+// working throughout.
+func TestGRPCTLSReload(t *testing.T) {
+	p := writeServerPKI(t)
+	rn := start(t, parseConfig(t, p.yaml()), withTLSCheckInterval(5*time.Millisecond))
+	addr := rn.addrs["grpc"]
+	client := p.clientConfig(t, p.envoyCert, p.envoyKey)
+	first, err := serial(addr, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A connection made before the rotation; it must outlive it.
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(client)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	health := healthpb.NewHealthClient(conn)
+	if _, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+
+	waitSerial := func(what string, want *big.Int) {
+		t.Helper()
+		waitFor(t, what, func() bool {
+			got, err := serial(addr, client)
+			return err == nil && got.Cmp(want) == 0
+		})
+	}
+	certSerial := func(certPEM []byte) *big.Int {
+		t.Helper()
+		block, _ := pem.Decode(certPEM)
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.SerialNumber
+	}
+
+	// 1. Renamed over: key first, then certificate (between the two the pair
+	// does not match; that state is retried, not served).
+	cert2, key2 := p.serverCA.Issue(t, "bulkhead", true)
+	replace(t, p.key, key2)
+	if got, err := serial(addr, client); err != nil || got.Cmp(first) != 0 {
+		t.Fatalf("mid-rotation: serial %v, %v; want the old %v", got, err, first)
+	}
+	replace(t, p.cert, cert2)
+	second := certSerial(cert2)
+	if second.Cmp(first) == 0 {
+		t.Fatal("the CA issued the same serial twice")
+	}
+	waitSerial("the renamed-over certificate served", second)
+
+	// 2. Written in place (same inode).
+	cert3, key3 := p.serverCA.Issue(t, "bulkhead", true)
+	if err := os.WriteFile(p.key, key3, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p.cert, cert3, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitSerial("the certificate written in place served", certSerial(cert3))
+
+	// 3. A broken certificate keeps the last good one, counted once
+	// however many handshakes see it.
+	failuresBefore := counter(t, rn, "bulkhead_grpc_tls_reloads_total", "failure")
+	replace(t, p.cert, []byte("not a certificate"))
+	for range 3 {
+		if got, err := serial(addr, client); err != nil || got.Cmp(certSerial(cert3)) != 0 {
+			t.Fatalf("with a broken certificate file: serial %v, %v; want the last good %v", got, err, certSerial(cert3))
+		}
+	}
+	if got := counter(t, rn, "bulkhead_grpc_tls_reloads_total", "failure"); got != failuresBefore+1 {
+		t.Errorf("reload failures %v -> %v, want one more", failuresBefore, got)
+	}
+	replace(t, p.cert, cert3) // the pair matches again: a new load
+	cert4, key4 := p.serverCA.Issue(t, "bulkhead", true)
+	replace(t, p.key, key4)
+	replace(t, p.cert, cert4)
+	waitSerial("a good certificate after a broken one", certSerial(cert4))
+
+	// 4. The client CA rotates too: Envoy's old certificate is refused on new
+	// connections, one from the new CA is accepted.
+	newEnvoyCA := admintest.NewCA(t, "envoy CA 2")
+	replace(t, p.clientCA, newEnvoyCA.PEM)
+	waitFor(t, "the old client certificate refused", func() bool { return healthOver(t, addr, client) != nil })
+	c2, k2 := newEnvoyCA.Issue(t, "front-proxy", false)
+	if err := healthOver(t, addr, p.clientConfig(t, c2, k2)); err != nil {
+		t.Fatalf("client certificate of the new CA: %v", err)
+	}
+
+	if _, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("the connection made before the rotations: %v", err)
+	}
+	if got := counter(t, rn, "bulkhead_grpc_tls_reloads_total", "success"); got < 5 {
+		t.Errorf("reloads{success} = %v, want at least 5", got)
+	}
+}
+
+func TestGRPCTLSUnusableAtStart(t *testing.T) {
+	p := writeServerPKI(t)
+	if err := os.WriteFile(p.key, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(parseConfig(t, p.yaml()), slogDiscard())
+	if err == nil || !strings.Contains(err.Error(), "listen.grpc_tls") || !strings.Contains(err.Error(), p.key) {
+		t.Fatalf("New = %v, want an error naming listen.grpc_tls and the key file", err)
+	}
+	_, key := p.serverCA.Issue(t, "bulkhead", true)
+	replace(t, p.key, key) // a key, but not the certificate's
+	_, err = New(parseConfig(t, p.yaml()), slogDiscard())
+	if err == nil || !strings.Contains(err.Error(), "private key does not match public key") {
+		t.Fatalf("New with another key = %v", err)
+	}
+	p = writeServerPKI(t)
+	_, err = New(parseConfig(t, strings.Replace(p.yaml(), p.clientCA, filepath.Join(p.dir, "absent"), 1)), slogDiscard())
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("New with a missing client CA = %v", err)
+	}
+}
+
+func TestGRPCTLSDefaultsOff(t *testing.T) {
+	cfg := parseConfig(t, baseYAML)
+	if cfg.Listen.GRPCTLS != (config.TLSFiles{}) {
+		t.Fatal("TLS on by default")
+	}
+	rn := start(t, cfg)
+	if _, body := rn.get(t, "/metrics"); strings.Contains(body, "bulkhead_grpc_tls_not_after") {
+		t.Error("a plain listener exports a certificate expiry")
+	}
+}
+
+// counter reads one series of a counter (vector) from the runner's
+// registry: the one with a label of value labelValue, or the unlabelled one
+// for "".
+func counter(t *testing.T, rn *running, name, labelValue string) float64 {
+	t.Helper()
+	mfs, err := rn.r.promReg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if labelValue == "" && len(m.GetLabel()) == 0 {
+				return m.GetCounter().GetValue()
+			}
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == labelValue {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// fakeTLSRecorder counts loads.
+type fakeTLSRecorder struct{ ok, failed int }
+
+func (f *fakeTLSRecorder) TLSReloaded(ok bool, _ *x509.Certificate) {
+	if ok {
+		f.ok++
+	} else {
+		f.failed++
+	}
+}
+
+// The files are read at most once per interval, however many handshakes
+// come; a change shows from the first handshake after the interval.
+func TestCertReloaderChecksOncePerInterval(t *testing.T) {
+	p := writeServerPKI(t)
+	clk := clock.NewFake(time.Now())
+	rec := &fakeTLSRecorder{}
+	c, err := newCertReloader(config.TLSFiles{CertFile: p.cert, KeyFile: p.key}, slogDiscard(), rec, clk, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafSerial := func() *big.Int {
+		t.Helper()
+		cfg, err := c.configForClient(&tls.ClientHelloInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.ClientAuth != tls.NoClientCert || cfg.ClientCAs != nil {
+			t.Fatal("client certificates required without client_ca_file")
+		}
+		return cfg.Certificates[0].Leaf.SerialNumber
+	}
+	first := leafSerial()
+	cert, key := p.serverCA.Issue(t, "bulkhead", true)
+	replace(t, p.key, key)
+	replace(t, p.cert, cert)
+	clk.Advance(999 * time.Millisecond)
+	for range 100 {
+		if leafSerial().Cmp(first) != 0 {
+			t.Fatal("files read again within the interval")
+		}
+	}
+	clk.Advance(time.Millisecond)
+	if second := leafSerial(); second.Cmp(first) == 0 {
+		t.Fatal("the rotated certificate not served after the interval")
+	}
+	if rec.ok != 2 || rec.failed != 0 {
+		t.Fatalf("loads ok=%d failed=%d, want 2 and 0", rec.ok, rec.failed)
+	}
+	// Unchanged files: read, not loaded again.
+	clk.Advance(time.Hour)
+	leafSerial()
+	if rec.ok != 2 {
+		t.Fatalf("unchanged files loaded again: ok=%d", rec.ok)
+	}
+	// A missing file is one failure, however long it lasts.
+	if err := os.Remove(p.key); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		clk.Advance(time.Hour)
+		leafSerial()
+	}
+	if rec.failed != 1 {
+		t.Fatalf("failures = %d, want 1", rec.failed)
+	}
+}
