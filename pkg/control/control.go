@@ -206,16 +206,17 @@ func fmtSettings(s bulkhead.Settings) string {
 // Policy translates a configuration into the Check policy.
 func Policy(cfg *config.Config) authz.Policy {
 	p := authz.Policy{
-		PriorityHeader:   cfg.Authz.PriorityHeader,
-		TenantHeader:     cfg.Authz.TenantHeader,
-		DefaultPriority:  cfg.Authz.DefaultPriority,
-		DefaultBulkhead:  cfg.Authz.DefaultBulkhead,
-		DenyStatus:       cfg.Authz.DenyStatus,
-		DeadlineMargin:   cfg.Authz.DeadlineMargin,
-		RetryAfter:       cfg.Authz.RetryAfter,
-		LeaseTTL:         make(map[string]time.Duration, len(cfg.Bulkheads)),
-		DefaultLeaseTTL:  cfg.Leases.DefaultTTL,
-		MaxRouteLeaseTTL: cfg.Leases.MaxRouteTTL,
+		PriorityHeader:         cfg.Authz.PriorityHeader,
+		TenantHeader:           cfg.Authz.TenantHeader,
+		TrustedPrioritySources: cfg.Authz.TrustedPrioritySources,
+		DefaultPriority:        cfg.Authz.DefaultPriority,
+		DefaultBulkhead:        cfg.Authz.DefaultBulkhead,
+		DenyStatus:             cfg.Authz.DenyStatus,
+		DeadlineMargin:         cfg.Authz.DeadlineMargin,
+		RetryAfter:             cfg.Authz.RetryAfter,
+		LeaseTTL:               make(map[string]time.Duration, len(cfg.Bulkheads)),
+		DefaultLeaseTTL:        cfg.Leases.DefaultTTL,
+		MaxRouteLeaseTTL:       cfg.Leases.MaxRouteTTL,
 	}
 	switch cfg.Authz.UnknownBulkhead {
 	case config.UnknownAllow:

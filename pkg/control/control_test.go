@@ -190,6 +190,7 @@ authz:
   deadline_margin: 40ms
   retry_after: 3s
   tenant_header: x-tenant
+  trusted_priority_sources: ["10.0.0.0/8"]
 leases: {default_ttl: 45s, max_route_ttl: 2m}
 bulkheads:
   catalog: {max_concurrent: 2, lease_ttl: 5s}
@@ -201,6 +202,9 @@ bulkheads:
 		p.RetryAfter != 3*time.Second || p.DefaultLeaseTTL != 45*time.Second || p.TenantHeader != "x-tenant" ||
 		p.MaxRouteLeaseTTL != 2*time.Minute {
 		t.Fatalf("Policy = %+v", p)
+	}
+	if len(p.TrustedPrioritySources) != 1 || p.TrustedPrioritySources[0].String() != "10.0.0.0/8" {
+		t.Fatalf("trusted priority sources = %v", p.TrustedPrioritySources)
 	}
 	if p.LeaseTTL["catalog"] != 5*time.Second || p.LeaseTTL["auth"] != 45*time.Second {
 		t.Fatalf("lease TTLs = %v", p.LeaseTTL)

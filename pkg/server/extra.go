@@ -2,8 +2,6 @@ package server
 
 import (
 	"crypto/x509"
-	"net/netip"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -76,23 +74,4 @@ func (m *extraMetrics) TLSReloaded(ok bool, leaf *x509.Certificate) {
 	}
 	m.tlsReloads.WithLabelValues("success").Inc()
 	m.tlsNotAfter.Set(float64(leaf.NotAfter.Unix()))
-}
-
-// trustingPolicy passes each Check policy on to the authz server with the
-// configured trusted priority sources added: the control plane translates
-// the rest of the configuration, the runner sets the trust list of the
-// configuration being applied before handing it over.
-type trustingPolicy struct {
-	srv     *authz.Server
-	trusted atomic.Pointer[[]netip.Prefix]
-}
-
-func (t *trustingPolicy) setTrusted(p []netip.Prefix) { t.trusted.Store(&p) }
-
-// SetPolicy implements control.PolicySetter.
-func (t *trustingPolicy) SetPolicy(p authz.Policy) {
-	if tr := t.trusted.Load(); tr != nil {
-		p.TrustedPrioritySources = *tr
-	}
-	t.srv.SetPolicy(p)
 }

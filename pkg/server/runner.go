@@ -57,7 +57,6 @@ type Runner struct {
 	Metrics  *metrics.Metrics
 	promReg  *prometheus.Registry
 	authz    *authz.Server
-	trust    *trustingPolicy
 	extra    *extraMetrics
 	grpcTLS  *certReloader // nil without listen.grpc_tls
 	admin    *admin.Server
@@ -126,9 +125,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		alsOpts = append(alsOpts, accesslog.WithNodes(r.nodes))
 	}
 	r.authz = authz.New(r.Registry, r.Ledger, m, authz.DefaultPolicy(), azOpts...)
-	r.trust = &trustingPolicy{srv: r.authz}
-	r.trust.setTrusted(cfg.Authz.TrustedPrioritySources)
-	r.Control = control.New(r.Registry, r.trust, log, control.WithOutcomes(m))
+	r.Control = control.New(r.Registry, r.authz, log, control.WithOutcomes(m))
 	var aopts []admin.AuthOption
 	if cfg.Admin.TokenFile != "" {
 		aopts = append(aopts, admin.WithTokenFile(cfg.Admin.TokenFile))
@@ -336,7 +333,6 @@ func (r *Runner) reload(cfg *config.Config, err error) {
 		r.log.Warn("listen, log, admin, leases.sweep_interval, leases.node_grace and leases.max_permits changes take effect at the next restart "+
 			"(the content of the TLS files is reloaded when they change)", "path", r.watchPath)
 	}
-	r.trust.setTrusted(cfg.Authz.TrustedPrioritySources)
 	if _, err := r.Control.Reload(cfg); err != nil {
 		r.Metrics.Reload(false)
 		r.log.Error("configuration reload partly applied", "path", r.watchPath, "err", err)
