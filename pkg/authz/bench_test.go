@@ -19,6 +19,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
 
 // The Check path as the daemon wires it: a real registry, a permit ledger
@@ -203,11 +204,11 @@ func BenchmarkCheckGRPC(b *testing.B) {
 }
 
 // serveBufconn serves srv over bufconn until the benchmark ends.
-func serveBufconn(tb testing.TB, srv authv3.AuthorizationServer) *grpc.ClientConn {
+func serveBufconn(tb testing.TB, srv *authz.Server) *grpc.ClientConn {
 	tb.Helper()
 	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
-	authv3.RegisterAuthorizationServer(gs, srv)
+	gs := grpc.NewServer(wire.ServerCodec())
+	authz.Register(gs, srv)
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufnet",

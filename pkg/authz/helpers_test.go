@@ -22,6 +22,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -138,11 +139,11 @@ func newEnv(t *testing.T, cfg envConfig) *env {
 
 // serve runs srv on a bufconn gRPC server and returns a client connection;
 // both are stopped when the test ends.
-func serve(t *testing.T, srv authv3.AuthorizationServer) *grpc.ClientConn {
+func serve(t *testing.T, srv *Server) *grpc.ClientConn {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
-	authv3.RegisterAuthorizationServer(gs, srv)
+	gs := grpc.NewServer(wire.ServerCodec())
+	Register(gs, srv)
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufnet",

@@ -56,11 +56,11 @@ func nodeOf(ctx context.Context) (node string, bad bool) {
 // context_extensions lease_ttl when it is a positive duration (cut to
 // MaxRouteLeaseTTL), else the bulkhead's. A value that is not a positive
 // duration, or above the cap, is counted.
-func (s *Server) leaseTTL(pol *Policy, key string, ext map[string]string) time.Duration {
-	v, ok := ext[ExtLeaseTTL]
-	if !ok {
+func (s *Server) leaseTTL(pol *Policy, key string, route optional) time.Duration {
+	if !route.ok {
 		return pol.leaseTTL(key)
 	}
+	v := route.v
 	d, err := time.Duration(0), error(nil)
 	if len(v) <= maxDurationText {
 		d, err = time.ParseDuration(v)

@@ -3,8 +3,6 @@ package authz
 import (
 	"net/netip"
 
-	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
-
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
@@ -51,30 +49,26 @@ func (nopInputs) InvalidInput(string)      {}
 // any client may lower its own priority, only trusted ones may raise it. A
 // raise from elsewhere is counted and ignored; an unknown or oversized
 // value is counted and ignored.
-func (s *Server) priority(pol *Policy, key string, attrs *authv3.AttributeContext, ext map[string]string) bulkhead.Priority {
+func (s *Server) priority(pol *Policy, key string, r *request) bulkhead.Priority {
 	base := pol.DefaultPriority
-	if v, ok := ext["priority"]; ok {
-		if p, ok := parsePriority(v); ok {
+	if r.priority.ok {
+		if p, ok := parsePriority(r.priority.v); ok {
 			base = p
 		} else {
 			s.rec.InvalidPriority(key)
 		}
 	}
-	if pol.PriorityHeader == "" {
+	if !r.header.ok {
 		return base
 	}
-	v, ok := attrs.GetRequest().GetHttp().GetHeaders()[pol.PriorityHeader]
-	if !ok {
-		return base
-	}
-	p, ok := parsePriority(v)
+	p, ok := parsePriority(r.header.v)
 	switch {
 	case !ok:
 		s.rec.InvalidPriority(key)
 		return base
 	case p >= base: // the same class or a lower one (higher value)
 		return p
-	case pol.trusts(attrs.GetSource().GetAddress().GetSocketAddress().GetAddress()):
+	case pol.trusts(r.source):
 		return p
 	}
 	s.inputs.UntrustedPriority(key)

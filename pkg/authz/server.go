@@ -80,14 +80,47 @@ func (s *Server) SetPolicy(p Policy) {
 	s.policy.Store(&p)
 }
 
-// Check implements authv3.AuthorizationServer.
+// Check implements authv3.AuthorizationServer. A server registered with
+// Register answers Envoy without decoding the whole CheckRequest (see
+// checkHandler), through the same check.
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
-	return s.check(ctx, req)
+	pol := s.policy.Load()
+	a, err := s.check(ctx, pol, requestOf(pol, req))
+	if err != nil {
+		return nil, err
+	}
+	return a.message(), nil
 }
 
-func (s *Server) check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+// answer is what a Check answers: a granted permit's token and bulkhead,
+// or, when no permit was granted, resp.
+type answer struct {
+	token, key string
+	resp       *authv3.CheckResponse
+}
+
+func respond(resp *authv3.CheckResponse) answer { return answer{resp: resp} }
+
+// message is the answer as a CheckResponse.
+func (a answer) message() *authv3.CheckResponse {
+	if a.resp != nil {
+		return a.resp
+	}
+	return admitted(a.token, a.key)
+}
+
+// encoded is the answer as the wire codec sends it: an admission encoded
+// directly, anything else as its CheckResponse.
+func (a answer) encoded() any {
+	if a.resp != nil {
+		return a.resp
+	}
+	return encodeAdmitted(a.token, a.key)
+}
+
+// check answers r under pol.
+func (s *Server) check(ctx context.Context, pol *Policy, r *request) (answer, error) {
 	start := s.clock.Now()
-	pol := s.policy.Load()
 	node, badNode := nodeOf(ctx)
 	if badNode {
 		s.inputs.InvalidInput(InputNode)
@@ -95,16 +128,14 @@ func (s *Server) check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	if node != "" && s.nodes != nil {
 		s.nodes.Heard(node)
 	}
-	attrs := req.GetAttributes()
-	ext := attrs.GetContextExtensions()
-	key := ext["bulkhead"]
+	key := r.bulkhead
 
 	l := s.bulkheads.Get(key)
 	if l == nil {
 		switch pol.Unmatched {
 		case Allow:
 			s.rec.Unmatched("allowed")
-			return allowed(), nil
+			return respond(allowed()), nil
 		case UseDefault:
 			if l = s.bulkheads.Get(pol.DefaultBulkhead); l != nil {
 				s.rec.Unmatched("defaulted")
@@ -113,36 +144,36 @@ func (s *Server) check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		}
 		if l == nil {
 			s.rec.Unmatched("denied")
-			return denied(pol, key, bulkhead.ReasonUnknownBulkhead), nil
+			return respond(denied(pol, key, bulkhead.ReasonUnknownBulkhead)), nil
 		}
 	}
 
-	prio := s.priority(pol, key, attrs, ext)
+	prio := s.priority(pol, key, r)
 	var deadline time.Time
 	if d, ok := ctx.Deadline(); ok {
 		deadline = d.Add(-pol.DeadlineMargin)
 	}
-	p, err := s.acquire(ctx, pol, l, key, attrs.GetRequest().GetHttp().GetHeaders(), prio, deadline)
+	p, err := s.acquire(ctx, pol, l, key, r.tenant, prio, deadline)
 	if err != nil {
 		if r := bulkhead.ReasonOf(err); r != bulkhead.ReasonNone {
-			return denied(pol, key, r), nil
+			return respond(denied(pol, key, r)), nil
 		}
 		// The Check's context ended while it waited: Envoy cancelled it
 		// (the client went away) or its deadline passed. Nobody listens.
-		return nil, status.FromContextError(err).Err()
+		return answer{}, status.FromContextError(err).Err()
 	}
-	token, err := s.ledger.Grant(p, permit.Grant{Bulkhead: key, Priority: prio, TTL: s.leaseTTL(pol, key, ext), Node: node})
+	token, err := s.ledger.Grant(p, permit.Grant{Bulkhead: key, Priority: prio, TTL: s.leaseTTL(pol, key, r.leaseTTL), Node: node})
 	if err != nil {
 		p.Release()
 		s.log.Error("permit not registered", "bulkhead", key, "err", err)
-		return nil, status.Errorf(codes.ResourceExhausted, "bulkhead: %v", err)
+		return answer{}, status.Errorf(codes.ResourceExhausted, "bulkhead: %v", err)
 	}
 	if err := ctx.Err(); err != nil {
 		// Granted, but Envoy no longer waits for the answer: no access log
 		// will carry this token, so give the permit back now.
 		s.ledger.Release(token, permit.Cancel)
-		return nil, status.FromContextError(err).Err()
+		return answer{}, status.FromContextError(err).Err()
 	}
 	s.rec.Waited(key, s.clock.Now().Sub(start))
-	return admitted(token, key), nil
+	return answer{token: token, key: key}, nil
 }

@@ -20,9 +20,9 @@ const MaxTenantLen = 128
 // nothing of the shared one, so a flooding tenant queues (and is rejected)
 // in its own compartment while others go straight to the bulkhead.
 func (s *Server) acquire(ctx context.Context, pol *Policy, l *bulkhead.Limiter, key string,
-	headers map[string]string, prio bulkhead.Priority, deadline time.Time) (permit.Releaser, error) {
+	tenant string, prio bulkhead.Priority, deadline time.Time) (permit.Releaser, error) {
 	var tp bulkhead.Permit
-	if ts, id := s.tenantOf(pol, key, headers); ts != nil {
+	if ts, id := s.tenantOf(pol, key, tenant); ts != nil {
 		var err error
 		if tp, err = acquireTenant(ctx, ts, id, prio, deadline); err != nil {
 			return nil, err
@@ -43,12 +43,8 @@ func (s *Server) acquire(ctx context.Context, pol *Policy, l *bulkhead.Limiter, 
 // or nil when tenants are off, the bulkhead has no template, or the request
 // names no tenant. A value over MaxTenantLen is counted and treated as no
 // tenant, as if the header were left out (which any client may do).
-func (s *Server) tenantOf(pol *Policy, key string, headers map[string]string) (*bulkhead.Tenants, string) {
-	if pol.TenantHeader == "" {
-		return nil, ""
-	}
-	id := headers[pol.TenantHeader]
-	if id == "" {
+func (s *Server) tenantOf(pol *Policy, key string, id string) (*bulkhead.Tenants, string) {
+	if pol.TenantHeader == "" || id == "" {
 		return nil, ""
 	}
 	ts := s.bulkheads.Tenants(key)

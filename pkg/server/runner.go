@@ -15,7 +15,6 @@ import (
 	"time"
 
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
-	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -35,6 +34,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/control"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
 
 // maxGRPCHeaderList bounds the metadata of one gRPC request (Envoy sends a
@@ -181,6 +181,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		grpc.MaxRecvMsgSize(r.cfg.Listen.GRPCMaxRecvBytes),
 		grpc.MaxConcurrentStreams(uint32(r.cfg.Listen.GRPCMaxConcurrentStreams)),
 		grpc.MaxHeaderListSize(maxGRPCHeaderList),
+		// Check and access-log messages are read straight from their
+		// encoding (package wire); other services use protobuf as usual.
+		wire.ServerCodec(),
 	}
 	if r.grpcTLS != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(r.grpcTLS.serverConfig())))
@@ -191,7 +194,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}))
 	}
 	gs := grpc.NewServer(gopts...)
-	authv3.RegisterAuthorizationServer(gs, r.authz)
+	authz.Register(gs, r.authz)
 	alsv3.RegisterAccessLogServiceServer(gs, r.als)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
