@@ -58,7 +58,7 @@ e2e: envoy
 
 ## fuzz: run each fuzz target for FUZZTIME (seeds: f.Add and testdata/fuzz/FuzzX/); a failure is kept in testdata
 FUZZTIME     ?= 10s
-FUZZ_TARGETS := pkg/authz:FuzzCheck pkg/accesslog:FuzzAccessLog pkg/config:FuzzParse \
+FUZZ_TARGETS := pkg/authz:FuzzCheck pkg/authz:FuzzRequestWire pkg/accesslog:FuzzAccessLog pkg/accesslog:FuzzMessageWire pkg/config:FuzzParse \
                 pkg/admin:FuzzPatchJSON pkg/bulkhead:FuzzModel pkg/permit:FuzzRelease
 fuzz:
 	@for target in $(FUZZ_TARGETS); do \

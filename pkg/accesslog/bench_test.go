@@ -30,6 +30,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
 
 // The release path as the daemon wires it: the access-log server over a
@@ -95,11 +96,18 @@ func (r countingRecorder) LogEntry(result string) {
 
 const benchBulkhead = "catalog"
 
-func newBenchDaemon(tb testing.TB, noop bool) *benchDaemon {
+// The servers a benchDaemon can run.
+const (
+	serverBulkhead = "bulkhead"         // the daemon's services, as it registers them (wire codec)
+	serverDecoded  = "bulkhead-decoded" // the same services decoding whole messages
+	serverNoop     = "noop"             // services that only decode
+)
+
+func newBenchDaemon(tb testing.TB, server string) *benchDaemon {
 	tb.Helper()
 	d := &benchDaemon{reg: bulkhead.NewRegistry(), count: &entryCounter{}}
-	gs := grpc.NewServer()
-	if noop {
+	gs := grpc.NewServer(wire.ServerCodec())
+	if server == serverNoop {
 		authv3.RegisterAuthorizationServer(gs, noopAuthz{})
 		alsv3.RegisterAccessLogServiceServer(gs, noopALS{count: d.count})
 	} else {
@@ -111,8 +119,15 @@ func newBenchDaemon(tb testing.TB, noop bool) *benchDaemon {
 			tb.Fatal(err)
 		}
 		d.ledger = permit.New(clock.Real{}, permit.WithObserver(m))
-		alsv3.RegisterAccessLogServiceServer(gs, accesslog.New(d.ledger, countingRecorder{m, d.count}, nil))
-		authv3.RegisterAuthorizationServer(gs, authz.New(d.reg, d.ledger, m, authz.DefaultPolicy()))
+		als := accesslog.New(d.ledger, countingRecorder{m, d.count}, nil)
+		az := authz.New(d.reg, d.ledger, m, authz.DefaultPolicy())
+		if server == serverDecoded {
+			alsv3.RegisterAccessLogServiceServer(gs, als)
+			authv3.RegisterAuthorizationServer(gs, az)
+		} else {
+			accesslog.Register(gs, als)
+			authz.Register(gs, az)
+		}
 	}
 	d.lis = bufconn.Listen(1 << 20)
 	served := make(chan error, 1)
@@ -278,7 +293,7 @@ const benchChunk = 4096
 func BenchmarkAccessLog(b *testing.B) {
 	for _, streams := range []int{1, 64} {
 		b.Run(fmt.Sprintf("streams=%d", streams), func(b *testing.B) {
-			d := newBenchDaemon(b, false)
+			d := newBenchDaemon(b, serverBulkhead)
 			ss := make([]alsv3.AccessLogService_StreamAccessLogsClient, streams)
 			opened := d.count.expect(streams)
 			for i := range ss {
@@ -334,13 +349,13 @@ func BenchmarkAccessLog(b *testing.B) {
 // difference is the daemon's own work. Run with -cpuprofile to see where
 // the daemon's time goes.
 func BenchmarkHotPath(b *testing.B) {
-	for _, server := range []string{"bulkhead", "noop"} {
-		b.Run("server="+server, func(b *testing.B) { hotPath(b, server == "noop") })
+	for _, server := range []string{serverBulkhead, serverDecoded, serverNoop} {
+		b.Run("server="+server, func(b *testing.B) { hotPath(b, server) })
 	}
 }
 
-func hotPath(b *testing.B, noop bool) {
-	d := newBenchDaemon(b, noop)
+func hotPath(b *testing.B, server string) {
+	d := newBenchDaemon(b, server)
 	conn := d.dial(b)
 	client := authv3.NewAuthorizationClient(conn)
 	stream := d.open(b, conn)

@@ -3,6 +3,7 @@ package accesslog
 import (
 	"context"
 	"io"
+	"slices"
 	"testing"
 
 	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
@@ -47,14 +48,15 @@ func (s *fakeStream) SendAndClose(*alsv3.StreamAccessLogsResponse) error { retur
 func (s *fakeStream) Context() context.Context                           { return context.Background() }
 
 // FuzzAccessLog feeds random StreamAccessLogsMessage encodings to the
-// server: no panic, and it releases exactly the tokens carried by
+// server, decoded (StreamAccessLogs) and read from the wire (as Register
+// serves them): no panic, and it releases exactly the tokens carried by
 // DownstreamEnd entries, each once per entry, and nothing else.
 func FuzzAccessLog(f *testing.F) {
 	const known = "AAAAAAAAAAAAAAAAAAAAAA"
 	for _, m := range []*alsv3.StreamAccessLogsMessage{
 		httpLogs(ident("n1"), endOf(known), endOf(known)),
-		httpLogs(nil, entry(tokenMeta(known), datav3.AccessLogType_DownstreamPeriodic, 0, nil), endOf("x")),
-		httpLogs(nil, entry(nil, datav3.AccessLogType_DownstreamEnd, 503, &datav3.ResponseFlags{UpstreamRemoteReset: true})),
+		httpLogs(nil, httpEntry(tokenMeta(known), datav3.AccessLogType_DownstreamPeriodic, 0, nil), endOf("x")),
+		httpLogs(nil, httpEntry(nil, datav3.AccessLogType_DownstreamEnd, 503, &datav3.ResponseFlags{UpstreamRemoteReset: true})),
 		{LogEntries: &alsv3.StreamAccessLogsMessage_TcpLogs{TcpLogs: &alsv3.StreamAccessLogsMessage_TCPAccessLogEntries{
 			LogEntry: []*datav3.TCPAccessLogEntry{{}}}}},
 		{},
@@ -78,30 +80,40 @@ func FuzzAccessLog(f *testing.F) {
 				want = append(want, tok)
 			}
 		}
-		l := &recordingLedger{known: known}
-		rec := newFakeRecorder()
-		s := New(l, rec, nil)
-		if err := s.StreamAccessLogs(&fakeStream{msgs: []*alsv3.StreamAccessLogsMessage{&msg, &msg}}); err != nil {
-			t.Fatalf("StreamAccessLogs: %v", err)
-		}
-		want = append(want, want...) // the message was sent twice
-		if len(l.released) != len(want) {
-			t.Fatalf("released %q, want %q", l.released, want)
-		}
-		for i := range want {
-			if l.released[i] != want[i] {
-				t.Fatalf("released %q, want %q", l.released, want)
+		want = append(want, want...) // the message is sent twice
+		for _, path := range []string{"decoded", "wire"} {
+			l := &recordingLedger{known: known}
+			rec := newFakeRecorder()
+			s := New(l, rec, nil)
+			var err error
+			if path == "decoded" {
+				err = s.StreamAccessLogs(&fakeStream{msgs: []*alsv3.StreamAccessLogsMessage{&msg, &msg}})
+			} else {
+				sent := 0
+				err = s.serve(func(m *message) error {
+					if sent == 2 {
+						return io.EOF
+					}
+					sent++
+					return m.UnmarshalWire(data)
+				}, func() error { return nil })
 			}
-		}
-		if rec.streams.Load() != 0 {
-			t.Fatalf("open streams = %d after the stream ended", rec.streams.Load())
-		}
-		total := 0
-		for _, n := range rec.entries {
-			total += n
-		}
-		if n := 2 * (len(msg.GetHttpLogs().GetLogEntry()) + len(msg.GetTcpLogs().GetLogEntry())); total != n {
-			t.Fatalf("counted %d entries, want %d (%v)", total, n, rec.entries)
+			if err != nil {
+				t.Fatalf("%s: serve: %v", path, err)
+			}
+			if !slices.Equal(l.released, want) {
+				t.Fatalf("%s: released %q, want %q", path, l.released, want)
+			}
+			if rec.streams.Load() != 0 {
+				t.Fatalf("%s: open streams = %d after the stream ended", path, rec.streams.Load())
+			}
+			total := 0
+			for _, n := range rec.entries {
+				total += n
+			}
+			if n := 2 * (len(msg.GetHttpLogs().GetLogEntry()) + len(msg.GetTcpLogs().GetLogEntry())); total != n {
+				t.Fatalf("%s: counted %d entries, want %d (%v)", path, total, n, rec.entries)
+			}
 		}
 	})
 }

@@ -15,12 +15,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -93,11 +95,11 @@ func newEnv(t *testing.T, srvOpts ...func(*Server)) *env {
 	return e
 }
 
-func serve(t *testing.T, srv alsv3.AccessLogServiceServer) *grpc.ClientConn {
+func serve(t *testing.T, srv *Server) *grpc.ClientConn {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
-	alsv3.RegisterAccessLogServiceServer(gs, srv)
+	gs := grpc.NewServer(wire.ServerCodec())
+	Register(gs, srv)
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufnet",
@@ -161,7 +163,7 @@ func tokenMeta(token string) *corev3.Metadata {
 	}}
 }
 
-func entry(meta *corev3.Metadata, typ datav3.AccessLogType, code uint32, flags *datav3.ResponseFlags) *datav3.HTTPAccessLogEntry {
+func httpEntry(meta *corev3.Metadata, typ datav3.AccessLogType, code uint32, flags *datav3.ResponseFlags) *datav3.HTTPAccessLogEntry {
 	e := &datav3.HTTPAccessLogEntry{
 		CommonProperties: &datav3.AccessLogCommon{AccessLogType: typ, Metadata: meta, ResponseFlags: flags},
 		Response:         &datav3.HTTPResponseProperties{},
@@ -173,7 +175,7 @@ func entry(meta *corev3.Metadata, typ datav3.AccessLogType, code uint32, flags *
 }
 
 func endOf(token string) *datav3.HTTPAccessLogEntry {
-	return entry(tokenMeta(token), datav3.AccessLogType_DownstreamEnd, 200, nil)
+	return httpEntry(tokenMeta(token), datav3.AccessLogType_DownstreamEnd, 200, nil)
 }
 
 func httpLogs(id *alsv3.StreamAccessLogsMessage_Identifier, entries ...*datav3.HTTPAccessLogEntry) *alsv3.StreamAccessLogsMessage {
@@ -196,4 +198,29 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond) // polling with a deadline, not synchronisation by sleep
 	}
+}
+
+// viewOf is what the server reads of e, from its encoding; it fails the
+// test when that differs from what it reads of the decoded entry.
+func viewOf(t *testing.T, e *datav3.HTTPAccessLogEntry) *entry {
+	t.Helper()
+	msg := httpLogs(nil, e)
+	var decoded, read message
+	messageOf(msg, &decoded)
+	if err := read.UnmarshalWire(marshal(t, msg)); err != nil {
+		t.Fatal(err)
+	}
+	if len(read.http) != 1 || read.http[0] != decoded.http[0] {
+		t.Fatalf("wire read %+v, decoded %+v", read.http, decoded.http)
+	}
+	return &read.http[0]
+}
+
+func marshal(t testing.TB, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

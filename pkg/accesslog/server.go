@@ -6,8 +6,8 @@ import (
 	"io"
 	"log/slog"
 
-	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -75,9 +75,22 @@ func New(l Ledger, rec Recorder, log *slog.Logger, opts ...Option) *Server {
 	return s
 }
 
-// StreamAccessLogs implements alsv3.AccessLogServiceServer. It reads until
-// Envoy closes the stream or the server stops.
+// StreamAccessLogs implements alsv3.AccessLogServiceServer. A server
+// registered with Register reads Envoy's streams without decoding whole
+// messages (see streamHandler), through the same loop.
 func (s *Server) StreamAccessLogs(stream alsv3.AccessLogService_StreamAccessLogsServer) error {
+	return s.serve(func(m *message) error {
+		msg, err := stream.Recv()
+		if err == nil {
+			messageOf(msg, m)
+		}
+		return err
+	}, func() error { return stream.SendAndClose(&alsv3.StreamAccessLogsResponse{}) })
+}
+
+// serve reads messages with recv until Envoy closes the stream (then it
+// answers with done) or the server stops.
+func (s *Server) serve(recv func(*message) error, done func() error) error {
 	s.rec.StreamOpened()
 	defer s.rec.StreamClosed()
 	node, logName := "", ""
@@ -87,11 +100,12 @@ func (s *Server) StreamAccessLogs(stream alsv3.AccessLogService_StreamAccessLogs
 			s.nodes.Closed(node)
 		}
 	}()
+	var msg message
 	for {
-		msg, err := stream.Recv()
+		err := recv(&msg)
 		switch {
 		case errors.Is(err, io.EOF):
-			return stream.SendAndClose(&alsv3.StreamAccessLogsResponse{})
+			return done()
 		case err != nil:
 			if status.Code(err) == codes.Canceled || errors.Is(err, context.Canceled) {
 				s.log.Debug("access-log stream ended", "node", node, "log_name", logName)
@@ -100,9 +114,9 @@ func (s *Server) StreamAccessLogs(stream alsv3.AccessLogService_StreamAccessLogs
 			s.log.Warn("access-log stream broken", "node", node, "log_name", logName, "err", err)
 			return err
 		}
-		if id := msg.GetIdentifier(); id != nil && node == "" {
+		if msg.identified && node == "" {
 			// Only the first message of a stream carries the identifier.
-			node, logName = id.GetNode().GetId(), id.GetLogName()
+			node, logName = msg.node, msg.logName
 			s.log.Debug("access-log stream opened", "node", truncate(node), "log_name", truncate(logName))
 			if s.nodes != nil {
 				if tracked = s.nodes.Opened(node); !tracked && node != "" && !ValidNodeID(node) {
@@ -111,13 +125,11 @@ func (s *Server) StreamAccessLogs(stream alsv3.AccessLogService_StreamAccessLogs
 				}
 			}
 		}
-		for _, e := range msg.GetHttpLogs().GetLogEntry() {
-			s.entry(e)
+		for i := range msg.http {
+			s.entry(&msg.http[i])
 		}
-		if n := len(msg.GetTcpLogs().GetLogEntry()); n > 0 {
-			for range n {
-				s.rec.LogEntry("tcp_ignored")
-			}
+		for range msg.tcp {
+			s.rec.LogEntry("tcp_ignored")
 		}
 	}
 }
@@ -130,18 +142,16 @@ func truncate(v string) string {
 	return v
 }
 
-func (s *Server) entry(e *datav3.HTTPAccessLogEntry) {
-	cp := e.GetCommonProperties()
-	if cp.GetAccessLogType() != datav3.AccessLogType_DownstreamEnd {
+func (s *Server) entry(e *entry) {
+	if !e.end {
 		s.rec.LogEntry("not_end")
 		return
 	}
-	token := cp.GetMetadata().GetFilterMetadata()[Namespace].GetFields()[TokenKey].GetStringValue()
-	if token == "" {
+	if e.token == "" {
 		s.rec.LogEntry("no_token")
 		return
 	}
-	lease, res := s.ledger.Release(token, permit.AccessLog)
+	lease, res := s.ledger.Release(e.token, permit.AccessLog)
 	switch res {
 	case permit.Released:
 		s.rec.LogEntry("released")
@@ -157,21 +167,46 @@ func (s *Server) entry(e *datav3.HTTPAccessLogEntry) {
 // timeout, is a failure; otherwise a client that went away before the
 // response was complete (before or during the body) is an abort; a request
 // with no response at all is a failure; anything else is a success.
-func outcome(e *datav3.HTTPAccessLogEntry) Outcome {
-	code := e.GetResponse().GetResponseCode().GetValue()
-	f := e.GetCommonProperties().GetResponseFlags()
-	upstreamTrouble := f.GetUpstreamRequestTimeout() || f.GetLocalReset() || f.GetUpstreamRemoteReset() ||
-		f.GetUpstreamConnectionFailure() || f.GetUpstreamConnectionTermination() || f.GetUpstreamOverflow() ||
-		f.GetNoHealthyUpstream() || f.GetStreamIdleTimeout() || f.GetUpstreamMaxStreamDurationReached() ||
-		f.GetDurationTimeout() || f.GetUpstreamProtocolError() || f.GetUpstreamRetryLimitExceeded()
+func outcome(e *entry) Outcome {
+	f := e.flags
+	upstreamTrouble := f.has(flagUpstreamRequestTimeout) || f.has(flagLocalReset) || f.has(flagUpstreamRemoteReset) ||
+		f.has(flagUpstreamConnectionFailure) || f.has(flagUpstreamConnectionTermination) || f.has(flagUpstreamOverflow) ||
+		f.has(flagNoHealthyUpstream) || f.has(flagStreamIdleTimeout) || f.has(flagUpstreamMaxStreamDurationReached) ||
+		f.has(flagDurationTimeout) || f.has(flagUpstreamProtocolError) || f.has(flagUpstreamRetryLimitExceeded)
 	switch {
-	case code >= 500, upstreamTrouble:
+	case e.code >= 500, upstreamTrouble:
 		return Failure
-	case f.GetDownstreamConnectionTermination() || f.GetDownstreamRemoteReset():
+	case f.has(flagDownstreamConnectionTermination) || f.has(flagDownstreamRemoteReset):
 		return Aborted
-	case code == 0:
+	case e.code == 0:
 		return Failure
 	default:
 		return Success
 	}
+}
+
+// Register registers s as envoy.service.accesslog.v3.AccessLogService on
+// gs. The gRPC server must be built with wire.ServerCodec(): messages are
+// read straight from their encoding (message.UnmarshalWire), taking only
+// the few fields a release needs. Without the codec every stream fails.
+func Register(gs grpc.ServiceRegistrar, s *Server) {
+	gs.RegisterService(&serviceDesc, s)
+}
+
+// serviceDesc is alsv3.AccessLogService_ServiceDesc with streamHandler.
+var serviceDesc = grpc.ServiceDesc{
+	ServiceName: alsv3.AccessLogService_ServiceDesc.ServiceName,
+	HandlerType: (*alsv3.AccessLogServiceServer)(nil),
+	Streams: []grpc.StreamDesc{{
+		StreamName:    "StreamAccessLogs",
+		Handler:       streamHandler,
+		ClientStreams: true,
+	}},
+	Metadata: alsv3.AccessLogService_ServiceDesc.Metadata,
+}
+
+func streamHandler(srv any, stream grpc.ServerStream) error {
+	return srv.(*Server).serve(
+		func(m *message) error { return stream.RecvMsg(m) },
+		func() error { return stream.SendMsg(&alsv3.StreamAccessLogsResponse{}) })
 }

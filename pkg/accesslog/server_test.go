@@ -53,14 +53,14 @@ func TestEntryResults(t *testing.T) {
 		{"unknown token", func(string) *datav3.HTTPAccessLogEntry { return endOf(neverIssued) }, "unknown", false},
 		{"malformed token", func(string) *datav3.HTTPAccessLogEntry { return endOf("not a token") }, "unknown", false},
 		{"no metadata", func(string) *datav3.HTTPAccessLogEntry {
-			return entry(nil, datav3.AccessLogType_DownstreamEnd, 403, &datav3.ResponseFlags{UnauthorizedDetails: &datav3.ResponseFlags_Unauthorized{}})
+			return httpEntry(nil, datav3.AccessLogType_DownstreamEnd, 403, &datav3.ResponseFlags{UnauthorizedDetails: &datav3.ResponseFlags_Unauthorized{}})
 		}, "no_token", false},
 		{"other namespace", func(tok string) *datav3.HTTPAccessLogEntry {
 			m := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"envoy.lb": tokenMeta(tok).FilterMetadata[Namespace]}}
-			return entry(m, datav3.AccessLogType_DownstreamEnd, 200, nil)
+			return httpEntry(m, datav3.AccessLogType_DownstreamEnd, 200, nil)
 		}, "no_token", false},
 		{"token not a string", func(string) *datav3.HTTPAccessLogEntry {
-			return entry(str(structpb.NewNumberValue(7)), datav3.AccessLogType_DownstreamEnd, 200, nil)
+			return httpEntry(str(structpb.NewNumberValue(7)), datav3.AccessLogType_DownstreamEnd, 200, nil)
 		}, "no_token", false},
 		{"empty token", func(string) *datav3.HTTPAccessLogEntry { return endOf("") }, "no_token", false},
 		{"no common properties", func(string) *datav3.HTTPAccessLogEntry { return &datav3.HTTPAccessLogEntry{} }, "not_end", false},
@@ -73,7 +73,7 @@ func TestEntryResults(t *testing.T) {
 			entry     func(token string) *datav3.HTTPAccessLogEntry
 			result    string
 			releasing bool
-		}{typ.String(), func(tok string) *datav3.HTTPAccessLogEntry { return entry(tokenMeta(tok), typ, 200, nil) }, "not_end", false})
+		}{typ.String(), func(tok string) *datav3.HTTPAccessLogEntry { return httpEntry(tokenMeta(tok), typ, 200, nil) }, "not_end", false})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -259,15 +259,12 @@ func TestOutcome(t *testing.T) {
 		{"0 empty flags", 0, &datav3.ResponseFlags{}, Failure},
 	}
 	for _, tt := range tests {
-		if got := outcome(entry(nil, datav3.AccessLogType_DownstreamEnd, tt.code, tt.flags)); got != tt.want {
+		if got := outcome(viewOf(t, httpEntry(nil, datav3.AccessLogType_DownstreamEnd, tt.code, tt.flags))); got != tt.want {
 			t.Errorf("%s: outcome = %d, want %d", tt.name, got, tt.want)
 		}
 	}
-	if got := outcome(&datav3.HTTPAccessLogEntry{}); got != Failure {
+	if got := outcome(viewOf(t, &datav3.HTTPAccessLogEntry{})); got != Failure {
 		t.Errorf("empty entry: outcome = %d, want failure", got)
-	}
-	if got := outcome(nil); got != Failure {
-		t.Errorf("nil entry: outcome = %d, want failure", got)
 	}
 }
 
@@ -275,10 +272,10 @@ func TestOutcomeRecordedForReleasedEntries(t *testing.T) {
 	e := newEnv(t)
 	t1, t2, t3 := e.grant(t), e.grant(t), e.grant(t)
 	e.send(t, httpLogs(ident("n"),
-		entry(tokenMeta(t1), datav3.AccessLogType_DownstreamEnd, 503, nil),
-		entry(tokenMeta(t2), datav3.AccessLogType_DownstreamEnd, 0, &datav3.ResponseFlags{DownstreamConnectionTermination: true}),
-		entry(tokenMeta(t3), datav3.AccessLogType_DownstreamEnd, 201, nil),
-		entry(tokenMeta(t3), datav3.AccessLogType_DownstreamEnd, 500, nil), // duplicate: no outcome
+		httpEntry(tokenMeta(t1), datav3.AccessLogType_DownstreamEnd, 503, nil),
+		httpEntry(tokenMeta(t2), datav3.AccessLogType_DownstreamEnd, 0, &datav3.ResponseFlags{DownstreamConnectionTermination: true}),
+		httpEntry(tokenMeta(t3), datav3.AccessLogType_DownstreamEnd, 201, nil),
+		httpEntry(tokenMeta(t3), datav3.AccessLogType_DownstreamEnd, 500, nil), // duplicate: no outcome
 	))
 	for o, want := range map[Outcome]int{Success: 1, Failure: 1, Aborted: 1} {
 		if got := e.rec.outcomeCount("catalog", o); got != want {

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -195,7 +194,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	gs := grpc.NewServer(gopts...)
 	authz.Register(gs, r.authz)
-	alsv3.RegisterAccessLogServiceServer(gs, r.als)
+	accesslog.Register(gs, r.als)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 

@@ -1,0 +1,361 @@
+package accesslog
+
+import (
+	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
+)
+
+// message is what the server reads of one StreamAccessLogsMessage: the
+// stream's identifier and, per HTTP entry, what releasing its permit and
+// classifying its outcome take. It is built from a decoded message
+// (messageOf) or straight from its encoding (UnmarshalWire), with the same
+// result. A stream reuses one message.
+type message struct {
+	identified    bool // the identifier was given (the first message of a stream)
+	node, logName string
+	http          []entry
+	tcp           int // TCP entries: counted, not used
+}
+
+// entry is what the server reads of one HTTPAccessLogEntry.
+type entry struct {
+	end   bool   // common_properties.access_log_type is DownstreamEnd
+	token string // the permit token in the ext_authz filter metadata, or ""
+	code  uint32 // response.response_code
+	flags flags  // common_properties.response_flags
+}
+
+// flags holds the bool fields of ResponseFlags, bit n for field number n.
+type flags uint32
+
+func (f flags) has(n protowire.Number) bool { return f&(1<<n) != 0 }
+
+// The ResponseFlags field numbers outcome reads (envoy.data.accesslog.v3).
+const (
+	flagNoHealthyUpstream                protowire.Number = 2
+	flagUpstreamRequestTimeout           protowire.Number = 3
+	flagLocalReset                       protowire.Number = 4
+	flagUpstreamRemoteReset              protowire.Number = 5
+	flagUpstreamConnectionFailure        protowire.Number = 6
+	flagUpstreamConnectionTermination    protowire.Number = 7
+	flagUpstreamOverflow                 protowire.Number = 8
+	flagDownstreamConnectionTermination  protowire.Number = 15
+	flagUpstreamRetryLimitExceeded       protowire.Number = 16
+	flagStreamIdleTimeout                protowire.Number = 17
+	flagUpstreamMaxStreamDurationReached protowire.Number = 20
+	flagDurationTimeout                  protowire.Number = 23
+	flagUpstreamProtocolError            protowire.Number = 24
+	flagDownstreamRemoteReset            protowire.Number = 28
+	maxFlag                              protowire.Number = 31 // flags has room for 1..31
+)
+
+var _ wire.Unmarshaler = (*message)(nil)
+
+// messageOf reads a decoded message into m.
+func messageOf(msg *alsv3.StreamAccessLogsMessage, m *message) {
+	*m = message{http: m.http[:0]}
+	if id := msg.GetIdentifier(); id != nil {
+		m.identified, m.node, m.logName = true, id.GetNode().GetId(), id.GetLogName()
+	}
+	for _, e := range msg.GetHttpLogs().GetLogEntry() {
+		cp := e.GetCommonProperties()
+		rf := cp.GetResponseFlags()
+		var f flags
+		for _, fl := range []struct {
+			n   protowire.Number
+			set bool
+		}{
+			{flagNoHealthyUpstream, rf.GetNoHealthyUpstream()}, {flagUpstreamRequestTimeout, rf.GetUpstreamRequestTimeout()},
+			{flagLocalReset, rf.GetLocalReset()}, {flagUpstreamRemoteReset, rf.GetUpstreamRemoteReset()},
+			{flagUpstreamConnectionFailure, rf.GetUpstreamConnectionFailure()},
+			{flagUpstreamConnectionTermination, rf.GetUpstreamConnectionTermination()},
+			{flagUpstreamOverflow, rf.GetUpstreamOverflow()}, {flagDownstreamConnectionTermination, rf.GetDownstreamConnectionTermination()},
+			{flagUpstreamRetryLimitExceeded, rf.GetUpstreamRetryLimitExceeded()}, {flagStreamIdleTimeout, rf.GetStreamIdleTimeout()},
+			{flagUpstreamMaxStreamDurationReached, rf.GetUpstreamMaxStreamDurationReached()}, {flagDurationTimeout, rf.GetDurationTimeout()},
+			{flagUpstreamProtocolError, rf.GetUpstreamProtocolError()}, {flagDownstreamRemoteReset, rf.GetDownstreamRemoteReset()},
+		} {
+			if fl.set {
+				f |= 1 << fl.n
+			}
+		}
+		m.http = append(m.http, entry{
+			end:   cp.GetAccessLogType() == datav3.AccessLogType_DownstreamEnd,
+			token: cp.GetMetadata().GetFilterMetadata()[Namespace].GetFields()[TokenKey].GetStringValue(),
+			code:  e.GetResponse().GetResponseCode().GetValue(),
+			flags: f,
+		})
+	}
+	m.tcp = len(msg.GetTcpLogs().GetLogEntry())
+}
+
+// Field numbers of the StreamAccessLogsMessage path read
+// (envoy.service.accesslog.v3, envoy.data.accesslog.v3,
+// envoy.config.core.v3, google.protobuf).
+const (
+	fieldMsgIdentifier   = 1  // StreamAccessLogsMessage.identifier
+	fieldMsgHTTPLogs     = 2  // StreamAccessLogsMessage.http_logs (oneof log_entries)
+	fieldMsgTCPLogs      = 3  // StreamAccessLogsMessage.tcp_logs (oneof log_entries)
+	fieldIdentNode       = 1  // Identifier.node
+	fieldIdentLogName    = 2  // Identifier.log_name
+	fieldNodeID          = 1  // Node.id
+	fieldEntries         = 1  // HTTPAccessLogEntries.log_entry, TCPAccessLogEntries.log_entry
+	fieldEntryCommon     = 1  // HTTPAccessLogEntry.common_properties
+	fieldEntryResponse   = 4  // HTTPAccessLogEntry.response
+	fieldCommonFlags     = 16 // AccessLogCommon.response_flags
+	fieldCommonMetadata  = 17 // AccessLogCommon.metadata
+	fieldCommonType      = 33 // AccessLogCommon.access_log_type
+	fieldResponseCode    = 1  // HTTPResponseProperties.response_code (UInt32Value)
+	fieldWrapperValue    = 1  // UInt32Value.value
+	fieldMetadataFilter  = 1  // Metadata.filter_metadata (map<string, Struct>)
+	fieldStructFields    = 1  // Struct.fields (map<string, Value>)
+	fieldMapKey          = 1  // a map entry's key
+	fieldMapValue        = 2  // a map entry's value
+	fieldValueString     = 3  // Value.string_value (oneof kind)
+	fieldValueNull       = 1  // Value.null_value
+	fieldValueNumber     = 2  // Value.number_value
+	fieldValueBool       = 4  // Value.bool_value
+	fieldValueStruct     = 5  // Value.struct_value
+	fieldValueList       = 6  // Value.list_value
+	downstreamEnd        = int32(datav3.AccessLogType_DownstreamEnd)
+	logEntriesNone uint8 = 0
+	logEntriesHTTP uint8 = 1
+	logEntriesTCP  uint8 = 2
+)
+
+// UnmarshalWire implements wire.Unmarshaler: it reads an encoded
+// StreamAccessLogsMessage as messageOf reads the decoded one, with a full
+// decode's rules: repeated scalars keep the last value, messages given
+// twice merge, a oneof keeps its last member. Strings are copied.
+func (m *message) UnmarshalWire(b []byte) error {
+	*m = message{http: m.http[:0]}
+	kind := logEntriesNone
+	rd := wire.NewReader(b)
+	for rd.Next() {
+		var err error
+		switch {
+		case rd.Is(fieldMsgIdentifier, protowire.BytesType):
+			m.identified = true
+			err = m.identifier(rd.Bytes())
+		case rd.Is(fieldMsgHTTPLogs, protowire.BytesType):
+			if kind != logEntriesHTTP {
+				m.http, m.tcp, kind = m.http[:0], 0, logEntriesHTTP
+			}
+			err = m.httpEntries(rd.Bytes())
+		case rd.Is(fieldMsgTCPLogs, protowire.BytesType):
+			if kind != logEntriesTCP {
+				m.http, m.tcp, kind = m.http[:0], 0, logEntriesTCP
+			}
+			err = m.tcpEntries(rd.Bytes())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return rd.Err()
+}
+
+func (m *message) identifier(b []byte) error {
+	rd := wire.NewReader(b)
+	for rd.Next() {
+		switch {
+		case rd.Is(fieldIdentNode, protowire.BytesType):
+			nd := wire.NewReader(rd.Bytes())
+			for nd.Next() {
+				if nd.Is(fieldNodeID, protowire.BytesType) {
+					m.node = string(nd.Bytes())
+				}
+			}
+			if err := nd.Err(); err != nil {
+				return err
+			}
+		case rd.Is(fieldIdentLogName, protowire.BytesType):
+			m.logName = string(rd.Bytes())
+		}
+	}
+	return rd.Err()
+}
+
+func (m *message) tcpEntries(b []byte) error {
+	rd := wire.NewReader(b)
+	for rd.Next() {
+		if rd.Is(fieldEntries, protowire.BytesType) {
+			m.tcp++
+		}
+	}
+	return rd.Err()
+}
+
+func (m *message) httpEntries(b []byte) error {
+	rd := wire.NewReader(b)
+	for rd.Next() {
+		if !rd.Is(fieldEntries, protowire.BytesType) {
+			continue
+		}
+		var e entry
+		if err := e.read(rd.Bytes()); err != nil {
+			return err
+		}
+		m.http = append(m.http, e)
+	}
+	return rd.Err()
+}
+
+// read reads one HTTPAccessLogEntry.
+func (e *entry) read(b []byte) error {
+	var logType int32
+	rd := wire.NewReader(b)
+	for rd.Next() {
+		var err error
+		switch {
+		case rd.Is(fieldEntryCommon, protowire.BytesType):
+			err = e.common(rd.Bytes(), &logType)
+		case rd.Is(fieldEntryResponse, protowire.BytesType):
+			err = e.response(rd.Bytes())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	e.end = logType == downstreamEnd
+	return rd.Err()
+}
+
+func (e *entry) common(b []byte, logType *int32) error {
+	rd := wire.NewReader(b)
+	for rd.Next() {
+		var err error
+		switch {
+		case rd.Is(fieldCommonType, protowire.VarintType):
+			*logType = int32(rd.Varint())
+		case rd.Is(fieldCommonFlags, protowire.BytesType):
+			err = e.responseFlags(rd.Bytes())
+		case rd.Is(fieldCommonMetadata, protowire.BytesType):
+			err = e.metadata(rd.Bytes())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return rd.Err()
+}
+
+func (e *entry) responseFlags(b []byte) error {
+	rd := wire.NewReader(b)
+	for rd.Next() {
+		for n := protowire.Number(1); n <= maxFlag; n++ {
+			if rd.Is(n, protowire.VarintType) {
+				if rd.Bool() {
+					e.flags |= 1 << n
+				} else {
+					e.flags &^= 1 << n
+				}
+			}
+		}
+	}
+	return rd.Err()
+}
+
+func (e *entry) response(b []byte) error {
+	rd := wire.NewReader(b)
+	for rd.Next() {
+		if !rd.Is(fieldResponseCode, protowire.BytesType) {
+			continue
+		}
+		v := wire.NewReader(rd.Bytes())
+		for v.Next() {
+			if v.Is(fieldWrapperValue, protowire.VarintType) {
+				e.code = uint32(v.Varint())
+			}
+		}
+		if err := v.Err(); err != nil {
+			return err
+		}
+	}
+	return rd.Err()
+}
+
+// metadata finds the token: filter_metadata[Namespace].fields[TokenKey],
+// when it is a string. A map entry replaces an earlier one of the same key;
+// an entry's value given twice is merged.
+func (e *entry) metadata(b []byte) error {
+	rd := wire.NewReader(b)
+	for rd.Next() {
+		if !rd.Is(fieldMetadataFilter, protowire.BytesType) {
+			continue
+		}
+		values, ok, err := entryValues(rd.Bytes(), Namespace)
+		if err != nil || !ok {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		e.token = ""
+		for values.Next() {
+			if values.Is(fieldMapValue, protowire.BytesType) {
+				if err := e.tokenIn(values.Bytes()); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return rd.Err()
+}
+
+// tokenIn reads a Struct for the TokenKey field.
+func (e *entry) tokenIn(st []byte) error {
+	rd := wire.NewReader(st)
+	for rd.Next() {
+		if !rd.Is(fieldStructFields, protowire.BytesType) {
+			continue
+		}
+		values, ok, err := entryValues(rd.Bytes(), TokenKey)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		e.token = ""
+		for values.Next() {
+			if !values.Is(fieldMapValue, protowire.BytesType) {
+				continue
+			}
+			v := wire.NewReader(values.Bytes())
+			for v.Next() {
+				switch {
+				case v.Is(fieldValueString, protowire.BytesType):
+					e.token = string(v.Bytes())
+				case v.Is(fieldValueNull, protowire.VarintType), v.Is(fieldValueNumber, protowire.Fixed64Type),
+					v.Is(fieldValueBool, protowire.VarintType), v.Is(fieldValueStruct, protowire.BytesType),
+					v.Is(fieldValueList, protowire.BytesType):
+					e.token = "" // another member of the oneof
+				}
+			}
+			if err := v.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return rd.Err()
+}
+
+// entryValues reports whether the map entry b has key key (its last key
+// field, "" if none) and returns a Reader positioned before its fields, to
+// walk its values with.
+func entryValues(b []byte, key string) (wire.Reader, bool, error) {
+	var k []byte
+	rd := wire.NewReader(b)
+	for rd.Next() {
+		if rd.Is(fieldMapKey, protowire.BytesType) {
+			k = rd.Bytes()
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return wire.Reader{}, false, err
+	}
+	return wire.NewReader(b), string(k) == key, nil
+}

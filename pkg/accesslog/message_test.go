@@ -1,0 +1,196 @@
+package accesslog
+
+import (
+	"slices"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// sameAsDecoded checks that reading b from the wire gives what decoding it
+// whole and reading the message gives, when b decodes at all.
+func sameAsDecoded(t *testing.T, b []byte) {
+	t.Helper()
+	var read message
+	wireErr := read.UnmarshalWire(b)
+	var msg alsv3.StreamAccessLogsMessage
+	if err := proto.Unmarshal(b, &msg); err != nil {
+		return // a full decode refuses more (invalid UTF-8 anywhere): the wire read may go on
+	}
+	if wireErr != nil {
+		t.Fatalf("UnmarshalWire refused what proto.Unmarshal reads: %v", wireErr)
+	}
+	var decoded message
+	messageOf(&msg, &decoded)
+	if read.identified != decoded.identified || read.node != decoded.node || read.logName != decoded.logName ||
+		read.tcp != decoded.tcp || !slices.Equal(read.http, decoded.http) {
+		t.Fatalf("wire read differs from the decoded message:\n got %+v\nwant %+v", read, decoded)
+	}
+}
+
+func metaWith(ns, key string, v *structpb.Value) *corev3.Metadata {
+	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{ns: {Fields: map[string]*structpb.Value{key: v}}}}
+}
+
+func tcpLogs(n int) *alsv3.StreamAccessLogsMessage {
+	return &alsv3.StreamAccessLogsMessage{LogEntries: &alsv3.StreamAccessLogsMessage_TcpLogs{
+		TcpLogs: &alsv3.StreamAccessLogsMessage_TCPAccessLogEntries{LogEntry: make([]*datav3.TCPAccessLogEntry, n)}}}
+}
+
+func TestMessageFromWire(t *testing.T) {
+	const tok = "AAAAAAAAAAAAAAAAAAAAAA"
+	end := datav3.AccessLogType_DownstreamEnd
+	reset := &datav3.ResponseFlags{UpstreamRemoteReset: true, DownstreamRemoteReset: true}
+	cat := func(ms ...proto.Message) []byte {
+		var b []byte
+		for _, m := range ms {
+			b = append(b, marshal(t, m)...)
+		}
+		return b
+	}
+	// one HTTP entry whose common properties are given in two halves (merged)
+	split := func(first, second *datav3.AccessLogCommon) []byte {
+		e1 := marshal(t, &datav3.HTTPAccessLogEntry{CommonProperties: first})
+		e2 := marshal(t, &datav3.HTTPAccessLogEntry{CommonProperties: second})
+		entries := protowire.AppendBytes(protowire.AppendTag(nil, fieldEntries, protowire.BytesType), append(e1, e2...))
+		return protowire.AppendBytes(protowire.AppendTag(nil, fieldMsgHTTPLogs, protowire.BytesType), entries)
+	}
+	tests := []struct {
+		name string
+		b    []byte
+		want message
+	}{
+		{"empty", nil, message{}},
+		{"identifier and an ended request", cat(httpLogs(ident("n1"), httpEntry(tokenMeta(tok), end, 503, reset))),
+			message{identified: true, node: "n1", logName: "bulkhead", http: []entry{{end: true, token: tok, code: 503,
+				flags: 1<<flagUpstreamRemoteReset | 1<<flagDownstreamRemoteReset}}}},
+		{"not the end", cat(httpLogs(nil, httpEntry(tokenMeta(tok), datav3.AccessLogType_DownstreamPeriodic, 0, nil))),
+			message{http: []entry{{token: tok}}}},
+		{"token in another namespace", cat(httpLogs(nil, httpEntry(metaWith("other", TokenKey, structpb.NewStringValue(tok)), end, 200, nil))),
+			message{http: []entry{{end: true, code: 200}}}},
+		{"token not a string", cat(httpLogs(nil, httpEntry(metaWith(Namespace, TokenKey, structpb.NewNumberValue(7)), end, 200, nil))),
+			message{http: []entry{{end: true, code: 200}}}},
+		// http_logs given twice merge; tcp_logs after them replace them (one oneof).
+		{"http twice", cat(httpLogs(nil, endOf("a")), httpLogs(nil, endOf("b"))),
+			message{http: []entry{{end: true, token: "a", code: 200}, {end: true, token: "b", code: 200}}}},
+		{"http then tcp", cat(httpLogs(nil, endOf("a")), tcpLogs(2)), message{tcp: 2}},
+		{"tcp then http", cat(tcpLogs(2), httpLogs(ident("n2"), endOf("a"))),
+			message{identified: true, node: "n2", logName: "bulkhead", http: []entry{{end: true, token: "a", code: 200}}}},
+		// Within one entry, given in two halves: the halves merge, but a
+		// map entry of the same key replaces the earlier one whole, so the
+		// later namespace Struct without the token drops it...
+		{"merged common properties", split(
+			&datav3.AccessLogCommon{AccessLogType: end, Metadata: tokenMeta(tok), ResponseFlags: reset},
+			&datav3.AccessLogCommon{Metadata: metaWith(Namespace, "bulkhead", structpb.NewStringValue("catalog"))}),
+			message{http: []entry{{end: true, flags: 1<<flagUpstreamRemoteReset | 1<<flagDownstreamRemoteReset}}}},
+		// ...while another namespace leaves it.
+		{"other namespace merged", split(
+			&datav3.AccessLogCommon{AccessLogType: end, Metadata: tokenMeta(tok)},
+			&datav3.AccessLogCommon{Metadata: metaWith("envoy.lb", "canary", structpb.NewBoolValue(true))}),
+			message{http: []entry{{end: true, token: tok}}}},
+		{"token replaced by a number", split(
+			&datav3.AccessLogCommon{AccessLogType: end, Metadata: tokenMeta(tok)},
+			&datav3.AccessLogCommon{Metadata: metaWith(Namespace, TokenKey, structpb.NewBoolValue(true))}),
+			message{http: []entry{{end: true}}}},
+		// proto3 does not encode a false bool: the flag stays (see
+		// TestMessageFromWireFlagLastWins for an encoded false).
+		{"flags merged", split(&datav3.AccessLogCommon{ResponseFlags: reset}, &datav3.AccessLogCommon{
+			ResponseFlags: &datav3.ResponseFlags{UpstreamRemoteReset: false, LocalReset: true}}),
+			message{http: []entry{{flags: 1<<flagUpstreamRemoteReset | 1<<flagDownstreamRemoteReset | 1<<flagLocalReset}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sameAsDecoded(t, tt.b)
+			var got message
+			if err := got.UnmarshalWire(tt.b); err != nil {
+				t.Fatal(err)
+			}
+			if got.identified != tt.want.identified || got.node != tt.want.node || got.logName != tt.want.logName ||
+				got.tcp != tt.want.tcp || !slices.Equal(got.http, tt.want.http) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A flag encoded true, then false: the last value wins, as in a full decode.
+func TestMessageFromWireFlagLastWins(t *testing.T) {
+	flagsMsg := protowire.AppendVarint(protowire.AppendTag(nil, flagLocalReset, protowire.VarintType), 1)
+	flagsMsg = protowire.AppendVarint(protowire.AppendTag(flagsMsg, flagLocalReset, protowire.VarintType), 0)
+	common := protowire.AppendBytes(protowire.AppendTag(nil, fieldCommonFlags, protowire.BytesType), flagsMsg)
+	e := protowire.AppendBytes(protowire.AppendTag(nil, fieldEntryCommon, protowire.BytesType), common)
+	entries := protowire.AppendBytes(protowire.AppendTag(nil, fieldEntries, protowire.BytesType), e)
+	b := protowire.AppendBytes(protowire.AppendTag(nil, fieldMsgHTTPLogs, protowire.BytesType), entries)
+	sameAsDecoded(t, b)
+	var got message
+	if err := got.UnmarshalWire(b); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.http) != 1 || got.http[0].flags != 0 {
+		t.Fatalf("got %+v, want one entry with no flags", got.http)
+	}
+}
+
+// An entry with a field that is not UTF-8 (a path Envoy passed on as it
+// came) fails a full decode, and with it every entry of the message; read
+// from the wire, its permit is released.
+func TestMessageFromWireToleratesInvalidUTF8(t *testing.T) {
+	const tok = "AAAAAAAAAAAAAAAAAAAAAA"
+	e := endOf(tok)
+	e.Request = &datav3.HTTPRequestProperties{Path: "/caf\xe9"}
+	b, err := proto.Marshal(httpLogs(nil, e))
+	if err != nil {
+		t.Skipf("cannot encode the case: %v", err)
+	}
+	if proto.Unmarshal(b, new(alsv3.StreamAccessLogsMessage)) == nil {
+		t.Fatal("proto.Unmarshal accepted invalid UTF-8: the test proves nothing")
+	}
+	var got message
+	if err := got.UnmarshalWire(b); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.http) != 1 || got.http[0].token != tok || !got.http[0].end {
+		t.Fatalf("got %+v", got.http)
+	}
+}
+
+func TestMessageFromWireRefusesMalformed(t *testing.T) {
+	good := marshal(t, httpLogs(ident("n1"), endOf("AAAAAAAAAAAAAAAAAAAAAA")))
+	for name, b := range map[string][]byte{
+		"truncated":       good[:len(good)-3],
+		"length past end": protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.BytesType), 200),
+		"field zero":      {0x02, 0x00},
+		"stray end group": protowire.AppendTag(nil, 9, protowire.EndGroupType),
+	} {
+		t.Run(name, func(t *testing.T) {
+			var m message
+			if err := m.UnmarshalWire(b); err == nil {
+				t.Fatalf("accepted % x", b)
+			}
+			if proto.Unmarshal(b, new(alsv3.StreamAccessLogsMessage)) == nil {
+				t.Fatalf("proto.Unmarshal accepts % x: the case is not malformed", b)
+			}
+		})
+	}
+}
+
+// FuzzMessageWire: reading a StreamAccessLogsMessage from the wire never
+// panics and, for anything a full decode accepts, reads what messageOf
+// reads of the decoded message; also for a and b concatenated (a merge).
+func FuzzMessageWire(f *testing.F) {
+	const tok = "AAAAAAAAAAAAAAAAAAAAAA"
+	f.Add(marshal(f, httpLogs(ident("n1"), endOf(tok))), marshal(f, httpLogs(nil, endOf("b"))))
+	f.Add(marshal(f, httpLogs(nil, httpEntry(metaWith(Namespace, TokenKey, structpb.NewListValue(&structpb.ListValue{})),
+		datav3.AccessLogType_DownstreamEnd, 0, &datav3.ResponseFlags{DownstreamConnectionTermination: true}))),
+		marshal(f, tcpLogs(1)))
+	f.Add(marshal(f, tcpLogs(3)), []byte{})
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		sameAsDecoded(t, a)
+		sameAsDecoded(t, append(append([]byte(nil), a...), b...))
+	})
+}
