@@ -95,34 +95,34 @@ func messageOf(msg *alsv3.StreamAccessLogsMessage, m *message) {
 // (envoy.service.accesslog.v3, envoy.data.accesslog.v3,
 // envoy.config.core.v3, google.protobuf).
 const (
-	fieldMsgIdentifier   = 1  // StreamAccessLogsMessage.identifier
-	fieldMsgHTTPLogs     = 2  // StreamAccessLogsMessage.http_logs (oneof log_entries)
-	fieldMsgTCPLogs      = 3  // StreamAccessLogsMessage.tcp_logs (oneof log_entries)
-	fieldIdentNode       = 1  // Identifier.node
-	fieldIdentLogName    = 2  // Identifier.log_name
-	fieldNodeID          = 1  // Node.id
-	fieldEntries         = 1  // HTTPAccessLogEntries.log_entry, TCPAccessLogEntries.log_entry
-	fieldEntryCommon     = 1  // HTTPAccessLogEntry.common_properties
-	fieldEntryResponse   = 4  // HTTPAccessLogEntry.response
-	fieldCommonFlags     = 16 // AccessLogCommon.response_flags
-	fieldCommonMetadata  = 17 // AccessLogCommon.metadata
-	fieldCommonType      = 33 // AccessLogCommon.access_log_type
-	fieldResponseCode    = 1  // HTTPResponseProperties.response_code (UInt32Value)
-	fieldWrapperValue    = 1  // UInt32Value.value
-	fieldMetadataFilter  = 1  // Metadata.filter_metadata (map<string, Struct>)
-	fieldStructFields    = 1  // Struct.fields (map<string, Value>)
-	fieldMapKey          = 1  // a map entry's key
-	fieldMapValue        = 2  // a map entry's value
-	fieldValueString     = 3  // Value.string_value (oneof kind)
-	fieldValueNull       = 1  // Value.null_value
-	fieldValueNumber     = 2  // Value.number_value
-	fieldValueBool       = 4  // Value.bool_value
-	fieldValueStruct     = 5  // Value.struct_value
-	fieldValueList       = 6  // Value.list_value
-	downstreamEnd        = int32(datav3.AccessLogType_DownstreamEnd)
-	logEntriesNone uint8 = 0
-	logEntriesHTTP uint8 = 1
-	logEntriesTCP  uint8 = 2
+	fieldMsgIdentifier        = 1  // StreamAccessLogsMessage.identifier
+	fieldMsgHTTPLogs          = 2  // StreamAccessLogsMessage.http_logs (oneof log_entries)
+	fieldMsgTCPLogs           = 3  // StreamAccessLogsMessage.tcp_logs (oneof log_entries)
+	fieldIdentNode            = 1  // Identifier.node
+	fieldIdentLogName         = 2  // Identifier.log_name
+	fieldNodeID               = 1  // Node.id
+	fieldEntries              = 1  // HTTPAccessLogEntries.log_entry, TCPAccessLogEntries.log_entry
+	fieldEntryCommon          = 1  // HTTPAccessLogEntry.common_properties
+	fieldEntryResponse        = 4  // HTTPAccessLogEntry.response
+	fieldCommonFlags          = 16 // AccessLogCommon.response_flags
+	fieldCommonMetadata       = 17 // AccessLogCommon.metadata
+	fieldCommonType           = 33 // AccessLogCommon.access_log_type
+	fieldResponseCode         = 1  // HTTPResponseProperties.response_code (UInt32Value)
+	fieldWrapperValue         = 1  // UInt32Value.value
+	fieldMetadataFilter       = 1  // Metadata.filter_metadata (map<string, Struct>)
+	fieldStructFields         = 1  // Struct.fields (map<string, Value>)
+	fieldMapKey               = 1  // a map entry's key
+	fieldMapValue             = 2  // a map entry's value
+	fieldValueString          = 3  // Value.string_value (oneof kind)
+	fieldValueNull            = 1  // Value.null_value
+	fieldValueNumber          = 2  // Value.number_value
+	fieldValueBool            = 4  // Value.bool_value
+	fieldValueStruct          = 5  // Value.struct_value
+	fieldValueList            = 6  // Value.list_value
+	downstreamEnd             = int32(datav3.AccessLogType_DownstreamEnd)
+	logEntriesNone      uint8 = 0
+	logEntriesHTTP      uint8 = 1
+	logEntriesTCP       uint8 = 2
 )
 
 // UnmarshalWire implements wire.Unmarshaler: it reads an encoded
