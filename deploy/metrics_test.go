@@ -138,7 +138,7 @@ func TestDashboardCoverage(t *testing.T) {
 		"bulkhead_active_calls", "bulkhead_limit", "bulkhead_queued_calls",
 		"bulkhead_admitted_total", "by (dependency, priority)",
 		"bulkhead_rejected_total", "by (dependency, reason)",
-		"bulkhead_wait_seconds_bucket", "bulkhead_permit_hold_seconds_bucket", "histogram_quantile(0.99",
+		"bulkhead_wait_seconds_bucket", "bulkhead_permit_hold_seconds_bucket", "bulkhead_permit_release_lag_seconds_bucket", "histogram_quantile(0.99",
 		"bulkhead_success_total", "bulkhead_failure_total",
 		"bulkhead_permits_expired_total", "bulkhead_config_reloads_total",
 	} {

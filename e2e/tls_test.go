@@ -141,6 +141,9 @@ bulkheads:
 	client.CloseIdleConnections()
 	fs.restartEnvoy(ctx)
 	burst(2 * limit)
+	// A response can reach the client before its access-log entry reaches
+	// the daemon: wait for the releases before counting them.
+	fs.waitGauge("bulkhead_active_calls", "catalog", 0, 5*time.Second)
 	if got := fs.counter("bulkhead_releases_total", map[string]string{"source": "access_log"}); got != 6*limit {
 		t.Errorf("released by access log %v, want %d", got, 6*limit)
 	}

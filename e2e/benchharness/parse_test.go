@@ -73,15 +73,19 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestReleaseLag(t *testing.T) {
-	scrape := func(counts [4]int, sum float64) *testbed.Metrics {
-		text := `# TYPE bulkhead_permit_hold_seconds histogram
-bulkhead_permit_hold_seconds_bucket{dependency="bench",le="0.001"} ` + itoa(counts[0]) + `
-bulkhead_permit_hold_seconds_bucket{dependency="bench",le="0.002"} ` + itoa(counts[1]) + `
-bulkhead_permit_hold_seconds_bucket{dependency="bench",le="0.004"} ` + itoa(counts[2]) + `
-bulkhead_permit_hold_seconds_bucket{dependency="bench",le="+Inf"} ` + itoa(counts[3]) + `
-bulkhead_permit_hold_seconds_sum{dependency="bench"} ` + ftoa(sum) + `
-bulkhead_permit_hold_seconds_count{dependency="bench"} ` + itoa(counts[3]) + `
-bulkhead_permit_hold_seconds_bucket{dependency="other",le="+Inf"} 999
+	scrape := func(counts [4]int, sum float64, holds int, holdSum float64) *testbed.Metrics {
+		text := `# TYPE bulkhead_permit_release_lag_seconds histogram
+bulkhead_permit_release_lag_seconds_bucket{dependency="bench",le="0.001"} ` + itoa(counts[0]) + `
+bulkhead_permit_release_lag_seconds_bucket{dependency="bench",le="0.002"} ` + itoa(counts[1]) + `
+bulkhead_permit_release_lag_seconds_bucket{dependency="bench",le="0.005"} ` + itoa(counts[2]) + `
+bulkhead_permit_release_lag_seconds_bucket{dependency="bench",le="+Inf"} ` + itoa(counts[3]) + `
+bulkhead_permit_release_lag_seconds_sum{dependency="bench"} ` + ftoa(sum) + `
+bulkhead_permit_release_lag_seconds_count{dependency="bench"} ` + itoa(counts[3]) + `
+bulkhead_permit_release_lag_seconds_bucket{dependency="other",le="+Inf"} 999
+# TYPE bulkhead_permit_hold_seconds histogram
+bulkhead_permit_hold_seconds_bucket{dependency="bench",le="+Inf"} ` + itoa(holds) + `
+bulkhead_permit_hold_seconds_sum{dependency="bench"} ` + ftoa(holdSum) + `
+bulkhead_permit_hold_seconds_count{dependency="bench"} ` + itoa(holds) + `
 `
 		m, err := testbed.ParseMetrics(strings.NewReader(text))
 		if err != nil {
@@ -89,26 +93,27 @@ bulkhead_permit_hold_seconds_bucket{dependency="other",le="+Inf"} 999
 		}
 		return m
 	}
-	before := scrape([4]int{10, 10, 10, 10}, 0.005)
-	// The phase: 50 holds <= 1ms, 40 in (1,2], 9 in (2,4], 1 above 4ms; 0.15 s in all.
-	after := scrape([4]int{60, 100, 109, 110}, 0.155)
+	before := scrape([4]int{10, 10, 10, 10}, 0.005, 10, 0.5)
+	// The phase: 50 lags <= 1ms, 40 in (1,2], 9 in (2,5], 1 above 5ms; 0.14 s in all;
+	// 100 holds of 0.6 s in all.
+	after := scrape([4]int{60, 100, 109, 110}, 0.145, 110, 0.65)
 	lag, err := releaseLag(before, after, 100*time.Microsecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lag.Holds != 100 || lag.MeanHoldMs != 1.5 || lag.MeanLagMs != 1.4 || lag.UpstreamMeanMs != 0.1 {
+	if lag.Releases != 100 || lag.MeanLagMs != 1.4 || lag.MeanHoldMs != 1.5 || lag.UpstreamMeanMs != 0.1 {
 		t.Fatalf("counts and means: %+v", lag)
 	}
-	// p50: rank 50, the end of the first bucket: 1 ms - 0.1 ms.
-	if lag.P50Ms != 0.9 {
-		t.Errorf("p50 = %v, want 0.9", lag.P50Ms)
+	// p50: rank 50, the end of the first bucket.
+	if lag.P50Ms != 1 {
+		t.Errorf("p50 = %v, want 1", lag.P50Ms)
 	}
-	// p99: rank 99, the last hold of the (2,4] bucket: 4 ms - 0.1 ms.
-	if lag.P99Ms != 3.9 || lag.P99BoundMs == nil || *lag.P99BoundMs != 4 || lag.Within4ms != 0.99 {
-		t.Errorf("p99 = %v, bound %v, within 4ms %v; want 3.9, 4, 0.99", lag.P99Ms, lag.P99BoundMs, lag.Within4ms)
+	// p99: rank 99, the last lag of the (2,5] bucket.
+	if lag.P99Ms != 5 || lag.P99BoundMs == nil || *lag.P99BoundMs != 5 || lag.Within5ms != 0.99 {
+		t.Errorf("p99 = %v, bound %v, within 5ms %v; want 5, 5, 0.99", lag.P99Ms, lag.P99BoundMs, lag.Within5ms)
 	}
 	if _, err := releaseLag(before, before, 0); err == nil {
-		t.Error("no holds in the phase: want an error")
+		t.Error("no releases in the phase: want an error")
 	}
 }
 

@@ -32,6 +32,7 @@ type fakeRecorder struct {
 	mu       sync.Mutex
 	outcomes map[string]map[Outcome]int
 	entries  map[string]int
+	lags     []time.Duration
 	streams  atomic.Int64
 	opened   atomic.Int64
 }
@@ -49,6 +50,12 @@ func (r *fakeRecorder) Outcome(dep string, o Outcome) {
 		r.outcomes[dep] = map[Outcome]int{}
 	}
 	r.outcomes[dep][o]++
+}
+
+func (r *fakeRecorder) ReleaseLag(dep string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lags = append(r.lags, d)
 }
 
 func (r *fakeRecorder) LogEntry(result string) {

@@ -1,6 +1,8 @@
 package accesslog
 
 import (
+	"time"
+
 	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -26,6 +28,35 @@ type entry struct {
 	token string // the permit token in the ext_authz filter metadata, or ""
 	code  uint32 // response.response_code
 	flags flags  // common_properties.response_flags
+	// The upstream's part, from common_properties: time to the first
+	// upstream byte sent and to the last one received, from the start of
+	// the request; unset when Envoy sent nothing upstream.
+	firstUpstreamTx, lastUpstreamRx duration
+}
+
+// duration is a google.protobuf.Duration as given, and whether it was.
+type duration struct {
+	seconds int64
+	nanos   int32
+	set     bool
+}
+
+func durationOf(d interface {
+	GetSeconds() int64
+	GetNanos() int32
+}, set bool) duration {
+	return duration{seconds: d.GetSeconds(), nanos: d.GetNanos(), set: set}
+}
+
+// upstream is how long the upstream took as Envoy saw it (first byte sent
+// to last byte received), and whether Envoy reported both ends.
+func (e *entry) upstream() (time.Duration, bool) {
+	a, b := e.firstUpstreamTx, e.lastUpstreamRx
+	if !a.set || !b.set {
+		return 0, false
+	}
+	d := time.Duration(b.seconds-a.seconds)*time.Second + time.Duration(b.nanos-a.nanos)
+	return d, d >= 0
 }
 
 // flags holds the bool fields of ResponseFlags, bit n for field number n.
@@ -82,10 +113,12 @@ func messageOf(msg *alsv3.StreamAccessLogsMessage, m *message) {
 			}
 		}
 		m.http = append(m.http, entry{
-			end:   cp.GetAccessLogType() == datav3.AccessLogType_DownstreamEnd,
-			token: cp.GetMetadata().GetFilterMetadata()[Namespace].GetFields()[TokenKey].GetStringValue(),
-			code:  e.GetResponse().GetResponseCode().GetValue(),
-			flags: f,
+			end:             cp.GetAccessLogType() == datav3.AccessLogType_DownstreamEnd,
+			token:           cp.GetMetadata().GetFilterMetadata()[Namespace].GetFields()[TokenKey].GetStringValue(),
+			code:            e.GetResponse().GetResponseCode().GetValue(),
+			flags:           f,
+			firstUpstreamTx: durationOf(cp.GetTimeToFirstUpstreamTxByte(), cp.GetTimeToFirstUpstreamTxByte() != nil),
+			lastUpstreamRx:  durationOf(cp.GetTimeToLastUpstreamRxByte(), cp.GetTimeToLastUpstreamRxByte() != nil),
 		})
 	}
 	m.tcp = len(msg.GetTcpLogs().GetLogEntry())
@@ -95,34 +128,38 @@ func messageOf(msg *alsv3.StreamAccessLogsMessage, m *message) {
 // (envoy.service.accesslog.v3, envoy.data.accesslog.v3,
 // envoy.config.core.v3, google.protobuf).
 const (
-	fieldMsgIdentifier        = 1  // StreamAccessLogsMessage.identifier
-	fieldMsgHTTPLogs          = 2  // StreamAccessLogsMessage.http_logs (oneof log_entries)
-	fieldMsgTCPLogs           = 3  // StreamAccessLogsMessage.tcp_logs (oneof log_entries)
-	fieldIdentNode            = 1  // Identifier.node
-	fieldIdentLogName         = 2  // Identifier.log_name
-	fieldNodeID               = 1  // Node.id
-	fieldEntries              = 1  // HTTPAccessLogEntries.log_entry, TCPAccessLogEntries.log_entry
-	fieldEntryCommon          = 1  // HTTPAccessLogEntry.common_properties
-	fieldEntryResponse        = 4  // HTTPAccessLogEntry.response
-	fieldCommonFlags          = 16 // AccessLogCommon.response_flags
-	fieldCommonMetadata       = 17 // AccessLogCommon.metadata
-	fieldCommonType           = 33 // AccessLogCommon.access_log_type
-	fieldResponseCode         = 1  // HTTPResponseProperties.response_code (UInt32Value)
-	fieldWrapperValue         = 1  // UInt32Value.value
-	fieldMetadataFilter       = 1  // Metadata.filter_metadata (map<string, Struct>)
-	fieldStructFields         = 1  // Struct.fields (map<string, Value>)
-	fieldMapKey               = 1  // a map entry's key
-	fieldMapValue             = 2  // a map entry's value
-	fieldValueString          = 3  // Value.string_value (oneof kind)
-	fieldValueNull            = 1  // Value.null_value
-	fieldValueNumber          = 2  // Value.number_value
-	fieldValueBool            = 4  // Value.bool_value
-	fieldValueStruct          = 5  // Value.struct_value
-	fieldValueList            = 6  // Value.list_value
-	downstreamEnd             = int32(datav3.AccessLogType_DownstreamEnd)
-	logEntriesNone      uint8 = 0
-	logEntriesHTTP      uint8 = 1
-	logEntriesTCP       uint8 = 2
+	fieldMsgIdentifier         = 1  // StreamAccessLogsMessage.identifier
+	fieldMsgHTTPLogs           = 2  // StreamAccessLogsMessage.http_logs (oneof log_entries)
+	fieldMsgTCPLogs            = 3  // StreamAccessLogsMessage.tcp_logs (oneof log_entries)
+	fieldIdentNode             = 1  // Identifier.node
+	fieldIdentLogName          = 2  // Identifier.log_name
+	fieldNodeID                = 1  // Node.id
+	fieldEntries               = 1  // HTTPAccessLogEntries.log_entry, TCPAccessLogEntries.log_entry
+	fieldEntryCommon           = 1  // HTTPAccessLogEntry.common_properties
+	fieldEntryResponse         = 4  // HTTPAccessLogEntry.response
+	fieldCommonFirstUpTx       = 7  // AccessLogCommon.time_to_first_upstream_tx_byte
+	fieldCommonLastUpRx        = 10 // AccessLogCommon.time_to_last_upstream_rx_byte
+	fieldDurationSeconds       = 1  // Duration.seconds
+	fieldDurationNanos         = 2  // Duration.nanos
+	fieldCommonFlags           = 16 // AccessLogCommon.response_flags
+	fieldCommonMetadata        = 17 // AccessLogCommon.metadata
+	fieldCommonType            = 33 // AccessLogCommon.access_log_type
+	fieldResponseCode          = 1  // HTTPResponseProperties.response_code (UInt32Value)
+	fieldWrapperValue          = 1  // UInt32Value.value
+	fieldMetadataFilter        = 1  // Metadata.filter_metadata (map<string, Struct>)
+	fieldStructFields          = 1  // Struct.fields (map<string, Value>)
+	fieldMapKey                = 1  // a map entry's key
+	fieldMapValue              = 2  // a map entry's value
+	fieldValueString           = 3  // Value.string_value (oneof kind)
+	fieldValueNull             = 1  // Value.null_value
+	fieldValueNumber           = 2  // Value.number_value
+	fieldValueBool             = 4  // Value.bool_value
+	fieldValueStruct           = 5  // Value.struct_value
+	fieldValueList             = 6  // Value.list_value
+	downstreamEnd              = int32(datav3.AccessLogType_DownstreamEnd)
+	logEntriesNone       uint8 = 0
+	logEntriesHTTP       uint8 = 1
+	logEntriesTCP        uint8 = 2
 )
 
 // UnmarshalWire implements wire.Unmarshaler: it reads an encoded
@@ -232,11 +269,30 @@ func (e *entry) common(b []byte, logType *int32) error {
 			*logType = int32(rd.Varint())
 		case rd.Is(fieldCommonFlags, protowire.BytesType):
 			err = e.responseFlags(rd.Bytes())
+		case rd.Is(fieldCommonFirstUpTx, protowire.BytesType):
+			err = e.firstUpstreamTx.read(rd.Bytes())
+		case rd.Is(fieldCommonLastUpRx, protowire.BytesType):
+			err = e.lastUpstreamRx.read(rd.Bytes())
 		case rd.Is(fieldCommonMetadata, protowire.BytesType):
 			err = e.metadata(rd.Bytes())
 		}
 		if err != nil {
 			return err
+		}
+	}
+	return rd.Err()
+}
+
+// read merges an encoded Duration into d.
+func (d *duration) read(b []byte) error {
+	d.set = true
+	rd := wire.NewReader(b)
+	for rd.Next() {
+		switch {
+		case rd.Is(fieldDurationSeconds, protowire.VarintType):
+			d.seconds = int64(rd.Varint())
+		case rd.Is(fieldDurationNanos, protowire.VarintType):
+			d.nanos = int32(rd.Varint())
 		}
 	}
 	return rd.Err()

@@ -3,13 +3,19 @@ package accesslog
 import (
 	"slices"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
 // sameAsDecoded checks that reading b from the wire gives what decoding it
@@ -189,8 +195,55 @@ func FuzzMessageWire(f *testing.F) {
 		datav3.AccessLogType_DownstreamEnd, 0, &datav3.ResponseFlags{DownstreamConnectionTermination: true}))),
 		marshal(f, tcpLogs(1)))
 	f.Add(marshal(f, tcpLogs(3)), []byte{})
+	timed := endOf(tok)
+	timed.CommonProperties.TimeToFirstUpstreamTxByte = durationpb.New(1500 * time.Microsecond)
+	timed.CommonProperties.TimeToLastUpstreamRxByte = durationpb.New(2*time.Second + 7*time.Millisecond)
+	f.Add(marshal(f, httpLogs(nil, timed)), marshal(f, httpLogs(nil, endOf("b"))))
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		sameAsDecoded(t, a)
 		sameAsDecoded(t, append(append([]byte(nil), a...), b...))
 	})
+}
+
+// The release lag is the hold time less the upstream's own time, from the
+// entry's timings; entries without both timings record none.
+func TestReleaseLag(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_790_000_000, 0))
+	reg := bulkhead.NewRegistry()
+	if _, err := reg.Apply(map[string]bulkhead.Settings{"catalog": {MaxConcurrent: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	ledger := permit.New(clk)
+	rec := newFakeRecorder()
+	s := New(ledger, rec, nil, WithClock(clk))
+	ms := func(v int) *durationpb.Duration { return durationpb.New(time.Duration(v) * time.Millisecond) }
+	for _, tc := range []struct {
+		name        string
+		first, last *durationpb.Duration
+		want        []time.Duration
+	}{
+		{"upstream 20 of 30 ms held", ms(1), ms(21), []time.Duration{10 * time.Millisecond}},
+		{"no upstream request", nil, nil, nil},
+		{"no response from upstream", ms(1), nil, nil},
+		{"upstream longer than the hold (clamped)", ms(0), ms(45), []time.Duration{0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec.lags = nil
+			p, err := reg.Get("catalog").TryAcquire(bulkhead.Normal)
+			if err != nil {
+				t.Fatal(err)
+			}
+			token, err := ledger.Grant(p, permit.Grant{Bulkhead: "catalog", TTL: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(30 * time.Millisecond)
+			e := endOf(token)
+			e.CommonProperties.TimeToFirstUpstreamTxByte, e.CommonProperties.TimeToLastUpstreamRxByte = tc.first, tc.last
+			s.entry(viewOf(t, e))
+			if !slices.Equal(rec.lags, tc.want) {
+				t.Fatalf("lags %v, want %v", rec.lags, tc.want)
+			}
+		})
+	}
 }

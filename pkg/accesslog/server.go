@@ -5,12 +5,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"time"
 
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
@@ -38,6 +40,11 @@ type Ledger interface {
 // Recorder receives what the server sees; *metrics.Metrics is one.
 type Recorder interface {
 	Outcome(dependency string, o Outcome)
+	// ReleaseLag records how long a permit released by an access-log entry
+	// was held beyond its upstream's own work: its hold time less the time
+	// from the first byte Envoy sent upstream to the last it received. It
+	// is recorded only for entries that report both.
+	ReleaseLag(dependency string, d time.Duration)
 	LogEntry(result string)
 	StreamOpened()
 	StreamClosed()
@@ -51,6 +58,7 @@ type Server struct {
 	rec    Recorder
 	log    *slog.Logger
 	nodes  *Nodes
+	clock  clock.Clock
 }
 
 var _ alsv3.AccessLogServiceServer = (*Server)(nil)
@@ -63,12 +71,16 @@ type Option func(*Server)
 // default) turns node tracking off.
 func WithNodes(n *Nodes) Option { return func(s *Server) { s.nodes = n } }
 
+// WithClock sets the clock that times release lags; it must be the
+// ledger's (default: real).
+func WithClock(c clock.Clock) Option { return func(s *Server) { s.clock = c } }
+
 // New returns a server releasing through l.
 func New(l Ledger, rec Recorder, log *slog.Logger, opts ...Option) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{ledger: l, rec: rec, log: log}
+	s := &Server{ledger: l, rec: rec, log: log, clock: clock.Real{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -156,6 +168,9 @@ func (s *Server) entry(e *entry) {
 	case permit.Released:
 		s.rec.LogEntry("released")
 		s.rec.Outcome(lease.Bulkhead, outcome(e))
+		if up, ok := e.upstream(); ok {
+			s.rec.ReleaseLag(lease.Bulkhead, max(0, s.clock.Now().Sub(lease.Acquired)-up))
+		}
 	case permit.Duplicate:
 		s.rec.LogEntry("duplicate")
 	default:
