@@ -10,7 +10,15 @@
 // bulkhead, or not checked), unknown and duplicate tokens are counted
 // no-ops. The response code and flags of released entries are counted as
 // success, failure (5xx, or no response because of an upstream or local
-// reset or timeout) or client abort (the client went away first).
+// reset or timeout) or client abort (the client went away first). Each
+// release also records its lag: the hold time less the upstream's span in
+// the entry (Recorder.ReleaseLag).
+//
+// Register serves the Server to Envoy without decoding whole messages: the
+// gRPC server, built with wire.ServerCodec, hands the stream the encoding,
+// which message.go walks for the identifier and, per entry, the fields
+// above, with a full decode's semantics. StreamAccessLogs, the decoded
+// path, runs the same loop.
 //
 // # Node-lost reclamation
 //

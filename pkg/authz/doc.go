@@ -33,5 +33,11 @@
 // failure mode applies. A permit granted to a Check whose context ended
 // before it could answer is released at once (source "cancel").
 //
+// Register serves the Server to Envoy without decoding whole CheckRequests:
+// the gRPC server, built with wire.ServerCodec, hands the handler the
+// encoding, which it walks for the few fields a Check reads (request.go),
+// with a full decode's semantics; an admission is sent pre-encoded.
+// Server.Check, the decoded path, runs the same logic.
+//
 // Server is safe for concurrent use; its Policy can be swapped at run time.
 package authz
