@@ -6,6 +6,7 @@ import (
 	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
@@ -41,11 +42,8 @@ type duration struct {
 	set     bool
 }
 
-func durationOf(d interface {
-	GetSeconds() int64
-	GetNanos() int32
-}, set bool) duration {
-	return duration{seconds: d.GetSeconds(), nanos: d.GetNanos(), set: set}
+func durationOf(d *durationpb.Duration) duration {
+	return duration{seconds: d.GetSeconds(), nanos: d.GetNanos(), set: d != nil}
 }
 
 // upstream is how long the upstream took as Envoy saw it (first byte sent
@@ -117,8 +115,8 @@ func messageOf(msg *alsv3.StreamAccessLogsMessage, m *message) {
 			token:           cp.GetMetadata().GetFilterMetadata()[Namespace].GetFields()[TokenKey].GetStringValue(),
 			code:            e.GetResponse().GetResponseCode().GetValue(),
 			flags:           f,
-			firstUpstreamTx: durationOf(cp.GetTimeToFirstUpstreamTxByte(), cp.GetTimeToFirstUpstreamTxByte() != nil),
-			lastUpstreamRx:  durationOf(cp.GetTimeToLastUpstreamRxByte(), cp.GetTimeToLastUpstreamRxByte() != nil),
+			firstUpstreamTx: durationOf(cp.GetTimeToFirstUpstreamTxByte()),
+			lastUpstreamRx:  durationOf(cp.GetTimeToLastUpstreamRxByte()),
 		})
 	}
 	m.tcp = len(msg.GetTcpLogs().GetLogEntry())
@@ -128,38 +126,40 @@ func messageOf(msg *alsv3.StreamAccessLogsMessage, m *message) {
 // (envoy.service.accesslog.v3, envoy.data.accesslog.v3,
 // envoy.config.core.v3, google.protobuf).
 const (
-	fieldMsgIdentifier         = 1  // StreamAccessLogsMessage.identifier
-	fieldMsgHTTPLogs           = 2  // StreamAccessLogsMessage.http_logs (oneof log_entries)
-	fieldMsgTCPLogs            = 3  // StreamAccessLogsMessage.tcp_logs (oneof log_entries)
-	fieldIdentNode             = 1  // Identifier.node
-	fieldIdentLogName          = 2  // Identifier.log_name
-	fieldNodeID                = 1  // Node.id
-	fieldEntries               = 1  // HTTPAccessLogEntries.log_entry, TCPAccessLogEntries.log_entry
-	fieldEntryCommon           = 1  // HTTPAccessLogEntry.common_properties
-	fieldEntryResponse         = 4  // HTTPAccessLogEntry.response
-	fieldCommonFirstUpTx       = 7  // AccessLogCommon.time_to_first_upstream_tx_byte
-	fieldCommonLastUpRx        = 10 // AccessLogCommon.time_to_last_upstream_rx_byte
-	fieldDurationSeconds       = 1  // Duration.seconds
-	fieldDurationNanos         = 2  // Duration.nanos
-	fieldCommonFlags           = 16 // AccessLogCommon.response_flags
-	fieldCommonMetadata        = 17 // AccessLogCommon.metadata
-	fieldCommonType            = 33 // AccessLogCommon.access_log_type
-	fieldResponseCode          = 1  // HTTPResponseProperties.response_code (UInt32Value)
-	fieldWrapperValue          = 1  // UInt32Value.value
-	fieldMetadataFilter        = 1  // Metadata.filter_metadata (map<string, Struct>)
-	fieldStructFields          = 1  // Struct.fields (map<string, Value>)
-	fieldMapKey                = 1  // a map entry's key
-	fieldMapValue              = 2  // a map entry's value
-	fieldValueString           = 3  // Value.string_value (oneof kind)
-	fieldValueNull             = 1  // Value.null_value
-	fieldValueNumber           = 2  // Value.number_value
-	fieldValueBool             = 4  // Value.bool_value
-	fieldValueStruct           = 5  // Value.struct_value
-	fieldValueList             = 6  // Value.list_value
-	downstreamEnd              = int32(datav3.AccessLogType_DownstreamEnd)
-	logEntriesNone       uint8 = 0
-	logEntriesHTTP       uint8 = 1
-	logEntriesTCP        uint8 = 2
+	fieldMsgIdentifier   = 1  // StreamAccessLogsMessage.identifier
+	fieldMsgHTTPLogs     = 2  // StreamAccessLogsMessage.http_logs (oneof log_entries)
+	fieldMsgTCPLogs      = 3  // StreamAccessLogsMessage.tcp_logs (oneof log_entries)
+	fieldIdentNode       = 1  // Identifier.node
+	fieldIdentLogName    = 2  // Identifier.log_name
+	fieldNodeID          = 1  // Node.id
+	fieldEntries         = 1  // HTTPAccessLogEntries.log_entry, TCPAccessLogEntries.log_entry
+	fieldEntryCommon     = 1  // HTTPAccessLogEntry.common_properties
+	fieldEntryResponse   = 4  // HTTPAccessLogEntry.response
+	fieldCommonFirstUpTx = 7  // AccessLogCommon.time_to_first_upstream_tx_byte
+	fieldCommonLastUpRx  = 10 // AccessLogCommon.time_to_last_upstream_rx_byte
+	fieldDurationSeconds = 1  // Duration.seconds
+	fieldDurationNanos   = 2  // Duration.nanos
+	fieldCommonFlags     = 16 // AccessLogCommon.response_flags
+	fieldCommonMetadata  = 17 // AccessLogCommon.metadata
+	fieldCommonType      = 33 // AccessLogCommon.access_log_type
+	fieldResponseCode    = 1  // HTTPResponseProperties.response_code (UInt32Value)
+	fieldWrapperValue    = 1  // UInt32Value.value
+	fieldMetadataFilter  = 1  // Metadata.filter_metadata (map<string, Struct>)
+	fieldStructFields    = 1  // Struct.fields (map<string, Value>)
+	fieldValueString     = 3  // Value.string_value (oneof kind)
+	fieldValueNull       = 1  // Value.null_value
+	fieldValueNumber     = 2  // Value.number_value
+	fieldValueBool       = 4  // Value.bool_value
+	fieldValueStruct     = 5  // Value.struct_value
+	fieldValueList       = 6  // Value.list_value
+	downstreamEnd        = int32(datav3.AccessLogType_DownstreamEnd)
+)
+
+// Which member of the log_entries oneof a message holds.
+const (
+	logEntriesNone uint8 = iota
+	logEntriesHTTP
+	logEntriesTCP
 )
 
 // UnmarshalWire implements wire.Unmarshaler: it reads an encoded
@@ -301,14 +301,14 @@ func (d *duration) read(b []byte) error {
 func (e *entry) responseFlags(b []byte) error {
 	rd := wire.NewReader(b)
 	for rd.Next() {
-		for n := protowire.Number(1); n <= maxFlag; n++ {
-			if rd.Is(n, protowire.VarintType) {
-				if rd.Bool() {
-					e.flags |= 1 << n
-				} else {
-					e.flags &^= 1 << n
-				}
-			}
+		n, typ := rd.Field()
+		if typ != protowire.VarintType || n > maxFlag {
+			continue
+		}
+		if rd.Bool() {
+			e.flags |= 1 << n
+		} else {
+			e.flags &^= 1 << n
 		}
 	}
 	return rd.Err()
@@ -351,7 +351,7 @@ func (e *entry) metadata(b []byte) error {
 		}
 		e.token = ""
 		for values.Next() {
-			if values.Is(fieldMapValue, protowire.BytesType) {
+			if values.Is(wire.MapValue, protowire.BytesType) {
 				if err := e.tokenIn(values.Bytes()); err != nil {
 					return err
 				}
@@ -377,7 +377,7 @@ func (e *entry) tokenIn(st []byte) error {
 		}
 		e.token = ""
 		for values.Next() {
-			if !values.Is(fieldMapValue, protowire.BytesType) {
+			if !values.Is(wire.MapValue, protowire.BytesType) {
 				continue
 			}
 			v := wire.NewReader(values.Bytes())
@@ -399,18 +399,11 @@ func (e *entry) tokenIn(st []byte) error {
 	return rd.Err()
 }
 
-// entryValues reports whether the map entry b has key key (its last key
-// field, "" if none) and returns a Reader positioned before its fields, to
-// walk its values with.
+// entryValues reports whether the map entry b has key key and returns a
+// Reader of its fields, to walk its values with.
 func entryValues(b []byte, key string) (wire.Reader, bool, error) {
-	var k []byte
-	rd := wire.NewReader(b)
-	for rd.Next() {
-		if rd.Is(fieldMapKey, protowire.BytesType) {
-			k = rd.Bytes()
-		}
-	}
-	if err := rd.Err(); err != nil {
+	k, _, err := wire.MapEntry(b)
+	if err != nil {
 		return wire.Reader{}, false, err
 	}
 	return wire.NewReader(b), string(k) == key, nil

@@ -60,15 +60,15 @@ func encodeAdmitted(token, key string) wire.Encoded {
 	)
 	valueLen := func(v string) int { return protowire.SizeTag(fieldString) + protowire.SizeBytes(len(v)) }
 	entryLen := func(k, v string) int {
-		return protowire.SizeTag(fieldMapKey) + protowire.SizeBytes(len(k)) +
-			protowire.SizeTag(fieldMapValue) + protowire.SizeBytes(valueLen(v))
+		return protowire.SizeTag(wire.MapKey) + protowire.SizeBytes(len(k)) +
+			protowire.SizeTag(wire.MapValue) + protowire.SizeBytes(valueLen(v))
 	}
 	appendEntry := func(b []byte, k, v string) []byte {
 		b = protowire.AppendTag(b, fieldFields, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(entryLen(k, v)))
-		b = protowire.AppendTag(b, fieldMapKey, protowire.BytesType)
+		b = protowire.AppendTag(b, wire.MapKey, protowire.BytesType)
 		b = protowire.AppendString(b, k)
-		b = protowire.AppendTag(b, fieldMapValue, protowire.BytesType)
+		b = protowire.AppendTag(b, wire.MapValue, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(valueLen(v)))
 		b = protowire.AppendTag(b, fieldString, protowire.BytesType)
 		return protowire.AppendString(b, v)

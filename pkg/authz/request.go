@@ -77,8 +77,6 @@ const (
 	fieldSocketAddressHost = 2  // SocketAddress.address
 	fieldRequestHTTP       = 2  // Request.http
 	fieldHTTPHeaders       = 3  // HttpRequest.headers (map)
-	fieldMapKey            = 1  // a map entry's key
-	fieldMapValue          = 2  // a map entry's value
 )
 
 // UnmarshalWire implements wire.Unmarshaler: it reads an encoded
@@ -107,7 +105,7 @@ func (r *request) attributes(b []byte) error {
 			err = r.httpOf(rd.Bytes())
 		case rd.Is(fieldAttrExtensions, protowire.BytesType):
 			var k, v []byte
-			if k, v, err = mapEntry(rd.Bytes()); err == nil {
+			if k, v, err = wire.MapEntry(rd.Bytes()); err == nil {
 				switch string(k) {
 				case ExtBulkhead:
 					r.bulkhead = string(v)
@@ -175,7 +173,7 @@ func (r *request) httpOf(b []byte) error {
 			if !h.Is(fieldHTTPHeaders, protowire.BytesType) {
 				continue
 			}
-			k, v, err := mapEntry(h.Bytes())
+			k, v, err := wire.MapEntry(h.Bytes())
 			if err != nil {
 				return err
 			}
@@ -191,19 +189,4 @@ func (r *request) httpOf(b []byte) error {
 		}
 	}
 	return rd.Err()
-}
-
-// mapEntry reads one entry of a map<string, string>; a missing key or
-// value is "", and the last of repeated ones wins. k and v alias b.
-func mapEntry(b []byte) (k, v []byte, err error) {
-	rd := wire.NewReader(b)
-	for rd.Next() {
-		switch {
-		case rd.Is(fieldMapKey, protowire.BytesType):
-			k = rd.Bytes()
-		case rd.Is(fieldMapValue, protowire.BytesType):
-			v = rd.Bytes()
-		}
-	}
-	return k, v, rd.Err()
 }

@@ -71,6 +71,9 @@ func (r *Reader) Is(num protowire.Number, typ protowire.Type) bool {
 	return r.num == num && r.typ == typ
 }
 
+// Field is the current field's number and wire type.
+func (r *Reader) Field() (protowire.Number, protowire.Type) { return r.num, r.typ }
+
 // Bytes is the payload of the current length-delimited field (a string, a
 // bytes field or an embedded message). It aliases the encoding.
 func (r *Reader) Bytes() []byte { return r.bytes }
@@ -84,3 +87,27 @@ func (r *Reader) Bool() bool { return r.varint != 0 }
 // Err is the error that stopped the walk, or nil at the end of a
 // well-formed message.
 func (r *Reader) Err() error { return r.err }
+
+// The field numbers of a map entry (a map is a repeated message of these).
+const (
+	MapKey   protowire.Number = 1
+	MapValue protowire.Number = 2
+)
+
+// MapEntry reads one entry of a map with string keys: its key and its
+// value field's payload, the last of each when repeated ("" or nil when
+// missing). That is the value of a map<string, string>; a message value
+// given more than once merges, so read every MapValue of b instead. key
+// and value alias b.
+func MapEntry(b []byte) (key, value []byte, err error) {
+	rd := NewReader(b)
+	for rd.Next() {
+		switch {
+		case rd.Is(MapKey, protowire.BytesType):
+			key = rd.Bytes()
+		case rd.Is(MapValue, protowire.BytesType):
+			value = rd.Bytes()
+		}
+	}
+	return key, value, rd.Err()
+}

@@ -101,3 +101,42 @@ func TestReader(t *testing.T) {
 		}
 	}
 }
+
+func TestMapEntry(t *testing.T) {
+	entry := func(fields ...[2]string) []byte {
+		var b []byte
+		for _, f := range fields {
+			num := MapKey
+			if f[0] == "v" {
+				num = MapValue
+			}
+			b = protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), f[1])
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name       string
+		b          []byte
+		key, value string
+	}{
+		{"key and value", entry([2]string{"k", "a"}, [2]string{"v", "1"}), "a", "1"},
+		{"value first", entry([2]string{"v", "1"}, [2]string{"k", "a"}), "a", "1"},
+		{"repeated: the last wins", entry([2]string{"k", "a"}, [2]string{"v", "1"}, [2]string{"k", "b"}, [2]string{"v", "2"}), "b", "2"},
+		{"empty", nil, "", ""},
+	} {
+		k, v, err := MapEntry(tc.b)
+		if err != nil || string(k) != tc.key || string(v) != tc.value {
+			t.Errorf("%s: got %q, %q, %v; want %q, %q", tc.name, k, v, err, tc.key, tc.value)
+		}
+	}
+	if _, _, err := MapEntry([]byte{0x0a, 0x05, 'a'}); err == nil {
+		t.Error("a truncated entry: no error")
+	}
+	r := NewReader(entry([2]string{"v", "x"}))
+	if !r.Next() {
+		t.Fatal(r.Err())
+	}
+	if n, typ := r.Field(); n != MapValue || typ != protowire.BytesType {
+		t.Errorf("Field() = %d, %d", n, typ)
+	}
+}
