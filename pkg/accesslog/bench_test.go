@@ -151,8 +151,8 @@ var noopOK = &authv3.CheckResponse{
 	Status:       &rpcstatus.Status{Code: int32(codes.OK)},
 	HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{}},
 	DynamicMetadata: &structpb.Struct{Fields: map[string]*structpb.Value{
-		authz.MetadataToken:    structpb.NewStringValue("AAAAAAAAAAAAAAAAAAAAAA"),
-		authz.MetadataBulkhead: structpb.NewStringValue(benchBulkhead),
+		permit.MetadataToken:    structpb.NewStringValue("AAAAAAAAAAAAAAAAAAAAAA"),
+		permit.MetadataBulkhead: structpb.NewStringValue(benchBulkhead),
 	}},
 }
 
@@ -257,9 +257,9 @@ func envoyEntry(token string, first bool) *alsv3.StreamAccessLogsMessage {
 			ResponseFlags:                  &datav3.ResponseFlags{},
 			UpstreamTransportFailureReason: "",
 			Metadata: &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
-				accesslog.Namespace: {Fields: map[string]*structpb.Value{
-					accesslog.TokenKey: structpb.NewStringValue(token),
-					"bulkhead":         structpb.NewStringValue(benchBulkhead),
+				permit.MetadataNamespace: {Fields: map[string]*structpb.Value{
+					permit.MetadataToken: structpb.NewStringValue(token),
+					"bulkhead":           structpb.NewStringValue(benchBulkhead),
 				}},
 			}},
 		},
@@ -381,7 +381,7 @@ func hotPath(b *testing.B, server string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		token := resp.GetDynamicMetadata().GetFields()[authz.MetadataToken].GetStringValue()
+		token := resp.GetDynamicMetadata().GetFields()[permit.MetadataToken].GetStringValue()
 		if err := stream.Send(envoyEntry(token, false)); err != nil {
 			b.Fatal(err)
 		}

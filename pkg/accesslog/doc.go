@@ -32,7 +32,7 @@
 //     records it as the lease's Node. The CheckRequest itself names no node;
 //     the gRPC peer address would be a fallback, but Envoys share it on
 //     loopback, behind NAT or behind a proxy, so it is not used: a Check
-//     without the metadata, or with an invalid id (ValidNodeID), gives a
+//     without the metadata, or with an invalid id (permit.ValidNodeID), gives a
 //     permit that only its lease reclaims.
 //   - A node is alive while it has an access-log stream: the first message
 //     of each stream carries Identifier{node{id}, log_name}, and each Envoy
@@ -65,7 +65,7 @@
 //
 // Nodes costs one goroutine (Run) and one timer for all nodes, armed for
 // the earliest end of a grace period; a Check costs a lock-free map lookup.
-// Tracked nodes are capped (WithMaxNodes); ids are bounded (MaxNodeIDLen).
+// Tracked nodes are capped (WithMaxNodes); ids are bounded (permit.MaxNodeIDLen).
 //
 // Server and Nodes are safe for concurrent use. Server handles any number of
 // streams concurrently; Nodes.Run is meant to run in one goroutine, owned by

@@ -75,7 +75,7 @@ func FuzzAccessLog(f *testing.F) {
 		var want []string
 		for _, e := range msg.GetHttpLogs().GetLogEntry() {
 			cp := e.GetCommonProperties()
-			tok := cp.GetMetadata().GetFilterMetadata()[Namespace].GetFields()[TokenKey].GetStringValue()
+			tok := cp.GetMetadata().GetFilterMetadata()[permit.MetadataNamespace].GetFields()[permit.MetadataToken].GetStringValue()
 			if cp.GetAccessLogType() == datav3.AccessLogType_DownstreamEnd && tok != "" {
 				want = append(want, tok)
 			}

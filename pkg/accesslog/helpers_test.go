@@ -30,7 +30,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fakeRecorder counts what the server records.
 type fakeRecorder struct {
 	mu       sync.Mutex
-	outcomes map[string]map[Outcome]int
+	outcomes map[string]map[bulkhead.Outcome]int
 	entries  map[string]int
 	lags     []time.Duration
 	streams  atomic.Int64
@@ -40,14 +40,14 @@ type fakeRecorder struct {
 var _ Recorder = (*fakeRecorder)(nil)
 
 func newFakeRecorder() *fakeRecorder {
-	return &fakeRecorder{outcomes: map[string]map[Outcome]int{}, entries: map[string]int{}}
+	return &fakeRecorder{outcomes: map[string]map[bulkhead.Outcome]int{}, entries: map[string]int{}}
 }
 
-func (r *fakeRecorder) Outcome(dep string, o Outcome) {
+func (r *fakeRecorder) Outcome(dep string, o bulkhead.Outcome) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.outcomes[dep] == nil {
-		r.outcomes[dep] = map[Outcome]int{}
+		r.outcomes[dep] = map[bulkhead.Outcome]int{}
 	}
 	r.outcomes[dep][o]++
 }
@@ -73,7 +73,7 @@ func (r *fakeRecorder) entryCount(result string) int {
 	return r.entries[result]
 }
 
-func (r *fakeRecorder) outcomeCount(dep string, o Outcome) int {
+func (r *fakeRecorder) outcomeCount(dep string, o bulkhead.Outcome) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.outcomes[dep][o]
@@ -163,9 +163,9 @@ func (e *env) send(t testing.TB, msgs ...*alsv3.StreamAccessLogsMessage) {
 
 func tokenMeta(token string) *corev3.Metadata {
 	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
-		Namespace: {Fields: map[string]*structpb.Value{
-			TokenKey:   structpb.NewStringValue(token),
-			"bulkhead": structpb.NewStringValue("catalog"),
+		permit.MetadataNamespace: {Fields: map[string]*structpb.Value{
+			permit.MetadataToken: structpb.NewStringValue(token),
+			"bulkhead":           structpb.NewStringValue("catalog"),
 		}},
 	}}
 }

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
 
@@ -112,7 +113,7 @@ func messageOf(msg *alsv3.StreamAccessLogsMessage, m *message) {
 		}
 		m.http = append(m.http, entry{
 			end:             cp.GetAccessLogType() == datav3.AccessLogType_DownstreamEnd,
-			token:           cp.GetMetadata().GetFilterMetadata()[Namespace].GetFields()[TokenKey].GetStringValue(),
+			token:           cp.GetMetadata().GetFilterMetadata()[permit.MetadataNamespace].GetFields()[permit.MetadataToken].GetStringValue(),
 			code:            e.GetResponse().GetResponseCode().GetValue(),
 			flags:           f,
 			firstUpstreamTx: durationOf(cp.GetTimeToFirstUpstreamTxByte()),
@@ -333,7 +334,7 @@ func (e *entry) response(b []byte) error {
 	return rd.Err()
 }
 
-// metadata finds the token: filter_metadata[Namespace].fields[TokenKey],
+// metadata finds the token: filter_metadata[permit.MetadataNamespace].fields[permit.MetadataToken],
 // when it is a string. A map entry replaces an earlier one of the same key;
 // an entry's value given twice is merged.
 func (e *entry) metadata(b []byte) error {
@@ -342,7 +343,7 @@ func (e *entry) metadata(b []byte) error {
 		if !rd.Is(fieldMetadataFilter, protowire.BytesType) {
 			continue
 		}
-		values, ok, err := entryValues(rd.Bytes(), Namespace)
+		values, ok, err := entryValues(rd.Bytes(), permit.MetadataNamespace)
 		if err != nil || !ok {
 			if err != nil {
 				return err
@@ -361,14 +362,14 @@ func (e *entry) metadata(b []byte) error {
 	return rd.Err()
 }
 
-// tokenIn reads a Struct for the TokenKey field.
+// tokenIn reads a Struct for the permit.MetadataToken field.
 func (e *entry) tokenIn(st []byte) error {
 	rd := wire.NewReader(st)
 	for rd.Next() {
 		if !rd.Is(fieldStructFields, protowire.BytesType) {
 			continue
 		}
-		values, ok, err := entryValues(rd.Bytes(), TokenKey)
+		values, ok, err := entryValues(rd.Bytes(), permit.MetadataToken)
 		if err != nil {
 			return err
 		}

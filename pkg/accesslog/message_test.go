@@ -77,9 +77,9 @@ func TestMessageFromWire(t *testing.T) {
 				flags: 1<<flagUpstreamRemoteReset | 1<<flagDownstreamRemoteReset}}}},
 		{"not the end", cat(httpLogs(nil, httpEntry(tokenMeta(tok), datav3.AccessLogType_DownstreamPeriodic, 0, nil))),
 			message{http: []entry{{token: tok}}}},
-		{"token in another namespace", cat(httpLogs(nil, httpEntry(metaWith("other", TokenKey, structpb.NewStringValue(tok)), end, 200, nil))),
+		{"token in another namespace", cat(httpLogs(nil, httpEntry(metaWith("other", permit.MetadataToken, structpb.NewStringValue(tok)), end, 200, nil))),
 			message{http: []entry{{end: true, code: 200}}}},
-		{"token not a string", cat(httpLogs(nil, httpEntry(metaWith(Namespace, TokenKey, structpb.NewNumberValue(7)), end, 200, nil))),
+		{"token not a string", cat(httpLogs(nil, httpEntry(metaWith(permit.MetadataNamespace, permit.MetadataToken, structpb.NewNumberValue(7)), end, 200, nil))),
 			message{http: []entry{{end: true, code: 200}}}},
 		// http_logs given twice merge; tcp_logs after them replace them (one oneof).
 		{"http twice", cat(httpLogs(nil, endOf("a")), httpLogs(nil, endOf("b"))),
@@ -92,7 +92,7 @@ func TestMessageFromWire(t *testing.T) {
 		// later namespace Struct without the token drops it...
 		{"merged common properties", split(
 			&datav3.AccessLogCommon{AccessLogType: end, Metadata: tokenMeta(tok), ResponseFlags: reset},
-			&datav3.AccessLogCommon{Metadata: metaWith(Namespace, "bulkhead", structpb.NewStringValue("catalog"))}),
+			&datav3.AccessLogCommon{Metadata: metaWith(permit.MetadataNamespace, "bulkhead", structpb.NewStringValue("catalog"))}),
 			message{http: []entry{{end: true, flags: 1<<flagUpstreamRemoteReset | 1<<flagDownstreamRemoteReset}}}},
 		// ...while another namespace leaves it.
 		{"other namespace merged", split(
@@ -101,7 +101,7 @@ func TestMessageFromWire(t *testing.T) {
 			message{http: []entry{{end: true, token: tok}}}},
 		{"token replaced by a number", split(
 			&datav3.AccessLogCommon{AccessLogType: end, Metadata: tokenMeta(tok)},
-			&datav3.AccessLogCommon{Metadata: metaWith(Namespace, TokenKey, structpb.NewBoolValue(true))}),
+			&datav3.AccessLogCommon{Metadata: metaWith(permit.MetadataNamespace, permit.MetadataToken, structpb.NewBoolValue(true))}),
 			message{http: []entry{{end: true}}}},
 		// proto3 does not encode a false bool: the flag stays (see
 		// TestMessageFromWireFlagLastWins for an encoded false).
@@ -191,7 +191,7 @@ func TestMessageFromWireRefusesMalformed(t *testing.T) {
 func FuzzMessageWire(f *testing.F) {
 	const tok = "AAAAAAAAAAAAAAAAAAAAAA"
 	f.Add(marshal(f, httpLogs(ident("n1"), endOf(tok))), marshal(f, httpLogs(nil, endOf("b"))))
-	f.Add(marshal(f, httpLogs(nil, httpEntry(metaWith(Namespace, TokenKey, structpb.NewListValue(&structpb.ListValue{})),
+	f.Add(marshal(f, httpLogs(nil, httpEntry(metaWith(permit.MetadataNamespace, permit.MetadataToken, structpb.NewListValue(&structpb.ListValue{})),
 		datav3.AccessLogType_DownstreamEnd, 0, &datav3.ResponseFlags{DownstreamConnectionTermination: true}))),
 		marshal(f, tcpLogs(1)))
 	f.Add(marshal(f, tcpLogs(3)), []byte{})

@@ -11,30 +11,8 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
-// Bounds of node tracking.
-const (
-	// MaxNodeIDLen is the longest node id that is tracked.
-	MaxNodeIDLen = 256
-	// DefaultMaxNodes caps the nodes tracked at once (WithMaxNodes).
-	DefaultMaxNodes = 10000
-)
-
-// ValidNodeID reports whether id can name an Envoy node for permit
-// attribution: 1..MaxNodeIDLen bytes of visible ASCII (0x21..0x7e), so that
-// it is safe in a header, a log line and a map key. Both sides of the
-// attribution (the Check's x-bulkhead-node metadata and the access-log
-// stream's Identifier) use this rule, so an id is tracked on both or neither.
-func ValidNodeID(id string) bool {
-	if id == "" || len(id) > MaxNodeIDLen {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if id[i] < 0x21 || id[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
+// DefaultMaxNodes caps the nodes tracked at once (WithMaxNodes).
+const DefaultMaxNodes = 10000
 
 // NodeReleaser ends every lease of a node; *permit.Ledger is one.
 type NodeReleaser interface {
@@ -127,7 +105,7 @@ func (n *Nodes) now() int64 { return int64(n.clk.Now().Sub(n.epoch)) }
 // stream is tracked; only then must the caller call Closed when it ends.
 // Invalid ids, and new ids beyond the cap, are not tracked.
 func (n *Nodes) Opened(id string) bool {
-	if n == nil || !ValidNodeID(id) {
+	if n == nil || !permit.ValidNodeID(id) {
 		return false
 	}
 	n.mu.Lock()

@@ -63,19 +63,19 @@ func TestValidNodeID(t *testing.T) {
 	tests := map[string]bool{
 		"front-proxy": true,
 		"sidecar~10.1.2.3~catalog-7d9f.shop~shop.svc.cluster.local": true,
-		strings.Repeat("n", MaxNodeIDLen):                           true,
+		strings.Repeat("n", permit.MaxNodeIDLen):                    true,
 		"!~":                                                        true,
 		"":                                                          false,
-		strings.Repeat("n", MaxNodeIDLen+1):                         false,
-		"with space":                                                false,
-		"tab\there":                                                 false,
-		"new\nline":                                                 false,
-		"del\x7f":                                                   false,
-		"caf\xc3\xa9":                                               false,
+		strings.Repeat("n", permit.MaxNodeIDLen+1): false,
+		"with space":  false,
+		"tab\there":   false,
+		"new\nline":   false,
+		"del\x7f":     false,
+		"caf\xc3\xa9": false,
 	}
 	for id, want := range tests {
-		if got := ValidNodeID(id); got != want {
-			t.Errorf("ValidNodeID(%q) = %v, want %v", id, got, want)
+		if got := permit.ValidNodeID(id); got != want {
+			t.Errorf("permit.ValidNodeID(%q) = %v, want %v", id, got, want)
 		}
 	}
 }

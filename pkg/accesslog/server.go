@@ -12,24 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
-)
-
-// Namespace and key under which the ext_authz answer stored the token.
-const (
-	Namespace = "envoy.filters.http.ext_authz"
-	TokenKey  = "bulkhead_permit"
-)
-
-// Outcome is how an admitted request ended.
-type Outcome uint8
-
-// The outcomes.
-const (
-	Success Outcome = iota
-	Failure
-	Aborted
 )
 
 // Ledger releases permits by token; *permit.Ledger is one.
@@ -39,7 +24,7 @@ type Ledger interface {
 
 // Recorder receives what the server sees; *metrics.Metrics is one.
 type Recorder interface {
-	Outcome(dependency string, o Outcome)
+	Outcome(dependency string, o bulkhead.Outcome)
 	// ReleaseLag records how long a permit released by an access-log entry
 	// was held beyond its upstream's own work: its hold time less the time
 	// from the first byte Envoy sent upstream to the last it received. It
@@ -131,7 +116,7 @@ func (s *Server) serve(recv func(*message) error, done func() error) error {
 			node, logName = msg.node, msg.logName
 			s.log.Debug("access-log stream opened", "node", truncate(node), "log_name", truncate(logName))
 			if s.nodes != nil {
-				if tracked = s.nodes.Opened(node); !tracked && node != "" && !ValidNodeID(node) {
+				if tracked = s.nodes.Opened(node); !tracked && node != "" && !permit.ValidNodeID(node) {
 					s.log.Warn("access-log stream of an invalid node id: its permits end by lease only",
 						"node", truncate(node), "log_name", truncate(logName))
 				}
@@ -148,8 +133,8 @@ func (s *Server) serve(recv func(*message) error, done func() error) error {
 
 // truncate bounds a value from the wire before it is logged.
 func truncate(v string) string {
-	if len(v) > MaxNodeIDLen {
-		return v[:MaxNodeIDLen] + "..."
+	if len(v) > permit.MaxNodeIDLen {
+		return v[:permit.MaxNodeIDLen] + "..."
 	}
 	return v
 }
@@ -182,7 +167,7 @@ func (s *Server) entry(e *entry) {
 // timeout, is a failure; otherwise a client that went away before the
 // response was complete (before or during the body) is an abort; a request
 // with no response at all is a failure; anything else is a success.
-func outcome(e *entry) Outcome {
+func outcome(e *entry) bulkhead.Outcome {
 	f := e.flags
 	upstreamTrouble := f.has(flagUpstreamRequestTimeout) || f.has(flagLocalReset) || f.has(flagUpstreamRemoteReset) ||
 		f.has(flagUpstreamConnectionFailure) || f.has(flagUpstreamConnectionTermination) || f.has(flagUpstreamOverflow) ||
@@ -190,13 +175,13 @@ func outcome(e *entry) Outcome {
 		f.has(flagDurationTimeout) || f.has(flagUpstreamProtocolError) || f.has(flagUpstreamRetryLimitExceeded)
 	switch {
 	case e.code >= 500, upstreamTrouble:
-		return Failure
+		return bulkhead.Failure
 	case f.has(flagDownstreamConnectionTermination) || f.has(flagDownstreamRemoteReset):
-		return Aborted
+		return bulkhead.Aborted
 	case e.code == 0:
-		return Failure
+		return bulkhead.Failure
 	default:
-		return Success
+		return bulkhead.Success
 	}
 }
 

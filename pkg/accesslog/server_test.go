@@ -14,6 +14,9 @@ import (
 	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
 func TestDownstreamEndReleasesOnce(t *testing.T) {
@@ -33,14 +36,14 @@ func TestDownstreamEndReleasesOnce(t *testing.T) {
 	if e.rec.entryCount("released") != 1 || e.rec.entryCount("duplicate") != 1 {
 		t.Fatalf("entries = %v, want released 1, duplicate 1", e.rec.entries)
 	}
-	if got := e.rec.outcomeCount("catalog", Success); got != 1 {
+	if got := e.rec.outcomeCount("catalog", bulkhead.Success); got != 1 {
 		t.Fatalf("success outcomes = %d, want 1 (%v)", got, e.rec.outcomes)
 	}
 }
 
 func TestEntryResults(t *testing.T) {
 	str := func(v *structpb.Value) *corev3.Metadata {
-		return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{Namespace: {Fields: map[string]*structpb.Value{TokenKey: v}}}}
+		return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{permit.MetadataNamespace: {Fields: map[string]*structpb.Value{permit.MetadataToken: v}}}}
 	}
 	const neverIssued = "AAAAAAAAAAAAAAAAAAAAAA" // well-formed, unknown
 	tests := []struct {
@@ -56,7 +59,7 @@ func TestEntryResults(t *testing.T) {
 			return httpEntry(nil, datav3.AccessLogType_DownstreamEnd, 403, &datav3.ResponseFlags{UnauthorizedDetails: &datav3.ResponseFlags_Unauthorized{}})
 		}, "no_token", false},
 		{"other namespace", func(tok string) *datav3.HTTPAccessLogEntry {
-			m := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"envoy.lb": tokenMeta(tok).FilterMetadata[Namespace]}}
+			m := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"envoy.lb": tokenMeta(tok).FilterMetadata[permit.MetadataNamespace]}}
 			return httpEntry(m, datav3.AccessLogType_DownstreamEnd, 200, nil)
 		}, "no_token", false},
 		{"token not a string", func(string) *datav3.HTTPAccessLogEntry {
@@ -236,34 +239,34 @@ func TestOutcome(t *testing.T) {
 		name  string
 		code  uint32
 		flags *datav3.ResponseFlags
-		want  Outcome
+		want  bulkhead.Outcome
 	}{
-		{"200", 200, nil, Success},
-		{"204", 204, &datav3.ResponseFlags{}, Success},
-		{"404", 404, nil, Success},
-		{"429 from upstream", 429, nil, Success},
-		{"499", 499, nil, Success},
-		{"500", 500, nil, Failure},
-		{"503", 503, nil, Failure},
-		{"504 upstream timeout", 504, &datav3.ResponseFlags{UpstreamRequestTimeout: true}, Failure},
-		{"200 then upstream reset", 200, &datav3.ResponseFlags{UpstreamRemoteReset: true}, Failure},
-		{"200 then client went away", 200, &datav3.ResponseFlags{DownstreamConnectionTermination: true}, Aborted},
-		{"0 upstream remote reset", 0, &datav3.ResponseFlags{UpstreamRemoteReset: true}, Failure},
-		{"0 local reset", 0, &datav3.ResponseFlags{LocalReset: true}, Failure},
-		{"0 connection failure", 0, &datav3.ResponseFlags{UpstreamConnectionFailure: true}, Failure},
-		{"0 stream idle timeout", 0, &datav3.ResponseFlags{StreamIdleTimeout: true}, Failure},
-		{"0 downstream termination", 0, &datav3.ResponseFlags{DownstreamConnectionTermination: true}, Aborted},
-		{"0 downstream remote reset", 0, &datav3.ResponseFlags{DownstreamRemoteReset: true}, Aborted},
-		{"0 both resets", 0, &datav3.ResponseFlags{DownstreamRemoteReset: true, UpstreamRemoteReset: true}, Failure},
-		{"0 no flags", 0, nil, Failure},
-		{"0 empty flags", 0, &datav3.ResponseFlags{}, Failure},
+		{"200", 200, nil, bulkhead.Success},
+		{"204", 204, &datav3.ResponseFlags{}, bulkhead.Success},
+		{"404", 404, nil, bulkhead.Success},
+		{"429 from upstream", 429, nil, bulkhead.Success},
+		{"499", 499, nil, bulkhead.Success},
+		{"500", 500, nil, bulkhead.Failure},
+		{"503", 503, nil, bulkhead.Failure},
+		{"504 upstream timeout", 504, &datav3.ResponseFlags{UpstreamRequestTimeout: true}, bulkhead.Failure},
+		{"200 then upstream reset", 200, &datav3.ResponseFlags{UpstreamRemoteReset: true}, bulkhead.Failure},
+		{"200 then client went away", 200, &datav3.ResponseFlags{DownstreamConnectionTermination: true}, bulkhead.Aborted},
+		{"0 upstream remote reset", 0, &datav3.ResponseFlags{UpstreamRemoteReset: true}, bulkhead.Failure},
+		{"0 local reset", 0, &datav3.ResponseFlags{LocalReset: true}, bulkhead.Failure},
+		{"0 connection failure", 0, &datav3.ResponseFlags{UpstreamConnectionFailure: true}, bulkhead.Failure},
+		{"0 stream idle timeout", 0, &datav3.ResponseFlags{StreamIdleTimeout: true}, bulkhead.Failure},
+		{"0 downstream termination", 0, &datav3.ResponseFlags{DownstreamConnectionTermination: true}, bulkhead.Aborted},
+		{"0 downstream remote reset", 0, &datav3.ResponseFlags{DownstreamRemoteReset: true}, bulkhead.Aborted},
+		{"0 both resets", 0, &datav3.ResponseFlags{DownstreamRemoteReset: true, UpstreamRemoteReset: true}, bulkhead.Failure},
+		{"0 no flags", 0, nil, bulkhead.Failure},
+		{"0 empty flags", 0, &datav3.ResponseFlags{}, bulkhead.Failure},
 	}
 	for _, tt := range tests {
 		if got := outcome(viewOf(t, httpEntry(nil, datav3.AccessLogType_DownstreamEnd, tt.code, tt.flags))); got != tt.want {
 			t.Errorf("%s: outcome = %d, want %d", tt.name, got, tt.want)
 		}
 	}
-	if got := outcome(viewOf(t, &datav3.HTTPAccessLogEntry{})); got != Failure {
+	if got := outcome(viewOf(t, &datav3.HTTPAccessLogEntry{})); got != bulkhead.Failure {
 		t.Errorf("empty entry: outcome = %d, want failure", got)
 	}
 }
@@ -277,7 +280,7 @@ func TestOutcomeRecordedForReleasedEntries(t *testing.T) {
 		httpEntry(tokenMeta(t3), datav3.AccessLogType_DownstreamEnd, 201, nil),
 		httpEntry(tokenMeta(t3), datav3.AccessLogType_DownstreamEnd, 500, nil), // duplicate: no outcome
 	))
-	for o, want := range map[Outcome]int{Success: 1, Failure: 1, Aborted: 1} {
+	for o, want := range map[bulkhead.Outcome]int{bulkhead.Success: 1, bulkhead.Failure: 1, bulkhead.Aborted: 1} {
 		if got := e.rec.outcomeCount("catalog", o); got != want {
 			t.Errorf("outcome %d: %d, want %d", o, got, want)
 		}

@@ -69,7 +69,7 @@ func (s *benchStack) check(tb testing.TB, ctx context.Context, req *authv3.Check
 	if err != nil {
 		tb.Fatal(err)
 	}
-	token := resp.GetDynamicMetadata().GetFields()[authz.MetadataToken].GetStringValue()
+	token := resp.GetDynamicMetadata().GetFields()[permit.MetadataToken].GetStringValue()
 	if token == "" {
 		tb.Fatalf("not admitted: %v", resp)
 	}
@@ -199,7 +199,7 @@ func BenchmarkCheckGRPC(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s.ledger.Release(resp.GetDynamicMetadata().GetFields()[authz.MetadataToken].GetStringValue(), permit.AccessLog)
+		s.ledger.Release(resp.GetDynamicMetadata().GetFields()[permit.MetadataToken].GetStringValue(), permit.AccessLog)
 	}
 }
 

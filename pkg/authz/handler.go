@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
 
@@ -73,8 +74,8 @@ func encodeAdmitted(token, key string) wire.Encoded {
 		b = protowire.AppendTag(b, fieldString, protowire.BytesType)
 		return protowire.AppendString(b, v)
 	}
-	structLen := protowire.SizeTag(fieldFields) + protowire.SizeBytes(entryLen(MetadataToken, token)) +
-		protowire.SizeTag(fieldFields) + protowire.SizeBytes(entryLen(MetadataBulkhead, key))
+	structLen := protowire.SizeTag(fieldFields) + protowire.SizeBytes(entryLen(permit.MetadataToken, token)) +
+		protowire.SizeTag(fieldFields) + protowire.SizeBytes(entryLen(permit.MetadataBulkhead, key))
 	b := make([]byte, 0, 4+protowire.SizeTag(fieldMetadata)+protowire.SizeBytes(structLen))
 	b = protowire.AppendTag(b, fieldStatus, protowire.BytesType)
 	b = protowire.AppendVarint(b, 0)
@@ -82,6 +83,6 @@ func encodeAdmitted(token, key string) wire.Encoded {
 	b = protowire.AppendVarint(b, 0)
 	b = protowire.AppendTag(b, fieldMetadata, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(structLen))
-	b = appendEntry(b, MetadataToken, token)
-	return appendEntry(b, MetadataBulkhead, key)
+	b = appendEntry(b, permit.MetadataToken, token)
+	return appendEntry(b, permit.MetadataBulkhead, key)
 }

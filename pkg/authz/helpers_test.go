@@ -309,7 +309,7 @@ func parseAdmitted(resp *authv3.CheckResponse) (token, key string, err error) {
 		return "", "", fmt.Errorf("not OK: %v", resp)
 	}
 	f := resp.GetDynamicMetadata().GetFields()
-	token, key = f[MetadataToken].GetStringValue(), f[MetadataBulkhead].GetStringValue()
+	token, key = f[permit.MetadataToken].GetStringValue(), f[permit.MetadataBulkhead].GetStringValue()
 	if len(token) != permit.TokenLen || key == "" || len(f) != 2 {
 		return "", "", fmt.Errorf("dynamic metadata %v", resp.GetDynamicMetadata())
 	}

@@ -11,15 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
-)
-
-// Metadata keys of an OK answer. Envoy stores dynamic_metadata under the
-// namespace envoy.filters.http.ext_authz, where the access log finds it.
-const (
-	MetadataToken    = "bulkhead_permit"
-	MetadataBulkhead = "bulkhead"
-	// MetadataNamespace is where Envoy puts the ext_authz filter's metadata.
-	MetadataNamespace = "envoy.filters.http.ext_authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
 // Headers of a rejection.
@@ -36,8 +28,8 @@ func admitted(token, key string) *authv3.CheckResponse {
 		Status:       &rpcstatus.Status{Code: int32(codes.OK)},
 		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{}},
 		DynamicMetadata: &structpb.Struct{Fields: map[string]*structpb.Value{
-			MetadataToken:    structpb.NewStringValue(token),
-			MetadataBulkhead: structpb.NewStringValue(key),
+			permit.MetadataToken:    structpb.NewStringValue(token),
+			permit.MetadataBulkhead: structpb.NewStringValue(key),
 		}},
 	}
 }

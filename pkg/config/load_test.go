@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/spf13/pflag"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
 // The tests in this file change the environment, so none is parallel.

@@ -7,8 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/bulkhead-mesh/bulkhead/pkg/accesslog"
-	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
@@ -45,11 +43,7 @@ type Metrics struct {
 }
 
 var (
-	_ permit.Observer    = (*Metrics)(nil)
-	_ authz.Recorder     = (*Metrics)(nil)
-	_ accesslog.Recorder = (*Metrics)(nil)
-
-	_ accesslog.NodeRecorder = (*Metrics)(nil)
+	_ permit.Observer = (*Metrics)(nil)
 
 	// Buckets from 1 ms to ~33 s: waits are short, holds span request times.
 	timeBuckets = prometheus.ExponentialBuckets(0.001, 2, 16)
@@ -165,17 +159,17 @@ func (m *Metrics) Outcomes(dependency string) (success, failure, aborted uint64)
 }
 
 // Outcome records how an admitted request ended.
-func (m *Metrics) Outcome(dependency string, o accesslog.Outcome) {
+func (m *Metrics) Outcome(dependency string, o bulkhead.Outcome) {
 	v, ok := m.outcomes.Load(dependency)
 	if !ok {
 		v, _ = m.outcomes.LoadOrStore(dependency, &outcomeCounts{})
 	}
 	c := v.(*outcomeCounts)
 	switch o {
-	case accesslog.Success:
+	case bulkhead.Success:
 		c.success.Add(1)
 		m.success.WithLabelValues(dependency).Inc()
-	case accesslog.Failure:
+	case bulkhead.Failure:
 		c.failure.Add(1)
 		m.failure.WithLabelValues(dependency).Inc()
 	default:

@@ -92,7 +92,7 @@ func (f *fixture) check(t *testing.T, key string, headers map[string]string) *au
 }
 
 func token(resp *authv3.CheckResponse) string {
-	return resp.GetDynamicMetadata().GetFields()[authz.MetadataToken].GetStringValue()
+	return resp.GetDynamicMetadata().GetFields()[permit.MetadataToken].GetStringValue()
 }
 
 // fakeStream delivers msgs then io.EOF.
@@ -113,8 +113,8 @@ func (s *fakeStream) SendAndClose(*alsv3.StreamAccessLogsResponse) error { retur
 func (s *fakeStream) Context() context.Context                           { return context.Background() }
 
 func logEnd(tok string, code uint32) *alsv3.StreamAccessLogsMessage {
-	meta := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{accesslog.Namespace: {Fields: map[string]*structpb.Value{
-		accesslog.TokenKey: structpb.NewStringValue(tok)}}}}
+	meta := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{permit.MetadataNamespace: {Fields: map[string]*structpb.Value{
+		permit.MetadataToken: structpb.NewStringValue(tok)}}}}
 	return &alsv3.StreamAccessLogsMessage{LogEntries: &alsv3.StreamAccessLogsMessage_HttpLogs{HttpLogs: &alsv3.StreamAccessLogsMessage_HTTPAccessLogEntries{
 		LogEntry: []*datav3.HTTPAccessLogEntry{{
 			CommonProperties: &datav3.AccessLogCommon{AccessLogType: datav3.AccessLogType_DownstreamEnd, Metadata: meta},
@@ -298,10 +298,10 @@ func TestLint(t *testing.T) {
 
 func TestOutcomes(t *testing.T) {
 	f := newFixture(t)
-	f.m.Outcome("catalog", accesslog.Success)
-	f.m.Outcome("catalog", accesslog.Failure)
-	f.m.Outcome("catalog", accesslog.Failure)
-	f.m.Outcome("catalog", accesslog.Aborted)
+	f.m.Outcome("catalog", bulkhead.Success)
+	f.m.Outcome("catalog", bulkhead.Failure)
+	f.m.Outcome("catalog", bulkhead.Failure)
+	f.m.Outcome("catalog", bulkhead.Aborted)
 	f.m.Unmatched("allowed")
 	f.m.Unmatched("defaulted")
 	f.m.StreamOpened()

@@ -35,7 +35,7 @@ bulkheads:
 // logEntry is an access-log entry of type typ carrying token under ns.
 func logEntry(ns, token string, typ datav3.AccessLogType) *datav3.HTTPAccessLogEntry {
 	meta := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{ns: {Fields: map[string]*structpb.Value{
-		authz.MetadataToken: structpb.NewStringValue(token)}}}}
+		permit.MetadataToken: structpb.NewStringValue(token)}}}}
 	return &datav3.HTTPAccessLogEntry{CommonProperties: &datav3.AccessLogCommon{AccessLogType: typ, Metadata: meta}}
 }
 
@@ -61,7 +61,7 @@ func grant(t *testing.T, rn *running, key, node string) string {
 	if err != nil || resp.GetOkResponse() == nil {
 		t.Fatalf("Check(%s) = %v, %v", key, resp, err)
 	}
-	return resp.GetDynamicMetadata().GetFields()[authz.MetadataToken].GetStringValue()
+	return resp.GetDynamicMetadata().GetFields()[permit.MetadataToken].GetStringValue()
 }
 
 func inUse(rn *running, key string) int { return rn.r.Registry.Get(key).Snapshot().InUse }
@@ -85,15 +85,15 @@ func TestHostileAccessLogTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	hostile := []*datav3.HTTPAccessLogEntry{
-		logEntry(authz.MetadataNamespace, "AAAAAAAAAAAAAAAAAAAAAA", end), // forged, well formed
-		logEntry(authz.MetadataNamespace, string(tampered), end),         // a real token, one bit off
-		logEntry(authz.MetadataNamespace, tok+"A", end),                  // a real token, extended
-		logEntry(authz.MetadataNamespace, tok[:len(tok)-1], end),         // a real token, cut
-		logEntry(authz.MetadataNamespace, strings.Repeat("%", 300), end), // not a token at all
-		logEntry(authz.MetadataNamespace, "", end),                       // empty
-		logEntry("envoy.filters.http.other", tok, end),                   // wrong namespace
-		logEntry(authz.MetadataNamespace, tok, datav3.AccessLogType_DownstreamPeriodic),
-		logEntry(authz.MetadataNamespace, tok, datav3.AccessLogType_UpstreamPoolReady),
+		logEntry(permit.MetadataNamespace, "AAAAAAAAAAAAAAAAAAAAAA", end), // forged, well formed
+		logEntry(permit.MetadataNamespace, string(tampered), end),         // a real token, one bit off
+		logEntry(permit.MetadataNamespace, tok+"A", end),                  // a real token, extended
+		logEntry(permit.MetadataNamespace, tok[:len(tok)-1], end),         // a real token, cut
+		logEntry(permit.MetadataNamespace, strings.Repeat("%", 300), end), // not a token at all
+		logEntry(permit.MetadataNamespace, "", end),                       // empty
+		logEntry("envoy.filters.http.other", tok, end),                    // wrong namespace
+		logEntry(permit.MetadataNamespace, tok, datav3.AccessLogType_DownstreamPeriodic),
+		logEntry(permit.MetadataNamespace, tok, datav3.AccessLogType_UpstreamPoolReady),
 		{}, // nothing at all
 	}
 	if err := stream.Send(logMsg("front-proxy", hostile...)); err != nil {
@@ -101,13 +101,13 @@ func TestHostileAccessLogTokens(t *testing.T) {
 	}
 	if err := stream.Send(&alsv3.StreamAccessLogsMessage{LogEntries: &alsv3.StreamAccessLogsMessage_TcpLogs{
 		TcpLogs: &alsv3.StreamAccessLogsMessage_TCPAccessLogEntries{LogEntry: []*datav3.TCPAccessLogEntry{{
-			CommonProperties: logEntry(authz.MetadataNamespace, tok, end).GetCommonProperties()}}}}}); err != nil {
+			CommonProperties: logEntry(permit.MetadataNamespace, tok, end).GetCommonProperties()}}}}}); err != nil {
 		t.Fatal(err)
 	}
 	// Each real token once, then each again (duplicates), in one message.
 	var real []*datav3.HTTPAccessLogEntry
 	for _, tk := range append(tokens, tokens...) {
-		real = append(real, logEntry(authz.MetadataNamespace, tk, end))
+		real = append(real, logEntry(permit.MetadataNamespace, tk, end))
 	}
 	if err := stream.Send(logMsg("", real...)); err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestHostileAccessLogOversized(t *testing.T) {
 	}
 	var big []*datav3.HTTPAccessLogEntry
 	for range 100 {
-		big = append(big, logEntry(authz.MetadataNamespace, strings.Repeat("x", 1000), datav3.AccessLogType_DownstreamEnd))
+		big = append(big, logEntry(permit.MetadataNamespace, strings.Repeat("x", 1000), datav3.AccessLogType_DownstreamEnd))
 	}
 	_ = stream.Send(logMsg("front-proxy", big...)) // ~100 KiB: over the 64 KiB bound
 	if _, err := stream.CloseAndRecv(); status.Code(err) != codes.ResourceExhausted {
@@ -166,7 +166,7 @@ func TestHostileAccessLogOversized(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.Send(logMsg("front-proxy", logEntry(authz.MetadataNamespace, held, datav3.AccessLogType_DownstreamEnd))); err != nil {
+	if err := stream.Send(logMsg("front-proxy", logEntry(permit.MetadataNamespace, held, datav3.AccessLogType_DownstreamEnd))); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := stream.CloseAndRecv(); err != nil {
@@ -212,7 +212,7 @@ func TestHostileAccessLogUnknownNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.Send(logMsg("never-seen", logEntry(authz.MetadataNamespace, mine, datav3.AccessLogType_DownstreamEnd))); err != nil {
+	if err := stream.Send(logMsg("never-seen", logEntry(permit.MetadataNamespace, mine, datav3.AccessLogType_DownstreamEnd))); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := stream.CloseAndRecv(); err != nil {

@@ -37,7 +37,7 @@ func admitAs(t *testing.T, rn *running, ctx context.Context, req *authv3.CheckRe
 	if err != nil || resp.GetOkResponse() == nil {
 		t.Fatalf("Check = %v, %v", resp, err)
 	}
-	lease, _ := rn.r.Ledger.Release(resp.GetDynamicMetadata().GetFields()[authz.MetadataToken].GetStringValue(), permit.AccessLog)
+	lease, _ := rn.r.Ledger.Release(resp.GetDynamicMetadata().GetFields()[permit.MetadataToken].GetStringValue(), permit.AccessLog)
 	return lease.Priority
 }
 
@@ -106,7 +106,7 @@ bulkheads:
 	defer cancel()
 	ac := authv3.NewAuthorizationClient(rn.conn)
 	quiet, _ := ac.Check(ctx, httpCheck("catalog", "", map[string]string{"x-tenant": "quiet"}))
-	quietToken := quiet.GetDynamicMetadata().GetFields()[authz.MetadataToken].GetStringValue()
+	quietToken := quiet.GetDynamicMetadata().GetFields()[permit.MetadataToken].GetStringValue()
 	if quietToken == "" {
 		t.Fatal("quiet tenant refused")
 	}
@@ -122,7 +122,7 @@ bulkheads:
 			for i := w; i < flood; i += 4 {
 				req := httpCheck("catalog", "", map[string]string{"x-tenant": fmt.Sprintf("tenant-%d-%s", i, strings.Repeat("x", 100))})
 				resp, err := ac.Check(ctx, req)
-				tok := resp.GetDynamicMetadata().GetFields()[authz.MetadataToken].GetStringValue()
+				tok := resp.GetDynamicMetadata().GetFields()[permit.MetadataToken].GetStringValue()
 				mu.Lock()
 				if err != nil || tok == "" {
 					refused++
@@ -134,7 +134,7 @@ bulkheads:
 				}
 				if i%100 == 0 { // the quiet tenant, now and then: never refused
 					resp, err := ac.Check(ctx, httpCheck("catalog", "", map[string]string{"x-tenant": "quiet"}))
-					tok := resp.GetDynamicMetadata().GetFields()[authz.MetadataToken].GetStringValue()
+					tok := resp.GetDynamicMetadata().GetFields()[permit.MetadataToken].GetStringValue()
 					if err != nil || tok == "" {
 						t.Errorf("quiet tenant refused during the flood: %v, %v", resp, err)
 						continue
@@ -232,7 +232,7 @@ bulkheads:
 				results <- ""
 				return
 			}
-			results <- resp.GetDynamicMetadata().GetFields()[authz.MetadataToken].GetStringValue()
+			results <- resp.GetDynamicMetadata().GetFields()[permit.MetadataToken].GetStringValue()
 		}()
 	}
 	queued := func() int { return rn.r.Registry.Get("catalog").Snapshot().QueuedTotal() }

@@ -22,7 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
 func checkReq(key string) *authv3.CheckRequest {
@@ -30,8 +30,8 @@ func checkReq(key string) *authv3.CheckRequest {
 }
 
 func endEntry(token string) *alsv3.StreamAccessLogsMessage {
-	meta := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{authz.MetadataNamespace: {Fields: map[string]*structpb.Value{
-		authz.MetadataToken: structpb.NewStringValue(token)}}}}
+	meta := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{permit.MetadataNamespace: {Fields: map[string]*structpb.Value{
+		permit.MetadataToken: structpb.NewStringValue(token)}}}}
 	return &alsv3.StreamAccessLogsMessage{
 		Identifier: &alsv3.StreamAccessLogsMessage_Identifier{Node: &corev3.Node{Id: "test"}, LogName: "bulkhead"},
 		LogEntries: &alsv3.StreamAccessLogsMessage_HttpLogs{HttpLogs: &alsv3.StreamAccessLogsMessage_HTTPAccessLogEntries{
@@ -75,7 +75,7 @@ func TestRunServes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.Send(endEntry(resp.GetDynamicMetadata().GetFields()[authz.MetadataToken].GetStringValue())); err != nil {
+	if err := stream.Send(endEntry(resp.GetDynamicMetadata().GetFields()[permit.MetadataToken].GetStringValue())); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := stream.CloseAndRecv(); err != nil {

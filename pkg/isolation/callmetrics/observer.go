@@ -3,7 +3,7 @@ package callmetrics
 import (
 	"time"
 
-	"github.com/bulkhead-mesh/bulkhead/pkg/accesslog"
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/isolation"
 )
 
@@ -12,7 +12,7 @@ type Recorder interface {
 	// Waited records the wait of an admitted call.
 	Waited(dependency string, d time.Duration)
 	// Outcome records how an admitted call ended.
-	Outcome(dependency string, o accesslog.Outcome)
+	Outcome(dependency string, o bulkhead.Outcome)
 }
 
 // HoldRecorder is a Recorder that can also record permit hold times. When
@@ -46,9 +46,9 @@ func (o *Observer) Admitted(dependency string, wait time.Duration) { o.r.Waited(
 // Recorder can, how long it held its permit.
 func (o *Observer) Finished(dependency string, hold time.Duration, failed bool) {
 	if failed {
-		o.r.Outcome(dependency, accesslog.Failure)
+		o.r.Outcome(dependency, bulkhead.Failure)
 	} else {
-		o.r.Outcome(dependency, accesslog.Success)
+		o.r.Outcome(dependency, bulkhead.Success)
 	}
 	if o.hold != nil {
 		o.hold.Held(dependency, hold)

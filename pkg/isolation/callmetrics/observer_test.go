@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
-	"github.com/bulkhead-mesh/bulkhead/pkg/accesslog"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/isolation"
 	"github.com/bulkhead-mesh/bulkhead/pkg/isolation/callmetrics"
@@ -87,9 +86,9 @@ type holdRecorder struct {
 	waits, outcomes, holds int
 }
 
-func (h *holdRecorder) Waited(string, time.Duration)      { h.waits++ }
-func (h *holdRecorder) Outcome(string, accesslog.Outcome) { h.outcomes++ }
-func (h *holdRecorder) Held(string, time.Duration)        { h.holds++ }
+func (h *holdRecorder) Waited(string, time.Duration)     { h.waits++ }
+func (h *holdRecorder) Outcome(string, bulkhead.Outcome) { h.outcomes++ }
+func (h *holdRecorder) Held(string, time.Duration)       { h.holds++ }
 
 func TestHoldRecorder(t *testing.T) {
 	h := &holdRecorder{}

@@ -1,0 +1,15 @@
+package server
+
+import (
+	"github.com/bulkhead-mesh/bulkhead/pkg/accesslog"
+	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
+)
+
+// The daemon's metrics record what both Envoy-facing servers see. The
+// servers declare what they record; metrics imports neither.
+var (
+	_ authz.Recorder         = (*metrics.Metrics)(nil)
+	_ accesslog.Recorder     = (*metrics.Metrics)(nil)
+	_ accesslog.NodeRecorder = (*metrics.Metrics)(nil)
+)
