@@ -50,7 +50,7 @@ import (
 // tells the daemon's own cost from gRPC's and protobuf's.
 type benchDaemon struct {
 	reg    *bulkhead.Registry
-	ledger *permit.Ledger // nil for the no-op server
+	ledger *permit.Memory // nil for the no-op server
 	count  *entryCounter
 	lis    *bufconn.Listener
 }
@@ -118,7 +118,7 @@ func newBenchDaemon(tb testing.TB, server string) *benchDaemon {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		d.ledger = permit.New(clock.Real{}, permit.WithObserver(m))
+		d.ledger = permit.NewMemory(clock.Real{}, permit.WithObserver(m))
 		als := accesslog.New(d.ledger, countingRecorder{m, d.count}, nil)
 		az := authz.New(d.reg, d.ledger, m, authz.DefaultPolicy())
 		if server == serverDecoded {

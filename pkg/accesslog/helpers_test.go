@@ -82,7 +82,7 @@ func (r *fakeRecorder) outcomeCount(dep string, o bulkhead.Outcome) int {
 // env is a Server over a real ledger and registry, reached over bufconn.
 type env struct {
 	reg    *bulkhead.Registry
-	ledger *permit.Ledger
+	ledger *permit.Memory
 	rec    *fakeRecorder
 	client alsv3.AccessLogServiceClient
 }
@@ -93,7 +93,7 @@ func newEnv(t *testing.T, srvOpts ...func(*Server)) *env {
 	if _, err := e.reg.Apply(map[string]bulkhead.Settings{"catalog": {MaxConcurrent: 1000}}); err != nil {
 		t.Fatal(err)
 	}
-	e.ledger = permit.New(clock.Real{})
+	e.ledger = permit.NewMemory(clock.Real{})
 	srv := New(e.ledger, e.rec, nil)
 	for _, o := range srvOpts {
 		o(srv)

@@ -213,7 +213,7 @@ func TestReleaseLag(t *testing.T) {
 	if _, err := reg.Apply(map[string]bulkhead.Settings{"catalog": {MaxConcurrent: 10}}); err != nil {
 		t.Fatal(err)
 	}
-	ledger := permit.New(clk)
+	ledger := permit.NewMemory(clk)
 	rec := newFakeRecorder()
 	s := New(ledger, rec, nil, WithClock(clk))
 	ms := func(v int) *durationpb.Duration { return durationpb.New(time.Duration(v) * time.Millisecond) }

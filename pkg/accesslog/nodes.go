@@ -14,7 +14,7 @@ import (
 // DefaultMaxNodes caps the nodes tracked at once (WithMaxNodes).
 const DefaultMaxNodes = 10000
 
-// NodeReleaser ends every lease of a node; *permit.Ledger is one.
+// NodeReleaser ends every lease of a node; *permit.Memory is one.
 type NodeReleaser interface {
 	ReleaseNode(node string, src permit.Source) int
 }

@@ -281,7 +281,7 @@ func TestNodesReleaseLeases(t *testing.T) {
 	if _, err := reg.Apply(map[string]bulkhead.Settings{"catalog": {MaxConcurrent: 10}}); err != nil {
 		t.Fatal(err)
 	}
-	ledger := permit.New(clk)
+	ledger := permit.NewMemory(clk)
 	grant := func(node string) {
 		p, err := reg.Get("catalog").TryAcquire(bulkhead.Normal)
 		if err != nil {

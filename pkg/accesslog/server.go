@@ -17,7 +17,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
-// Ledger releases permits by token; *permit.Ledger is one.
+// Ledger releases permits by token; *permit.Memory is one.
 type Ledger interface {
 	Release(token string, src permit.Source) (permit.Lease, permit.Result)
 }

@@ -35,7 +35,7 @@ import (
 // benchStack is the daemon's Check path in process.
 type benchStack struct {
 	reg    *bulkhead.Registry
-	ledger *permit.Ledger
+	ledger *permit.Memory
 	srv    *authz.Server
 	reqs   []*authv3.CheckRequest // one per bulkhead
 }
@@ -58,7 +58,7 @@ func newBenchStack(tb testing.TB, n, limit int) *benchStack {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s.ledger = permit.New(clock.Real{}, permit.WithObserver(m))
+	s.ledger = permit.NewMemory(clock.Real{}, permit.WithObserver(m))
 	s.srv = authz.New(s.reg, s.ledger, m, authz.DefaultPolicy())
 	return s
 }

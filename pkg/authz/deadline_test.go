@@ -83,12 +83,12 @@ func TestCheckClientCancelsWhileQueued(t *testing.T) {
 
 // cancellingLedger ends the Check's context right after the grant.
 type cancellingLedger struct {
-	*permit.Ledger
+	*permit.Memory
 	cancel context.CancelFunc
 }
 
 func (c cancellingLedger) Grant(p permit.Releaser, g permit.Grant) (string, error) {
-	token, err := c.Ledger.Grant(p, g)
+	token, err := c.Memory.Grant(p, g)
 	c.cancel()
 	return token, err
 }
@@ -107,7 +107,7 @@ func TestCheckCancelledAfterGrantReleases(t *testing.T) {
 			e := newEnv(t, envConfig{
 				bulkheads: map[string]bulkhead.Settings{"catalog": settings(1, 0, 0)},
 				policy:    DefaultPolicy(),
-				ledger:    func(l *permit.Ledger) Ledger { return cancellingLedger{l, cancel} },
+				ledger:    func(l *permit.Memory) Ledger { return cancellingLedger{l, cancel} },
 			})
 			resp, err := e.srv.Check(ctx, forKey("catalog"))
 			if status.Code(err) != codes.Canceled || resp != nil {

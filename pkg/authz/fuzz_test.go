@@ -37,7 +37,7 @@ func FuzzCheck(f *testing.F) {
 		if _, err := reg.Apply(limits); err != nil {
 			t.Fatal(err)
 		}
-		ledger := permit.New(clock.Real{})
+		ledger := permit.NewMemory(clock.Real{})
 		pol := DefaultPolicy()
 		pol.PriorityHeader = hdrName
 		pol.Unmatched = UnmatchedPolicy(mode % 3)

@@ -101,7 +101,7 @@ func (o *fakeObserver) endedBy(src permit.Source) int {
 // gRPC client over bufconn.
 type env struct {
 	reg    *bulkhead.Registry
-	ledger *permit.Ledger
+	ledger *permit.Memory
 	obs    *fakeObserver
 	rec    *fakeRecorder
 	srv    *Server
@@ -113,7 +113,7 @@ type envConfig struct {
 	policy     Policy
 	limiterClk clock.Clock // nil: real
 	ledgerOpts []permit.Option
-	ledger     func(*permit.Ledger) Ledger // wraps the real ledger; nil: none
+	ledger     func(*permit.Memory) Ledger // wraps the real ledger; nil: none
 	opts       []Option
 }
 
@@ -127,7 +127,7 @@ func newEnv(t *testing.T, cfg envConfig) *env {
 	if _, err := e.reg.Apply(cfg.bulkheads); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
-	e.ledger = permit.New(clock.Real{}, append([]permit.Option{permit.WithObserver(e.obs)}, cfg.ledgerOpts...)...)
+	e.ledger = permit.NewMemory(clock.Real{}, append([]permit.Option{permit.WithObserver(e.obs)}, cfg.ledgerOpts...)...)
 	var l Ledger = e.ledger
 	if cfg.ledger != nil {
 		l = cfg.ledger(e.ledger)

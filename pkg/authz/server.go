@@ -23,7 +23,7 @@ type Bulkheads interface {
 	Tenants(key string) *bulkhead.Tenants
 }
 
-// Ledger registers granted permits; *permit.Ledger is one.
+// Ledger registers granted permits; *permit.Memory is one.
 type Ledger interface {
 	Grant(p permit.Releaser, g permit.Grant) (string, error)
 	Release(token string, src permit.Source) (permit.Lease, permit.Result)

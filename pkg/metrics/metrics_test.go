@@ -57,7 +57,7 @@ type fixture struct {
 	m      *metrics.Metrics
 	bh     *bulkhead.Registry
 	clk    *clock.Fake
-	ledger *permit.Ledger
+	ledger *permit.Memory
 	az     *authz.Server
 	als    *accesslog.Server
 }
@@ -73,7 +73,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatalf("New: %v", err)
 	}
 	f.m = m
-	f.ledger = permit.New(f.clk, permit.WithObserver(m))
+	f.ledger = permit.NewMemory(f.clk, permit.WithObserver(m))
 	f.az = authz.New(f.bh, f.ledger, m, authz.DefaultPolicy(), authz.WithClock(f.clk))
 	f.als = accesslog.New(f.ledger, m, nil)
 	return f

@@ -16,7 +16,7 @@ func BenchmarkGrantRelease(b *testing.B) {
 	g := Grant{Bulkhead: "catalog", TTL: time.Minute, Node: "envoy-1"}
 	p := &nopPermit{}
 	b.Run("sequential", func(b *testing.B) {
-		l := New(clock.Real{})
+		l := NewMemory(clock.Real{})
 		b.ReportAllocs()
 		for b.Loop() {
 			tok, err := l.Grant(p, g)
@@ -29,7 +29,7 @@ func BenchmarkGrantRelease(b *testing.B) {
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
-		l := New(clock.Real{})
+		l := NewMemory(clock.Real{})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -46,7 +46,7 @@ func BenchmarkGrantRelease(b *testing.B) {
 }
 
 func BenchmarkReleaseGarbage(b *testing.B) {
-	l := New(clock.Real{})
+	l := NewMemory(clock.Real{})
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, r := l.Release("AAAAAAAAAAAAAAAAAAAAA!", AccessLog); r != Unknown {

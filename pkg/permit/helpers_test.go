@@ -71,7 +71,7 @@ func (r *recorder) ignoredCount(res Result) int {
 var _ Observer = (*recorder)(nil)
 
 // grant registers a fresh counting permit and fails the test on error.
-func grant(t testing.TB, l *Ledger, g Grant) (string, *countingPermit) {
+func grant(t testing.TB, l *Memory, g Grant) (string, *countingPermit) {
 	t.Helper()
 	p := &countingPermit{}
 	tok, err := l.Grant(p, g)
@@ -81,9 +81,9 @@ func grant(t testing.TB, l *Ledger, g Grant) (string, *countingPermit) {
 	return tok, p
 }
 
-func newFakeLedger(opts ...Option) (*Ledger, *clock.Fake) {
+func newFakeLedger(opts ...Option) (*Memory, *clock.Fake) {
 	clk := clock.NewFake(t0)
-	return New(clk, opts...), clk
+	return NewMemory(clk, opts...), clk
 }
 
 // waitFor polls cond until it holds or a deadline passes.

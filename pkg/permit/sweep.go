@@ -11,7 +11,7 @@ const batchSize = 256
 
 // Sweep ends every lease whose Expires <= clk.Now() (read once, at the
 // start), with source TTL, and returns how many it ended.
-func (l *Ledger) Sweep() int {
+func (l *Memory) Sweep() int {
 	now := l.clk.Now()
 	return l.drain(TTL, now, func(s *shard) *entry {
 		if len(s.exp) > 0 && !s.exp[0].lease.Expires.After(now) {
@@ -24,7 +24,7 @@ func (l *Ledger) Sweep() int {
 // ReleaseNode ends every lease held by node with source src and returns how
 // many it ended. An empty node matches nothing. Leases granted to node while
 // ReleaseNode runs may or may not be ended.
-func (l *Ledger) ReleaseNode(node string, src Source) int {
+func (l *Memory) ReleaseNode(node string, src Source) int {
 	if node == "" {
 		return 0
 	}
@@ -33,7 +33,7 @@ func (l *Ledger) ReleaseNode(node string, src Source) int {
 
 // Close stops further grants (they fail with ErrClosed), ends every lease
 // with source src and returns how many it ended. Later calls return 0.
-func (l *Ledger) Close(src Source) int {
+func (l *Memory) Close(src Source) int {
 	l.closed.Store(true)
 	return l.drain(src, l.clk.Now(), func(s *shard) *entry {
 		if len(s.exp) > 0 {
@@ -45,7 +45,7 @@ func (l *Ledger) Close(src Source) int {
 
 // Run sweeps every sweep interval, timed by the ledger's clock, until ctx
 // ends; then it returns nil. It is meant to run in one goroutine per ledger.
-func (l *Ledger) Run(ctx context.Context) error {
+func (l *Memory) Run(ctx context.Context) error {
 	for {
 		t := l.clk.NewTimer(l.interval)
 		select {
@@ -61,7 +61,7 @@ func (l *Ledger) Run(ctx context.Context) error {
 // drain ends, shard by shard, the leases that next picks (nil: none left in
 // that shard), in batches of at most batchSize per lock, and releases them
 // outside the lock. It returns how many it ended.
-func (l *Ledger) drain(src Source, at time.Time, next func(*shard) *entry) int {
+func (l *Memory) drain(src Source, at time.Time, next func(*shard) *entry) int {
 	var batch []ended
 	n := 0
 	for i := range l.shards {

@@ -52,7 +52,7 @@ type Runner struct {
 
 	Registry *bulkhead.Registry
 	Control  *control.Control
-	Ledger   *permit.Ledger
+	Ledger   *permit.Memory
 	Metrics  *metrics.Metrics
 	promReg  *prometheus.Registry
 	authz    *authz.Server
@@ -113,7 +113,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 			return nil, err
 		}
 	}
-	r.Ledger = permit.New(clock.Real{}, permit.WithObserver(m), permit.WithSweepInterval(cfg.Leases.SweepInterval),
+	r.Ledger = permit.NewMemory(clock.Real{}, permit.WithObserver(m), permit.WithSweepInterval(cfg.Leases.SweepInterval),
 		permit.WithMaxLeases(cfg.Leases.MaxPermits))
 	azOpts := []authz.Option{authz.WithLogger(log), authz.WithInputRecorder(r.extra)}
 	var alsOpts []accesslog.Option

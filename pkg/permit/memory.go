@@ -18,9 +18,9 @@ const maxKeyTries = 3
 // which only a broken random source does.
 var errKeyReused = errors.New("token: crypto/rand repeated used 128-bit keys")
 
-// Ledger maps tokens to leased permits. It is safe for concurrent use; see the
-// package documentation for its guarantees.
-type Ledger struct {
+// Memory is the in-memory Ledger: one process holds every lease. It is safe
+// for concurrent use; see the package documentation for its guarantees.
+type Memory struct {
 	clk      clock.Clock
 	obs      Observer
 	shards   []shard
@@ -32,12 +32,12 @@ type Ledger struct {
 }
 
 // New returns an empty ledger that reads time from clk.
-func New(clk clock.Clock, opts ...Option) *Ledger {
+func NewMemory(clk clock.Clock, opts ...Option) *Memory {
 	o := defaultOptions()
 	for _, opt := range opts {
 		opt(&o)
 	}
-	l := &Ledger{
+	l := &Memory{
 		clk:      clk,
 		obs:      o.observer,
 		shards:   make([]shard, o.shards),
@@ -51,9 +51,9 @@ func New(clk clock.Clock, opts ...Option) *Ledger {
 	return l
 }
 
-func (l *Ledger) shardIndex(k *key) uint64 { return binary.LittleEndian.Uint64(k[:8]) & l.mask }
+func (l *Memory) shardIndex(k *key) uint64 { return binary.LittleEndian.Uint64(k[:8]) & l.mask }
 
-func (l *Ledger) shardFor(k *key) *shard { return &l.shards[l.shardIndex(k)] }
+func (l *Memory) shardFor(k *key) *shard { return &l.shards[l.shardIndex(k)] }
 
 // Grant registers permit p as a lease and returns its token; the ledger then
 // owns p until it releases it (granting one permit twice would release it
@@ -61,7 +61,7 @@ func (l *Ledger) shardFor(k *key) *shard { return &l.shards[l.shardIndex(k)] }
 // ledger did not take p: the caller must release it (and deny the request).
 // The error is ErrFull at the lease cap, ErrClosed after Close, or
 // ErrInvalidGrant for a nil permit or a TTL <= 0.
-func (l *Ledger) Grant(p Releaser, g Grant) (string, error) {
+func (l *Memory) Grant(p Releaser, g Grant) (string, error) {
 	if p == nil {
 		return "", fmt.Errorf("%w: nil permit", ErrInvalidGrant)
 	}
@@ -119,7 +119,7 @@ func (l *Ledger) Grant(p Releaser, g Grant) (string, error) {
 // while the ledger remembers it (see WithTombstones), and Unknown after.
 // A token that is malformed or was never issued is Unknown. The lease is the
 // zero Lease unless the result is Released.
-func (l *Ledger) Release(token string, src Source) (Lease, Result) {
+func (l *Memory) Release(token string, src Source) (Lease, Result) {
 	k, ok := parseToken(token)
 	if !ok {
 		l.obs.Ignored(src, Unknown)
@@ -146,11 +146,11 @@ func (l *Ledger) Release(token string, src Source) (Lease, Result) {
 
 // finish releases a lease that has left the ledger and tells the observer.
 // It is called outside every lock, once per lease.
-func (l *Ledger) finish(e ended, src Source, at time.Time) {
+func (l *Memory) finish(e ended, src Source, at time.Time) {
 	e.p.Release()
 	l.obs.Ended(e.lease, src, at)
 }
 
 // Len returns the number of live leases. Under concurrent Grants it may
 // include a grant in progress.
-func (l *Ledger) Len() int { return int(l.count.Load()) }
+func (l *Memory) Len() int { return int(l.count.Load()) }
