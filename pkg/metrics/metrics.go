@@ -247,7 +247,7 @@ func (m *Metrics) Ended(l permit.Lease, src permit.Source, at time.Time) {
 // Ignored implements permit.Observer: a release that found nothing to do.
 func (m *Metrics) Ignored(_ permit.Source, r permit.Result) {
 	switch r {
-	case permit.Duplicate:
+	case permit.Duplicate, permit.Expired:
 		m.releases.WithLabelValues("duplicate").Inc()
 	case permit.Unknown:
 		m.releases.WithLabelValues("unknown").Inc()

@@ -115,8 +115,9 @@ func (l *Memory) Grant(p Releaser, g Grant) (string, error) {
 
 // Release ends the lease named by token and releases its permit. Exactly one
 // call per lease, across Release, Sweep, ReleaseNode and Close, returns
-// Released (with the lease); any later Release of the token is Duplicate
-// while the ledger remembers it (see WithTombstones), and Unknown after.
+// Released (with the lease); any later Release of the token is Expired (the
+// lease ended by expiry) or Duplicate (by anything else) while the ledger
+// remembers it (see WithTombstones), and Unknown after.
 // A token that is malformed or was never issued is Unknown. The lease is the
 // zero Lease unless the result is Released.
 func (l *Memory) Release(token string, src Source) (Lease, Result) {
@@ -129,15 +130,12 @@ func (l *Memory) Release(token string, src Source) (Lease, Result) {
 	s.mu.Lock()
 	e := s.live[k]
 	if e == nil {
-		r := Unknown
-		if s.tomb.has(&k) {
-			r = Duplicate
-		}
+		r := s.gone(&k)
 		s.mu.Unlock()
 		l.obs.Ignored(src, r)
 		return Lease{}, r
 	}
-	out := s.remove(e)
+	out := s.remove(e, src)
 	l.count.Add(-1)
 	s.mu.Unlock()
 	l.finish(out, src, l.clk.Now())

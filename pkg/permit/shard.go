@@ -77,9 +77,9 @@ func (s *shard) insert(e *entry) {
 }
 
 // remove ends e: it leaves the map, the heap and its node's list, its token
-// is remembered, and the entry is recycled. It returns what the caller needs
+// is remembered with src (what ended it), and the entry is recycled. It returns what the caller needs
 // to finish the release outside the lock. Called with s.mu held.
-func (s *shard) remove(e *entry) ended {
+func (s *shard) remove(e *entry, src Source) ended {
 	out := ended{p: e.p, lease: e.lease}
 	delete(s.live, e.key)
 	heap.Remove(&s.exp, e.idx)
@@ -96,7 +96,7 @@ func (s *shard) remove(e *entry) ended {
 			e.next.prev = e.prev
 		}
 	}
-	s.tomb.add(&e.key)
+	s.tomb.add(&e.key, src)
 	if len(s.free) < maxFree {
 		*e = entry{}
 		s.free = append(s.free, e)
@@ -140,7 +140,7 @@ func (h *expiryHeap) Pop() any {
 // delete (churning deletes make Go maps probe long chains of tombstones).
 type tombstones struct {
 	gen       int // 0: remember nothing
-	cur, prev map[key]struct{}
+	cur, prev map[key]Source // what ended the lease
 }
 
 func (t *tombstones) init(n int) {
@@ -148,26 +148,46 @@ func (t *tombstones) init(n int) {
 }
 
 func (t *tombstones) has(k *key) bool {
-	_, ok := t.cur[*k]
-	if !ok {
-		_, ok = t.prev[*k]
-	}
+	_, ok := t.get(k)
 	return ok
 }
 
-func (t *tombstones) add(k *key) {
+// get returns what ended the lease of k, if k is remembered.
+func (t *tombstones) get(k *key) (Source, bool) {
+	src, ok := t.cur[*k]
+	if !ok {
+		src, ok = t.prev[*k]
+	}
+	return src, ok
+}
+
+func (t *tombstones) add(k *key, src Source) {
 	if t.gen == 0 {
 		return
 	}
 	if t.cur == nil {
-		t.cur = make(map[key]struct{})
+		t.cur = make(map[key]Source)
 	}
 	if len(t.cur) >= t.gen {
 		if t.prev == nil {
-			t.prev = make(map[key]struct{}, t.gen)
+			t.prev = make(map[key]Source, t.gen)
 		}
 		t.cur, t.prev = t.prev, t.cur
 		clear(t.cur)
 	}
-	t.cur[*k] = struct{}{}
+	t.cur[*k] = src
+}
+
+// gone says why k has no live lease: Expired or Duplicate while its end is
+// remembered, else Unknown. Called with s.mu held.
+func (s *shard) gone(k *key) Result {
+	src, ok := s.tomb.get(k)
+	switch {
+	case !ok:
+		return Unknown
+	case src == TTL:
+		return Expired
+	default:
+		return Duplicate
+	}
 }

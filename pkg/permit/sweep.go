@@ -74,7 +74,7 @@ func (l *Memory) drain(src Source, at time.Time, next func(*shard) *entry) int {
 				if e == nil {
 					break
 				}
-				batch = append(batch, s.remove(e))
+				batch = append(batch, s.remove(e, src))
 			}
 			l.count.Add(-int64(len(batch)))
 			s.mu.Unlock()

@@ -18,6 +18,12 @@ var (
 	// ErrInvalidGrant means the grant has no permit or a TTL <= 0. The caller
 	// still owns the permit.
 	ErrInvalidGrant = errors.New("invalid permit grant")
+	// ErrInvalidToken means Adopt was given a token that Grant cannot have
+	// issued. The caller still owns the permit.
+	ErrInvalidToken = errors.New("invalid permit token")
+	// ErrLive means Adopt was given the token of a live lease: the request is
+	// already counted. The caller still owns the permit.
+	ErrLive = errors.New("permit token already live")
 )
 
 // Releaser is the permit the ledger holds: bulkhead.Permit satisfies it.
@@ -46,8 +52,16 @@ type Lease struct {
 	Bulkhead string
 	Node     string
 	Priority bulkhead.Priority
+	// Acquired is when the ledger granted or adopted the permit.
 	Acquired time.Time
-	Expires  time.Time
+	// Expires is when the lease ends unless it is renewed or released.
+	Expires time.Time
+	// Renewed is the last renewal (zero: never renewed).
+	Renewed time.Time
+	// Adopted: the ledger learnt of the permit from its request's periodic
+	// access log (Adopt), not from a Grant; Priority is then unknown and
+	// reads Normal.
+	Adopted bool
 }
 
 // Source says what ended a lease. It is a closed set, used as a metric label.
@@ -95,11 +109,17 @@ const (
 	// Unknown: the token was malformed, never issued, or ended too long ago
 	// to be remembered; nothing was released.
 	Unknown
+	// Expired: like Duplicate, but the lease had ended by expiry (source
+	// TTL): its request was still running when it was reclaimed, or its
+	// end was reported late.
+	Expired
+	// Renewed: Renew extended the live lease.
+	Renewed
 
-	numResults = 3
+	numResults = 5
 )
 
-var resultNames = [numResults]string{"released", "duplicate", "unknown"}
+var resultNames = [numResults]string{"released", "duplicate", "unknown", "expired", "renewed"}
 
 // String returns the result's metric name.
 func (r Result) String() string {
@@ -116,8 +136,8 @@ type Observer interface {
 	// Ended is called once per lease, after its permit was released, with
 	// the time the ledger ended it.
 	Ended(l Lease, src Source, at time.Time)
-	// Ignored is called for a Release that released nothing (r is Duplicate
-	// or Unknown).
+	// Ignored is called for a Release that released nothing (r is
+	// Duplicate, Expired or Unknown).
 	Ignored(src Source, r Result)
 }
 
