@@ -139,7 +139,7 @@ func (h *expiryHeap) Pop() any {
 // newest gen to 2*gen ended keys are remembered, and neither map ever sees a
 // delete (churning deletes make Go maps probe long chains of tombstones).
 type tombstones struct {
-	gen       int // 0: remember nothing
+	gen       int            // 0: remember nothing
 	cur, prev map[key]Source // what ended the lease
 }
 
