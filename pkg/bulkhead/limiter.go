@@ -22,6 +22,7 @@ type Limiter struct {
 	queues   [numPriorities]waitQueue
 	queued   int
 	closed   bool
+	paused   bool     // SetPaused: admit no one
 	slots    []slot   // one per permit ever held at once; see Permit
 	free     []uint32 // indices of slots not in use
 	stats    counters
@@ -38,6 +39,7 @@ type counters struct {
 	admitted   [numPriorities]uint64
 	rejected   [numReasons]uint64
 	cancelled  uint64
+	adopted    uint64
 	released   uint64
 	duplicates uint64
 }
@@ -219,7 +221,7 @@ func (l *Limiter) enqueueLocked(p Priority, noWait bool) (w *waiter, permit Perm
 // its ceiling allows one more permit and no waiter of equal or higher class
 // is queued.
 func (l *Limiter) admissibleLocked(p Priority) bool {
-	if l.inUse >= l.ceil[p] {
+	if l.paused || l.inUse >= l.ceil[p] {
 		return false
 	}
 	if l.queued == 0 {
@@ -268,6 +270,12 @@ func (l *Limiter) abandon(w *waiter, cause error) (Permit, error) {
 }
 
 func (l *Limiter) grantLocked(p Priority) Permit {
+	l.stats.admitted[p]++
+	return l.takeSlotLocked()
+}
+
+// takeSlotLocked counts one more permit in use and returns it.
+func (l *Limiter) takeSlotLocked() Permit {
 	var i uint32
 	if n := len(l.free); n > 0 {
 		i = l.free[n-1]
@@ -278,7 +286,6 @@ func (l *Limiter) grantLocked(p Priority) Permit {
 	}
 	l.slots[i].busy = true
 	l.inUse++
-	l.stats.admitted[p]++
 	return Permit{l: l, slot: i, gen: l.slots[i].gen}
 }
 
@@ -316,7 +323,7 @@ func (l *Limiter) notifyLocked() {
 				break
 			}
 		}
-		if head == nil || l.inUse >= l.ceil[head.prio] {
+		if head == nil || l.paused || l.inUse >= l.ceil[head.prio] {
 			return
 		}
 		l.queues[head.prio].remove(head)

@@ -126,7 +126,7 @@ func TestAdmission(t *testing.T) {
 			if s.InUse != tt.inUse || s.Queued != tt.queued {
 				t.Fatalf("in use %d queued %v, want %d %v", s.InUse, s.Queued, tt.inUse, tt.queued)
 			}
-			if got := s.Admitted[0] + s.Admitted[1] + s.Admitted[2] - s.Released; got != uint64(s.InUse) {
+			if got := s.Admitted[0] + s.Admitted[1] + s.Admitted[2] + s.Adopted - s.Released; got != uint64(s.InUse) {
 				t.Fatalf("admitted-released = %d, in use %d", got, s.InUse)
 			}
 		})

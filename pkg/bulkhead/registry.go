@@ -18,6 +18,7 @@ type Registry struct {
 	opts []Option
 
 	mu      sync.Mutex // serialises writers
+	paused  bool       // SetPaused; guarded by mu
 	m       atomic.Pointer[map[string]*Limiter]
 	tenants atomic.Pointer[map[string]*Tenants]
 }
@@ -102,6 +103,18 @@ func (r *Registry) Snapshots() []Snapshot {
 	return out
 }
 
+// SetPaused pauses (or resumes) admissions of every bulkhead, including
+// those Apply creates while paused (see Limiter.SetPaused). Tenant
+// compartments are not paused: their bulkhead is.
+func (r *Registry) SetPaused(paused bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.paused = paused
+	for _, l := range *r.m.Load() {
+		l.SetPaused(paused)
+	}
+}
+
 // Changes says what Apply did.
 type Changes struct {
 	Added, Resized, Removed []string
@@ -139,6 +152,9 @@ func (r *Registry) Apply(want map[string]Settings) (Changes, error) {
 			continue
 		}
 		l, _ := New(k, s, r.opts...) // validated above
+		if r.paused {
+			l.SetPaused(true)
+		}
 		next[k] = l
 		ch.Added = append(ch.Added, k)
 	}

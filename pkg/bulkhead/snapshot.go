@@ -1,19 +1,24 @@
 package bulkhead
 
 // Snapshot is a consistent copy of a limiter's state and counters, taken
-// under its lock in O(1). Counters only grow. Admitted minus Released is
-// always InUse (a permit given back by a cancelled waiter counts as both).
+// under its lock in O(1). Counters only grow. Admitted plus Adopted minus
+// Released is always InUse (a permit given back by a cancelled waiter
+// counts as both admitted and released).
 type Snapshot struct {
 	Name     string
 	Settings Settings
 	Closed   bool
-	InUse    int
+	// Paused: admissions are paused (SetPaused).
+	Paused bool
+	InUse  int
 	// Queued is indexed by Priority.
 	Queued [numPriorities]int
 	// Admitted counts grants, indexed by Priority.
 	Admitted [numPriorities]uint64
 	// Rejected counts rejections, indexed by Reason (ReasonNone stays 0).
 	Rejected [numReasons]uint64
+	// Adopted counts permits of running calls taken by Adopt.
+	Adopted uint64
 	// Cancelled counts Acquire calls that ended because their context did.
 	Cancelled uint64
 	// Released counts permits given back (including by cancelled waiters).
@@ -43,6 +48,8 @@ func (l *Limiter) Snapshot() Snapshot {
 		Name:              l.name,
 		Settings:          l.settings,
 		Closed:            l.closed,
+		Paused:            l.paused,
+		Adopted:           l.stats.adopted,
 		InUse:             l.inUse,
 		Admitted:          l.stats.admitted,
 		Rejected:          l.stats.rejected,
