@@ -1,6 +1,7 @@
 package accesslog
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"sync"
@@ -217,7 +218,7 @@ func viewOf(t *testing.T, e *datav3.HTTPAccessLogEntry) *entry {
 	if err := read.UnmarshalWire(marshal(t, msg)); err != nil {
 		t.Fatal(err)
 	}
-	if len(read.http) != 1 || read.http[0] != decoded.http[0] {
+	if len(read.http) != 1 || !sameEntry(read.http[0], decoded.http[0]) {
 		t.Fatalf("wire read %+v, decoded %+v", read.http, decoded.http)
 	}
 	return &read.http[0]
@@ -230,4 +231,10 @@ func marshal(t testing.TB, m proto.Message) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// sameEntry reports whether two entries read alike.
+func sameEntry(a, b entry) bool {
+	return a.end == b.end && a.periodic == b.periodic && a.token == b.token && bytes.Equal(a.bulkhead, b.bulkhead) &&
+		a.code == b.code && a.flags == b.flags && a.firstUpstreamTx == b.firstUpstreamTx && a.lastUpstreamRx == b.lastUpstreamRx
 }

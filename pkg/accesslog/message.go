@@ -22,12 +22,19 @@ type message struct {
 	node, logName string
 	http          []entry
 	tcp           int // TCP entries: counted, not used
+	// arena holds the bytes entries keep (entry.bulkhead), copied out of
+	// the encoding, which the codec reuses; it is reused per message.
+	arena []byte
 }
 
 // entry is what the server reads of one HTTPAccessLogEntry.
 type entry struct {
-	end   bool   // common_properties.access_log_type is DownstreamEnd
-	token string // the permit token in the ext_authz filter metadata, or ""
+	end      bool   // common_properties.access_log_type is DownstreamEnd
+	periodic bool   // common_properties.access_log_type is DownstreamPeriodic
+	token    string // the permit token in the ext_authz filter metadata, or ""
+	// bulkhead is the permit's bulkhead in the same metadata, or empty; it
+	// is valid until the next message is read (it points into the arena).
+	bulkhead []byte
 	code  uint32 // response.response_code
 	flags flags  // common_properties.response_flags
 	// The upstream's part, from common_properties: time to the first
@@ -86,7 +93,7 @@ var _ wire.Unmarshaler = (*message)(nil)
 
 // messageOf reads a decoded message into m.
 func messageOf(msg *alsv3.StreamAccessLogsMessage, m *message) {
-	*m = message{http: m.http[:0]}
+	*m = message{http: m.http[:0], arena: m.arena[:0]}
 	if id := msg.GetIdentifier(); id != nil {
 		m.identified, m.node, m.logName = true, id.GetNode().GetId(), id.GetLogName()
 	}
@@ -111,9 +118,16 @@ func messageOf(msg *alsv3.StreamAccessLogsMessage, m *message) {
 				f |= 1 << fl.n
 			}
 		}
+		md := cp.GetMetadata().GetFilterMetadata()[permit.MetadataNamespace].GetFields()
+		var bh []byte
+		if v := md[permit.MetadataBulkhead].GetStringValue(); v != "" {
+			bh = []byte(v)
+		}
 		m.http = append(m.http, entry{
 			end:             cp.GetAccessLogType() == datav3.AccessLogType_DownstreamEnd,
-			token:           cp.GetMetadata().GetFilterMetadata()[permit.MetadataNamespace].GetFields()[permit.MetadataToken].GetStringValue(),
+			periodic:        cp.GetAccessLogType() == datav3.AccessLogType_DownstreamPeriodic,
+			token:           md[permit.MetadataToken].GetStringValue(),
+			bulkhead:        bh,
 			code:            e.GetResponse().GetResponseCode().GetValue(),
 			flags:           f,
 			firstUpstreamTx: durationOf(cp.GetTimeToFirstUpstreamTxByte()),
@@ -154,6 +168,7 @@ const (
 	fieldValueStruct     = 5  // Value.struct_value
 	fieldValueList       = 6  // Value.list_value
 	downstreamEnd        = int32(datav3.AccessLogType_DownstreamEnd)
+	downstreamPeriodic   = int32(datav3.AccessLogType_DownstreamPeriodic)
 )
 
 // Which member of the log_entries oneof a message holds.
@@ -168,7 +183,7 @@ const (
 // decode's rules: repeated scalars keep the last value, messages given
 // twice merge, a oneof keeps its last member. Strings are copied.
 func (m *message) UnmarshalWire(b []byte) error {
-	*m = message{http: m.http[:0]}
+	*m = message{http: m.http[:0], arena: m.arena[:0]}
 	kind := logEntriesNone
 	rd := wire.NewReader(b)
 	for rd.Next() {
@@ -233,7 +248,7 @@ func (m *message) httpEntries(b []byte) error {
 			continue
 		}
 		var e entry
-		if err := e.read(rd.Bytes()); err != nil {
+		if err := e.read(rd.Bytes(), &m.arena); err != nil {
 			return err
 		}
 		m.http = append(m.http, e)
@@ -241,15 +256,16 @@ func (m *message) httpEntries(b []byte) error {
 	return rd.Err()
 }
 
-// read reads one HTTPAccessLogEntry.
-func (e *entry) read(b []byte) error {
+// read reads one HTTPAccessLogEntry; what it keeps of the encoding is
+// copied to arena.
+func (e *entry) read(b []byte, arena *[]byte) error {
 	var logType int32
 	rd := wire.NewReader(b)
 	for rd.Next() {
 		var err error
 		switch {
 		case rd.Is(fieldEntryCommon, protowire.BytesType):
-			err = e.common(rd.Bytes(), &logType)
+			err = e.common(rd.Bytes(), &logType, arena)
 		case rd.Is(fieldEntryResponse, protowire.BytesType):
 			err = e.response(rd.Bytes())
 		}
@@ -258,10 +274,11 @@ func (e *entry) read(b []byte) error {
 		}
 	}
 	e.end = logType == downstreamEnd
+	e.periodic = logType == downstreamPeriodic
 	return rd.Err()
 }
 
-func (e *entry) common(b []byte, logType *int32) error {
+func (e *entry) common(b []byte, logType *int32, arena *[]byte) error {
 	rd := wire.NewReader(b)
 	for rd.Next() {
 		var err error
@@ -275,7 +292,7 @@ func (e *entry) common(b []byte, logType *int32) error {
 		case rd.Is(fieldCommonLastUpRx, protowire.BytesType):
 			err = e.lastUpstreamRx.read(rd.Bytes())
 		case rd.Is(fieldCommonMetadata, protowire.BytesType):
-			err = e.metadata(rd.Bytes())
+			err = e.metadata(rd.Bytes(), arena)
 		}
 		if err != nil {
 			return err
@@ -334,10 +351,11 @@ func (e *entry) response(b []byte) error {
 	return rd.Err()
 }
 
-// metadata finds the token: filter_metadata[permit.MetadataNamespace].fields[permit.MetadataToken],
-// when it is a string. A map entry replaces an earlier one of the same key;
-// an entry's value given twice is merged.
-func (e *entry) metadata(b []byte) error {
+// metadata finds the token and the bulkhead:
+// filter_metadata[permit.MetadataNamespace].fields[permit.MetadataToken] and
+// [permit.MetadataBulkhead], when they are strings. A map entry replaces an
+// earlier one of the same key; an entry's value given twice is merged.
+func (e *entry) metadata(b []byte, arena *[]byte) error {
 	rd := wire.NewReader(b)
 	for rd.Next() {
 		if !rd.Is(fieldMetadataFilter, protowire.BytesType) {
@@ -350,10 +368,10 @@ func (e *entry) metadata(b []byte) error {
 			}
 			continue
 		}
-		e.token = ""
+		e.token, e.bulkhead = "", nil
 		for values.Next() {
 			if values.Is(wire.MapValue, protowire.BytesType) {
-				if err := e.tokenIn(values.Bytes()); err != nil {
+				if err := e.fieldsIn(values.Bytes(), arena); err != nil {
 					return err
 				}
 			}
@@ -362,42 +380,72 @@ func (e *entry) metadata(b []byte) error {
 	return rd.Err()
 }
 
-// tokenIn reads a Struct for the permit.MetadataToken field.
-func (e *entry) tokenIn(st []byte) error {
+// fieldsIn reads a Struct for the permit.MetadataToken and
+// permit.MetadataBulkhead fields.
+func (e *entry) fieldsIn(st []byte, arena *[]byte) error {
 	rd := wire.NewReader(st)
 	for rd.Next() {
 		if !rd.Is(fieldStructFields, protowire.BytesType) {
 			continue
 		}
-		values, ok, err := entryValues(rd.Bytes(), permit.MetadataToken)
+		k, _, err := wire.MapEntry(rd.Bytes())
 		if err != nil {
 			return err
 		}
-		if !ok {
+		var bulkhead bool
+		switch string(k) {
+		case permit.MetadataToken:
+		case permit.MetadataBulkhead:
+			bulkhead = true
+		default:
 			continue
 		}
-		e.token = ""
-		for values.Next() {
-			if !values.Is(wire.MapValue, protowire.BytesType) {
-				continue
-			}
-			v := wire.NewReader(values.Bytes())
-			for v.Next() {
-				switch {
-				case v.Is(fieldValueString, protowire.BytesType):
-					e.token = string(v.Bytes())
-				case v.Is(fieldValueNull, protowire.VarintType), v.Is(fieldValueNumber, protowire.Fixed64Type),
-					v.Is(fieldValueBool, protowire.VarintType), v.Is(fieldValueStruct, protowire.BytesType),
-					v.Is(fieldValueList, protowire.BytesType):
-					e.token = "" // another member of the oneof
-				}
-			}
-			if err := v.Err(); err != nil {
-				return err
-			}
+		v, ok, err := stringValue(rd.Bytes())
+		if err != nil {
+			return err
+		}
+		switch {
+		case !bulkhead && ok:
+			e.token = string(v)
+		case !bulkhead:
+			e.token = ""
+		case ok && len(v) > 0:
+			start := len(*arena)
+			*arena = append(*arena, v...)
+			e.bulkhead = (*arena)[start:len(*arena):len(*arena)]
+		default:
+			e.bulkhead = nil
 		}
 	}
 	return rd.Err()
+}
+
+// stringValue reads the Value of the map entry b: its string_value, and
+// whether the oneof's last member is a string.
+func stringValue(b []byte) ([]byte, bool, error) {
+	var out []byte
+	ok := false
+	values := wire.NewReader(b)
+	for values.Next() {
+		if !values.Is(wire.MapValue, protowire.BytesType) {
+			continue
+		}
+		v := wire.NewReader(values.Bytes())
+		for v.Next() {
+			switch {
+			case v.Is(fieldValueString, protowire.BytesType):
+				out, ok = v.Bytes(), true
+			case v.Is(fieldValueNull, protowire.VarintType), v.Is(fieldValueNumber, protowire.Fixed64Type),
+				v.Is(fieldValueBool, protowire.VarintType), v.Is(fieldValueStruct, protowire.BytesType),
+				v.Is(fieldValueList, protowire.BytesType):
+				out, ok = nil, false // another member of the oneof
+			}
+		}
+		if err := v.Err(); err != nil {
+			return nil, false, err
+		}
+	}
+	return out, ok, values.Err()
 }
 
 // entryValues reports whether the map entry b has key key and returns a

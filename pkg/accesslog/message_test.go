@@ -34,7 +34,7 @@ func sameAsDecoded(t *testing.T, b []byte) {
 	var decoded message
 	messageOf(&msg, &decoded)
 	if read.identified != decoded.identified || read.node != decoded.node || read.logName != decoded.logName ||
-		read.tcp != decoded.tcp || !slices.Equal(read.http, decoded.http) {
+		read.tcp != decoded.tcp || !slices.EqualFunc(read.http, decoded.http, sameEntry) {
 		t.Fatalf("wire read differs from the decoded message:\n got %+v\nwant %+v", read, decoded)
 	}
 }
@@ -66,6 +66,7 @@ func TestMessageFromWire(t *testing.T) {
 		entries := protowire.AppendBytes(protowire.AppendTag(nil, fieldEntries, protowire.BytesType), append(e1, e2...))
 		return protowire.AppendBytes(protowire.AppendTag(nil, fieldMsgHTTPLogs, protowire.BytesType), entries)
 	}
+	cat7 := []byte("catalog") // the bulkhead tokenMeta and endOf name
 	tests := []struct {
 		name string
 		b    []byte
@@ -73,32 +74,33 @@ func TestMessageFromWire(t *testing.T) {
 	}{
 		{"empty", nil, message{}},
 		{"identifier and an ended request", cat(httpLogs(ident("n1"), httpEntry(tokenMeta(tok), end, 503, reset))),
-			message{identified: true, node: "n1", logName: "bulkhead", http: []entry{{end: true, token: tok, code: 503,
+			message{identified: true, node: "n1", logName: "bulkhead", http: []entry{{end: true, token: tok, bulkhead: cat7, code: 503,
 				flags: 1<<flagUpstreamRemoteReset | 1<<flagDownstreamRemoteReset}}}},
 		{"not the end", cat(httpLogs(nil, httpEntry(tokenMeta(tok), datav3.AccessLogType_DownstreamPeriodic, 0, nil))),
-			message{http: []entry{{token: tok}}}},
+			message{http: []entry{{periodic: true, token: tok, bulkhead: cat7}}}},
 		{"token in another namespace", cat(httpLogs(nil, httpEntry(metaWith("other", permit.MetadataToken, structpb.NewStringValue(tok)), end, 200, nil))),
 			message{http: []entry{{end: true, code: 200}}}},
 		{"token not a string", cat(httpLogs(nil, httpEntry(metaWith(permit.MetadataNamespace, permit.MetadataToken, structpb.NewNumberValue(7)), end, 200, nil))),
 			message{http: []entry{{end: true, code: 200}}}},
 		// http_logs given twice merge; tcp_logs after them replace them (one oneof).
 		{"http twice", cat(httpLogs(nil, endOf("a")), httpLogs(nil, endOf("b"))),
-			message{http: []entry{{end: true, token: "a", code: 200}, {end: true, token: "b", code: 200}}}},
+			message{http: []entry{{end: true, token: "a", bulkhead: cat7, code: 200}, {end: true, token: "b", bulkhead: cat7, code: 200}}}},
 		{"http then tcp", cat(httpLogs(nil, endOf("a")), tcpLogs(2)), message{tcp: 2}},
 		{"tcp then http", cat(tcpLogs(2), httpLogs(ident("n2"), endOf("a"))),
-			message{identified: true, node: "n2", logName: "bulkhead", http: []entry{{end: true, token: "a", code: 200}}}},
+			message{identified: true, node: "n2", logName: "bulkhead", http: []entry{{end: true, token: "a", bulkhead: cat7, code: 200}}}},
 		// Within one entry, given in two halves: the halves merge, but a
 		// map entry of the same key replaces the earlier one whole, so the
-		// later namespace Struct without the token drops it...
+		// later namespace Struct without the token drops it (and keeps
+		// its bulkhead)...
 		{"merged common properties", split(
 			&datav3.AccessLogCommon{AccessLogType: end, Metadata: tokenMeta(tok), ResponseFlags: reset},
 			&datav3.AccessLogCommon{Metadata: metaWith(permit.MetadataNamespace, "bulkhead", structpb.NewStringValue("catalog"))}),
-			message{http: []entry{{end: true, flags: 1<<flagUpstreamRemoteReset | 1<<flagDownstreamRemoteReset}}}},
+			message{http: []entry{{end: true, bulkhead: cat7, flags: 1<<flagUpstreamRemoteReset | 1<<flagDownstreamRemoteReset}}}},
 		// ...while another namespace leaves it.
 		{"other namespace merged", split(
 			&datav3.AccessLogCommon{AccessLogType: end, Metadata: tokenMeta(tok)},
 			&datav3.AccessLogCommon{Metadata: metaWith("envoy.lb", "canary", structpb.NewBoolValue(true))}),
-			message{http: []entry{{end: true, token: tok}}}},
+			message{http: []entry{{end: true, token: tok, bulkhead: cat7}}}},
 		{"token replaced by a number", split(
 			&datav3.AccessLogCommon{AccessLogType: end, Metadata: tokenMeta(tok)},
 			&datav3.AccessLogCommon{Metadata: metaWith(permit.MetadataNamespace, permit.MetadataToken, structpb.NewBoolValue(true))}),
@@ -117,7 +119,7 @@ func TestMessageFromWire(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got.identified != tt.want.identified || got.node != tt.want.node || got.logName != tt.want.logName ||
-				got.tcp != tt.want.tcp || !slices.Equal(got.http, tt.want.http) {
+				got.tcp != tt.want.tcp || !slices.EqualFunc(got.http, tt.want.http, sameEntry) {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
 		})
