@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"testing"
+	"time"
 
 	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
@@ -27,6 +28,17 @@ func (l *recordingLedger) Release(token string, _ permit.Source) (permit.Lease, 
 		return permit.Lease{Token: token, Bulkhead: "catalog"}, permit.Released
 	}
 	return permit.Lease{}, permit.Unknown
+}
+
+func (l *recordingLedger) Renew(token string, _ time.Duration) (permit.Lease, permit.Result) {
+	if token == l.known {
+		return permit.Lease{Token: token, Bulkhead: "catalog"}, permit.Renewed
+	}
+	return permit.Lease{}, permit.Unknown
+}
+
+func (l *recordingLedger) Adopt(p permit.Releaser, token string, _ permit.Grant) (permit.Lease, error) {
+	return permit.Lease{}, permit.ErrInvalidToken
 }
 
 // fakeStream delivers msgs then io.EOF.

@@ -65,6 +65,10 @@ func (r *fakeRecorder) LogEntry(result string) {
 	r.mu.Unlock()
 }
 
+func (r *fakeRecorder) Adopted(dep string) { r.LogEntry("recorded_adoption:" + dep) }
+
+func (r *fakeRecorder) HeartbeatProblem(p string) { r.LogEntry("problem:" + p) }
+
 func (r *fakeRecorder) StreamOpened() { r.streams.Add(1); r.opened.Add(1) }
 func (r *fakeRecorder) StreamClosed() { r.streams.Add(-1) }
 

@@ -242,7 +242,7 @@ func TestReleaseLag(t *testing.T) {
 			clk.Advance(30 * time.Millisecond)
 			e := endOf(token)
 			e.CommonProperties.TimeToFirstUpstreamTxByte, e.CommonProperties.TimeToLastUpstreamRxByte = tc.first, tc.last
-			s.entry(viewOf(t, e))
+			s.entry(&stream{}, viewOf(t, e))
 			if !slices.Equal(rec.lags, tc.want) {
 				t.Fatalf("lags %v, want %v", rec.lags, tc.want)
 			}

@@ -17,9 +17,18 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
-// Ledger releases permits by token; *permit.Memory is one.
+// Ledger releases, renews and adopts permits by token; every permit.Ledger
+// is one.
 type Ledger interface {
 	Release(token string, src permit.Source) (permit.Lease, permit.Result)
+	Renew(token string, ttl time.Duration) (permit.Lease, permit.Result)
+	Adopt(p permit.Releaser, token string, g permit.Grant) (permit.Lease, error)
+}
+
+// Bulkheads finds the bulkhead of a permit to adopt; *bulkhead.Registry is
+// one.
+type Bulkheads interface {
+	Get(key string) *bulkhead.Limiter
 }
 
 // Recorder receives what the server sees; *metrics.Metrics is one.
@@ -33,17 +42,24 @@ type Recorder interface {
 	LogEntry(result string)
 	StreamOpened()
 	StreamClosed()
+	// Adopted counts a running request's permit taken from its periodic
+	// entry (after a restart, or after its lease expired under it).
+	Adopted(dependency string)
+	// HeartbeatProblem counts one of HeartbeatProblems.
+	HeartbeatProblem(problem string)
 }
 
 // Server receives Envoy's access-log streams.
 type Server struct {
 	alsv3.UnimplementedAccessLogServiceServer
 
-	ledger Ledger
-	rec    Recorder
-	log    *slog.Logger
-	nodes  *Nodes
-	clock  clock.Clock
+	ledger    Ledger
+	rec       Recorder
+	log       *slog.Logger
+	clock     clock.Clock
+	heartbeat Heartbeat
+	bulkheads Bulkheads    // nil: no adoption
+	silent    *SilentNodes // nil: silent nodes are not remembered
 }
 
 var _ alsv3.AccessLogServiceServer = (*Server)(nil)
@@ -51,10 +67,16 @@ var _ alsv3.AccessLogServiceServer = (*Server)(nil)
 // Option configures a Server.
 type Option func(*Server)
 
-// WithNodes makes the server report each stream's node to n, so that the
-// permits of a node whose streams are all gone are reclaimed. nil (the
-// default) turns node tracking off.
-func WithNodes(n *Nodes) Option { return func(s *Server) { s.nodes = n } }
+// WithHeartbeat makes periodic entries renew their permits' leases to
+// h.TTL, and adopt the permits of running requests the ledger does not hold
+// from bulkheads (nil: renew only). Default: periodic entries are ignored.
+func WithHeartbeat(h Heartbeat, bulkheads Bulkheads) Option {
+	return func(s *Server) { s.heartbeat, s.bulkheads = h, bulkheads }
+}
+
+// WithSilentNodes sets where nodes that send no periodic entries are
+// remembered (and logged once); default: nowhere (still counted).
+func WithSilentNodes(n *SilentNodes) Option { return func(s *Server) { s.silent = n } }
 
 // WithClock sets the clock that times release lags; it must be the
 // ledger's (default: real).
@@ -90,13 +112,7 @@ func (s *Server) StreamAccessLogs(stream alsv3.AccessLogService_StreamAccessLogs
 func (s *Server) serve(recv func(*message) error, done func() error) error {
 	s.rec.StreamOpened()
 	defer s.rec.StreamClosed()
-	node, logName := "", ""
-	tracked := false
-	defer func() {
-		if tracked {
-			s.nodes.Closed(node)
-		}
-	}()
+	st := stream{}
 	var msg message
 	for {
 		err := recv(&msg)
@@ -105,25 +121,19 @@ func (s *Server) serve(recv func(*message) error, done func() error) error {
 			return done()
 		case err != nil:
 			if status.Code(err) == codes.Canceled || errors.Is(err, context.Canceled) {
-				s.log.Debug("access-log stream ended", "node", node, "log_name", logName)
+				s.log.Debug("access-log stream ended", "node", truncate(st.node), "log_name", truncate(st.logName))
 				return nil
 			}
-			s.log.Warn("access-log stream broken", "node", node, "log_name", logName, "err", err)
+			s.log.Warn("access-log stream broken", "node", truncate(st.node), "log_name", truncate(st.logName), "err", err)
 			return err
 		}
-		if msg.identified && node == "" {
+		if msg.identified && !st.identified {
 			// Only the first message of a stream carries the identifier.
-			node, logName = msg.node, msg.logName
-			s.log.Debug("access-log stream opened", "node", truncate(node), "log_name", truncate(logName))
-			if s.nodes != nil {
-				if tracked = s.nodes.Opened(node); !tracked && node != "" && !permit.ValidNodeID(node) {
-					s.log.Warn("access-log stream of an invalid node id: its permits end by lease only",
-						"node", truncate(node), "log_name", truncate(logName))
-				}
-			}
+			st.identified, st.node, st.logName = true, msg.node, msg.logName
+			s.log.Debug("access-log stream opened", "node", truncate(st.node), "log_name", truncate(st.logName))
 		}
 		for i := range msg.http {
-			s.entry(&msg.http[i])
+			s.entry(&st, &msg.http[i])
 		}
 		for range msg.tcp {
 			s.rec.LogEntry("tcp_ignored")
@@ -139,28 +149,112 @@ func truncate(v string) string {
 	return v
 }
 
-func (s *Server) entry(e *entry) {
-	if !e.end {
+// stream is what the server knows of one access-log stream: each Envoy
+// worker opens its own, and names its node in the first message only.
+type stream struct {
+	identified    bool
+	node, logName string
+	sawPeriodic   bool // a periodic entry with a token came on this stream
+}
+
+func (s *Server) entry(st *stream, e *entry) {
+	switch {
+	case e.periodic && e.token != "" && s.heartbeat.On():
+		s.renew(st, e)
+	case !e.end:
 		s.rec.LogEntry("not_end")
-		return
-	}
-	if e.token == "" {
+	case e.token == "":
 		s.rec.LogEntry("no_token")
-		return
+	default:
+		s.release(st, e)
 	}
+}
+
+func (s *Server) release(st *stream, e *entry) {
 	lease, res := s.ledger.Release(e.token, permit.AccessLog)
 	switch res {
 	case permit.Released:
 		s.rec.LogEntry("released")
 		s.rec.Outcome(lease.Bulkhead, outcome(e))
+		held := s.clock.Now().Sub(lease.Acquired)
 		if up, ok := e.upstream(); ok {
-			s.rec.ReleaseLag(lease.Bulkhead, max(0, s.clock.Now().Sub(lease.Acquired)-up))
+			s.rec.ReleaseLag(lease.Bulkhead, max(0, held-up))
+		}
+		if s.heartbeat.On() && lease.Renewed.IsZero() && !st.sawPeriodic && held >= s.heartbeat.silentAfter() {
+			s.rec.HeartbeatProblem(ProblemNoPeriodic)
+			s.silent.mark(st.node, ProblemNoPeriodic, lease, held)
+		}
+	case permit.Expired:
+		s.rec.LogEntry("duplicate")
+		if s.heartbeat.On() {
+			s.rec.HeartbeatProblem(ProblemEndedAfterExpiry)
+			if !st.sawPeriodic {
+				s.silent.mark(st.node, ProblemEndedAfterExpiry, lease, 0)
+			}
 		}
 	case permit.Duplicate:
 		s.rec.LogEntry("duplicate")
 	default:
 		s.rec.LogEntry("unknown")
 	}
+}
+
+// renew renews the lease of a request Envoy says is running, or adopts its
+// permit when the ledger does not hold it: the daemon restarted since the
+// grant, or the lease expired while the request ran.
+func (s *Server) renew(st *stream, e *entry) {
+	if !st.sawPeriodic {
+		st.sawPeriodic = true
+		s.silent.heard(st.node)
+	}
+	_, res := s.ledger.Renew(e.token, s.heartbeat.TTL)
+	switch res {
+	case permit.Renewed:
+		s.rec.LogEntry("renewed")
+		return
+	case permit.Duplicate:
+		// Ended by its end entry or a cancelled Check: nothing runs.
+		s.rec.LogEntry("duplicate")
+		return
+	case permit.Expired:
+		s.rec.HeartbeatProblem(ProblemRenewedAfterExpiry)
+	}
+	s.adopt(st, e)
+}
+
+// adopt counts the running request of e in its bulkhead again, past the
+// limit if need be (it runs already), and gives its token a lease.
+func (s *Server) adopt(st *stream, e *entry) {
+	var l *bulkhead.Limiter
+	if s.bulkheads != nil && len(e.bulkhead) > 0 {
+		l = s.bulkheads.Get(string(e.bulkhead))
+	}
+	if l == nil {
+		s.rec.LogEntry("unknown")
+		return
+	}
+	p, err := l.Adopt()
+	if err != nil {
+		s.rec.LogEntry("unknown") // the bulkhead was removed meanwhile
+		return
+	}
+	node := ""
+	if permit.ValidNodeID(st.node) {
+		node = st.node
+	}
+	lease, err := s.ledger.Adopt(p, e.token, permit.Grant{Bulkhead: l.Name(), Priority: bulkhead.Normal, TTL: s.heartbeat.TTL, Node: node})
+	if err != nil {
+		p.Release()
+		if errors.Is(err, permit.ErrLive) {
+			s.rec.LogEntry("renewed") // adopted by a concurrent entry
+			return
+		}
+		s.rec.LogEntry("unknown")
+		s.log.Debug("running request's permit not adopted", "bulkhead", l.Name(), "err", err)
+		return
+	}
+	s.rec.LogEntry("adopted")
+	s.rec.Adopted(lease.Bulkhead)
 }
 
 // outcome classifies an ended request: a 5xx, or an upstream/local reset or

@@ -36,6 +36,7 @@ type Metrics struct {
 	nodes            prometheus.Gauge
 	nodesLost        prometheus.Counter
 	reloads          *prometheus.CounterVec
+	leases           leaseMetrics
 
 	unknownRejected atomic.Uint64 // rejected with reason unknown_bulkhead, no bulkhead
 	seen            sync.Map      // dependency -> struct{}: its per-request series exist
@@ -114,6 +115,10 @@ func New(reg prometheus.Registerer, src SnapshotSource) (*Metrics, error) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
+	}
+	var err error
+	if m.leases, err = newLeaseMetrics(reg); err != nil {
+		return nil, err
 	}
 	for _, s := range []string{"access_log", "ttl", "cancel", "node_lost", "shutdown", "duplicate", "unknown"} {
 		m.releases.WithLabelValues(s)

@@ -41,7 +41,8 @@ var closedSets = map[string]map[string]bool{
 	"reason":     set("queue_full", "shed", "timeout", "unknown_bulkhead", "circuit_open"),
 	"source":     set("access_log", "ttl", "cancel", "node_lost", "shutdown", "duplicate", "unknown"),
 	"outcome":    set("allowed", "denied", "defaulted"),
-	"result":     set("released", "duplicate", "unknown", "no_token", "not_end", "tcp_ignored", "success", "failure"),
+	"result":     set("released", "renewed", "adopted", "duplicate", "unknown", "no_token", "not_end", "tcp_ignored", "success", "failure"),
+	"problem":    set("no_periodic_entries", "ended_after_expiry", "renewed_after_expiry"),
 }
 
 func set(vs ...string) map[string]bool {

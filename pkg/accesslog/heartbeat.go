@@ -1,0 +1,125 @@
+package accesslog
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+)
+
+// Heartbeat is the lease contract with Envoy's periodic access log: Envoy
+// logs every request in flight each Interval (access_log_flush_interval on
+// its HTTP connection manager), each periodic entry renews its permit's
+// lease to TTL from now, and a lease neither renewed nor ended within TTL
+// is reclaimed. The zero Heartbeat turns renewal off: periodic entries are
+// counted and ignored, and leases last their full TTL.
+type Heartbeat struct {
+	Interval time.Duration
+	TTL      time.Duration
+}
+
+// On reports whether periodic entries renew leases.
+func (h Heartbeat) On() bool { return h.Interval > 0 && h.TTL > 0 }
+
+// silentAfter is how long a permit must have been held for its request to
+// have had a periodic entry, with room for Envoy's timer and the delivery:
+// an end entry of a permit held this long and never renewed tells that its
+// Envoy does not send periodic entries.
+func (h Heartbeat) silentAfter() time.Duration { return 2*h.Interval + h.Interval/2 }
+
+// The heartbeat problems, a closed set used as a metric label.
+const (
+	// ProblemNoPeriodic: a request held its permit for several intervals
+	// and ended without one periodic entry: its Envoy does not send them
+	// (access_log_flush_interval is not set, or its access log filters
+	// periodic entries out).
+	ProblemNoPeriodic = "no_periodic_entries"
+	// ProblemEndedAfterExpiry: a request's end entry arrived after its
+	// permit had been reclaimed by expiry: while it still ran, the bulkhead
+	// admitted one request too many.
+	ProblemEndedAfterExpiry = "ended_after_expiry"
+	// ProblemRenewedAfterExpiry: a periodic entry arrived after its permit
+	// had been reclaimed by expiry (the permit is adopted again): Envoy or
+	// the stream stalled for longer than the TTL.
+	ProblemRenewedAfterExpiry = "renewed_after_expiry"
+)
+
+// HeartbeatProblems lists the problems.
+func HeartbeatProblems() []string {
+	return []string{ProblemNoPeriodic, ProblemEndedAfterExpiry, ProblemRenewedAfterExpiry}
+}
+
+// maxSilentNodes bounds the nodes remembered as silent (and logged).
+const maxSilentNodes = 4096
+
+// SilentNodes remembers the Envoy nodes seen not to send periodic entries,
+// so that each is logged once and its later permits get the long lease
+// (Silent). A node that sends a periodic entry again is forgotten. Safe for
+// concurrent use; Silent is lock-free while no node is silent.
+type SilentNodes struct {
+	log *slog.Logger
+	n   atomic.Int32 // len(m), read without the lock
+	mu  sync.Mutex
+	m   map[string]struct{}
+}
+
+// NewSilentNodes returns an empty set that logs to log.
+func NewSilentNodes(log *slog.Logger) *SilentNodes {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &SilentNodes{log: log, m: map[string]struct{}{}}
+}
+
+// Silent reports whether node was seen not to send periodic entries.
+func (s *SilentNodes) Silent(node string) bool {
+	if s == nil || node == "" || s.n.Load() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[node]
+	return ok
+}
+
+// mark records that node sends no periodic entries, logging it the first
+// time. Ids that are not valid node ids are logged truncated and not kept.
+func (s *SilentNodes) mark(node string, problem string, lease permit.Lease, held time.Duration) {
+	if s == nil {
+		return
+	}
+	if !permit.ValidNodeID(node) {
+		s.log.Warn("an Envoy without a valid node id sends no periodic access-log entries: "+
+			"its permits are reclaimed while its requests run", "node", truncate(node), "problem", problem)
+		return
+	}
+	s.mu.Lock()
+	_, known := s.m[node]
+	if !known && len(s.m) < maxSilentNodes {
+		s.m[node] = struct{}{}
+		s.n.Store(int32(len(s.m)))
+	}
+	s.mu.Unlock()
+	if !known {
+		s.log.Warn("Envoy node sends no periodic access-log entries: set access_log_options.access_log_flush_interval "+
+			"on its HTTP connection manager to leases.heartbeat_interval; until then its Checks with x-bulkhead-node "+
+			"get the bulkhead's full lease_ttl and its other permits are reclaimed while their requests run",
+			"node", node, "problem", problem, "bulkhead", lease.Bulkhead, "held", held)
+	}
+}
+
+// heard forgets node: it sends periodic entries (again).
+func (s *SilentNodes) heard(node string) {
+	if s == nil || s.n.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.m[node]; ok {
+		delete(s.m, node)
+		s.n.Store(int32(len(s.m)))
+		s.log.Info("Envoy node sends periodic access-log entries again", "node", node)
+	}
+}
