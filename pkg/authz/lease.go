@@ -9,11 +9,17 @@ const ExtLeaseTTL = "lease_ttl"
 // maxDurationText bounds the lease_ttl text that is parsed.
 const maxDurationText = 32
 
-// leaseTTL is the lease of a permit of bulkhead key: the route's
+// leaseTTL is the first lease of a permit of bulkhead key granted to node.
+// With heartbeats on (Policy.HeartbeatTTL), it is the heartbeat TTL: the
+// request's periodic access-log entries renew it. Otherwise, and for a node
+// seen not to send periodic entries, it is the long lease: the route's
 // context_extensions lease_ttl when it is a positive duration (cut to
-// MaxRouteLeaseTTL), else the bulkhead's. A value that is not a positive
-// duration, or above the cap, is counted.
-func (s *Server) leaseTTL(pol *Policy, key string, route optional) time.Duration {
+// MaxRouteLeaseTTL), else the bulkhead's. A route value that is not a
+// positive duration, or above the cap, is counted when it is used.
+func (s *Server) leaseTTL(pol *Policy, key string, route optional, node string) time.Duration {
+	if pol.HeartbeatTTL > 0 && !s.silent.Silent(node) {
+		return pol.HeartbeatTTL
+	}
 	if !route.ok {
 		return pol.leaseTTL(key)
 	}

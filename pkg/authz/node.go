@@ -14,19 +14,26 @@ import (
 //
 //	initial_metadata: [{key: x-bulkhead-node, value: "<node.id>"}]
 //
-// It must equal the node.id that Envoy's access-log streams carry in their
-// Identifier: that is how a permit is tied to the streams whose end means
-// the permit's holder is gone.
+// It should equal the node.id that Envoy's access-log streams carry in
+// their Identifier: the lease shows it as the permit's holder, and a node
+// seen not to send periodic access-log entries gets the long lease for its
+// permits (SilentNodes). Without it everything works the same, but permits
+// name no holder until adopted.
 const NodeHeader = "x-bulkhead-node"
 
-// Nodes is told which Envoy node each Check came from, as a sign that the
-// node is alive; *accesslog.Nodes is one.
-type Nodes interface {
-	Heard(node string)
+// SilentNodes tells which Envoy nodes were seen not to send periodic
+// access-log entries; *accesslog.SilentNodes is one.
+type SilentNodes interface {
+	Silent(node string) bool
 }
 
-// WithNodes sets the node tracker told of every Check's node (default: none).
-func WithNodes(n Nodes) Option { return func(s *Server) { s.nodes = n } }
+// WithSilentNodes sets the nodes whose permits get the long lease instead
+// of the heartbeat lease (default: none).
+func WithSilentNodes(n SilentNodes) Option { return func(s *Server) { s.silent = n } }
+
+type noSilentNodes struct{}
+
+func (noSilentNodes) Silent(string) bool { return false }
 
 // nodeOf returns the node named by the Check's NodeHeader metadata, or ""
 // when it is missing, given more than once, or not a valid node id

@@ -3,7 +3,6 @@ package authz
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,48 +12,33 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
-// fakeNodes records the nodes Checks came from.
-type fakeNodes struct {
-	mu    sync.Mutex
-	heard []string
-}
+// silentNodes is a fixed set of nodes that send no periodic entries.
+type silentNodes map[string]bool
 
-func (f *fakeNodes) Heard(node string) {
-	f.mu.Lock()
-	f.heard = append(f.heard, node)
-	f.mu.Unlock()
-}
-
-func (f *fakeNodes) got() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.heard...)
-}
+func (s silentNodes) Silent(node string) bool { return s[node] }
 
 func TestCheckAttributesNode(t *testing.T) {
 	tests := []struct {
-		name   string
-		md     metadata.MD // sent with the Check
-		want   string      // Lease.Node
-		heards bool        // the tracker hears of the node
-		bad    int         // counted as an invalid node input
+		name string
+		md   metadata.MD // sent with the Check
+		want string      // Lease.Node
+		bad  int         // counted as an invalid node input
 	}{
-		{"no metadata", nil, "", false, 0},
-		{"node id", metadata.Pairs(NodeHeader, "front-proxy"), "front-proxy", true, 0},
-		{"header name in upper case", metadata.Pairs("X-Bulkhead-Node", "sidecar~10.0.0.7~pod.ns~ns.svc"), "sidecar~10.0.0.7~pod.ns~ns.svc", true, 0},
-		{"given twice", metadata.Pairs(NodeHeader, "a", NodeHeader, "b"), "", false, 1},
-		{"empty", metadata.Pairs(NodeHeader, ""), "", false, 1},
-		{"space", metadata.Pairs(NodeHeader, "front proxy"), "", false, 1},
-		{"too long", metadata.Pairs(NodeHeader, strings.Repeat("n", 257)), "", false, 1},
-		{"far too long", metadata.Pairs(NodeHeader, strings.Repeat("n", 64<<10)), "", false, 1},
-		{"at the length limit", metadata.Pairs(NodeHeader, strings.Repeat("n", 256)), strings.Repeat("n", 256), true, 0},
-		{"other metadata only", metadata.Pairs("x-other", "front-proxy"), "", false, 0},
+		{"no metadata", nil, "", 0},
+		{"node id", metadata.Pairs(NodeHeader, "front-proxy"), "front-proxy", 0},
+		{"header name in upper case", metadata.Pairs("X-Bulkhead-Node", "sidecar~10.0.0.7~pod.ns~ns.svc"), "sidecar~10.0.0.7~pod.ns~ns.svc", 0},
+		{"given twice", metadata.Pairs(NodeHeader, "a", NodeHeader, "b"), "", 1},
+		{"empty", metadata.Pairs(NodeHeader, ""), "", 1},
+		{"space", metadata.Pairs(NodeHeader, "front proxy"), "", 1},
+		{"too long", metadata.Pairs(NodeHeader, strings.Repeat("n", 257)), "", 1},
+		{"far too long", metadata.Pairs(NodeHeader, strings.Repeat("n", 64<<10)), "", 1},
+		{"at the length limit", metadata.Pairs(NodeHeader, strings.Repeat("n", 256)), strings.Repeat("n", 256), 0},
+		{"other metadata only", metadata.Pairs("x-other", "front-proxy"), "", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			nodes := &fakeNodes{}
 			e := newEnv(t, envConfig{bulkheads: map[string]bulkhead.Settings{"catalog": settings(1, 0, 0)},
-				policy: DefaultPolicy(), opts: []Option{WithNodes(nodes)}})
+				policy: DefaultPolicy()})
 			ctx := context.Background()
 			if tt.md != nil {
 				ctx = metadata.NewOutgoingContext(ctx, tt.md)
@@ -64,13 +48,6 @@ func TestCheckAttributesNode(t *testing.T) {
 			if res != permit.Released || lease.Node != tt.want {
 				t.Fatalf("lease node = %q (%v), want %q", lease.Node, res, tt.want)
 			}
-			want := []string{}
-			if tt.heards {
-				want = []string{tt.want}
-			}
-			if heard := nodes.got(); strings.Join(heard, ",") != strings.Join(want, ",") || len(heard) != len(want) {
-				t.Fatalf("tracker heard %q, want %q", heard, want)
-			}
 			if got := e.rec.count(e.rec.inputs, InputNode); got != tt.bad {
 				t.Errorf("InvalidInput(node) recorded %d times, want %d", got, tt.bad)
 			}
@@ -78,18 +55,41 @@ func TestCheckAttributesNode(t *testing.T) {
 	}
 }
 
-// TestCheckNodeOnDenial: a Check that is denied still tells the tracker that
-// its node is alive.
-func TestCheckNodeOnDenial(t *testing.T) {
-	nodes := &fakeNodes{}
-	e := newEnv(t, envConfig{bulkheads: map[string]bulkhead.Settings{"catalog": settings(1, 0, 0)},
-		policy: DefaultPolicy(), opts: []Option{WithNodes(nodes)}})
-	hold(t, e.reg, "catalog", 1)
-	ctx := metadata.NewOutgoingContext(context.Background(), metadata.Pairs(NodeHeader, "n1"))
-	resp, err := e.client.Check(ctx, forKey("catalog"))
-	wantDenial(t, resp, err, 503, "queue_full", "catalog")
-	if got := nodes.got(); len(got) != 1 || got[0] != "n1" {
-		t.Fatalf("heard %v, want [n1]", got)
+// TestHeartbeatLease: with heartbeats on, every permit's lease is the
+// heartbeat TTL, except for a node known not to send periodic entries,
+// whose permits get the long lease (the route's, else the bulkhead's).
+func TestHeartbeatLease(t *testing.T) {
+	pol := DefaultPolicy()
+	pol.HeartbeatTTL = 3 * time.Second
+	pol.LeaseTTL = map[string]time.Duration{"catalog": 30 * time.Second}
+	e := newEnv(t, envConfig{bulkheads: map[string]bulkhead.Settings{"catalog": settings(10, 0, 0)},
+		policy: pol, opts: []Option{WithSilentNodes(silentNodes{"old-envoy": true})}})
+	for _, tt := range []struct {
+		name, node string
+		route      *string
+		want       time.Duration
+	}{
+		{"no node", "", nil, 3 * time.Second},
+		{"a heartbeating node", "envoy-1", nil, 3 * time.Second},
+		{"its route lease is not used", "envoy-1", ptr("90s"), 3 * time.Second},
+		{"a silent node", "old-envoy", nil, 30 * time.Second},
+		{"a silent node on a route with a lease", "old-envoy", ptr("90s"), 90 * time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tt.node != "" {
+				ctx = metadata.NewOutgoingContext(ctx, metadata.Pairs(NodeHeader, tt.node))
+			}
+			ext := map[string]string{"bulkhead": "catalog"}
+			if tt.route != nil {
+				ext[ExtLeaseTTL] = *tt.route
+			}
+			resp, err := e.client.Check(ctx, checkReq(ext, nil))
+			lease, _ := e.ledger.Release(wantAdmitted(t, resp, err, "catalog"), permit.AccessLog)
+			if got := lease.Expires.Sub(lease.Acquired); got != tt.want {
+				t.Errorf("lease TTL = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
 

@@ -44,6 +44,11 @@ type Policy struct {
 	DeadlineMargin time.Duration
 	// RetryAfter is sent as the retry-after header (whole seconds, >= 1).
 	RetryAfter time.Duration
+	// HeartbeatTTL, when > 0, is the lease of every permit: Envoy's
+	// periodic access log renews it while the request runs. The long
+	// leases below then apply only to permits of nodes known not to send
+	// periodic entries (WithSilentNodes). 0 = heartbeats off.
+	HeartbeatTTL time.Duration
 	// LeaseTTL per bulkhead; DefaultLeaseTTL for the others.
 	LeaseTTL        map[string]time.Duration
 	DefaultLeaseTTL time.Duration

@@ -48,7 +48,7 @@ type Server struct {
 	rec       Recorder
 	clock     clock.Clock
 	log       *slog.Logger
-	nodes     Nodes         // nil: no node tracking
+	silent    SilentNodes   // never nil
 	inputs    InputRecorder // never nil
 	policy    atomic.Pointer[Policy]
 }
@@ -66,7 +66,8 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
 // New returns a server answering with policy pol.
 func New(b Bulkheads, l Ledger, rec Recorder, pol Policy, opts ...Option) *Server {
-	s := &Server{bulkheads: b, ledger: l, rec: rec, clock: clock.Real{}, log: slog.New(slog.DiscardHandler), inputs: nopInputs{}}
+	s := &Server{bulkheads: b, ledger: l, rec: rec, clock: clock.Real{}, log: slog.New(slog.DiscardHandler), inputs: nopInputs{},
+		silent: noSilentNodes{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -125,9 +126,6 @@ func (s *Server) check(ctx context.Context, pol *Policy, r *request) (answer, er
 	if badNode {
 		s.inputs.InvalidInput(InputNode)
 	}
-	if node != "" && s.nodes != nil {
-		s.nodes.Heard(node)
-	}
 	key := r.bulkhead
 
 	l := s.bulkheads.Get(key)
@@ -162,7 +160,7 @@ func (s *Server) check(ctx context.Context, pol *Policy, r *request) (answer, er
 		// (the client went away) or its deadline passed. Nobody listens.
 		return answer{}, status.FromContextError(err).Err()
 	}
-	token, err := s.ledger.Grant(p, permit.Grant{Bulkhead: key, Priority: prio, TTL: s.leaseTTL(pol, key, r.leaseTTL), Node: node})
+	token, err := s.ledger.Grant(p, permit.Grant{Bulkhead: key, Priority: prio, TTL: s.leaseTTL(pol, key, r.leaseTTL, node), Node: node})
 	if err != nil {
 		p.Release()
 		s.log.Error("permit not registered", "bulkhead", key, "err", err)
