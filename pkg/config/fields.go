@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
@@ -112,7 +113,7 @@ var scalars = []scalar{
 	}},
 	{"authz.unknown_bulkhead", "deny", "", func(d *decoder, c *Config, k string, v any) {
 		if s, ok := d.strOK(k, v); ok {
-			p, err := ParseUnknownPolicy(s)
+			p, err := authz.ParseUnmatchedPolicy(s)
 			d.check(k, v, err == nil, "must be deny, allow or default")
 			c.Authz.UnknownBulkhead = p
 		}
