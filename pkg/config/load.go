@@ -109,7 +109,7 @@ func build(name string, data []byte, useEnv bool, flags *pflag.FlagSet) (*Config
 	c := &Config{Source: name}
 	for _, s := range scalars {
 		d.origin[s.key] = originOf(s, useEnv, flags)
-		s.set(d, c, s.key, v.Get(s.key))
+		s.field.set(d, c, s.key, v.Get(s.key))
 	}
 	c.Bulkheads = d.bulkheads(rawBulkheads, c.Leases.DefaultTTL)
 	if useEnv {
