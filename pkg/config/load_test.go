@@ -289,3 +289,58 @@ func TestStrayEnvIgnored(t *testing.T) {
 		t.Errorf("stray variables changed the config: %+v", c)
 	}
 }
+
+// TestOrigin: a problem names the layer whose value viper used, for every
+// combination of file, env and flag.
+func TestOrigin(t *testing.T) {
+	const reason = `: log.format: must be text or json (got `
+	for _, tt := range []struct {
+		file, env, flag string
+		want            string // the "got" part, "" for no problem
+	}{
+		{"", "", "", ""},
+		{"f", "", "", `"f")`},
+		{"", "e", "", `"e" from BULKHEAD_LOG_FORMAT)`},
+		{"", "", "g", `"g" from --log-format)`},
+		{"f", "e", "", `"e" from BULKHEAD_LOG_FORMAT)`},
+		{"f", "", "g", `"g" from --log-format)`},
+		{"", "e", "g", `"g" from --log-format)`},
+		{"f", "e", "g", `"g" from --log-format)`},
+		{"same", "same", "", `"same" from BULKHEAD_LOG_FORMAT)`},
+		{"", "same", "same", `"same" from --log-format)`},
+		{"f", "text", "", ""}, // a good env value hides the file's bad one
+	} {
+		clearEnv(t)
+		path := ""
+		if tt.file != "" {
+			path = writeFile(t, "log: {format: "+tt.file+"}\n")
+		}
+		if tt.env != "" {
+			t.Setenv("BULKHEAD_LOG_FORMAT", tt.env)
+		}
+		var args []string
+		if tt.flag != "" {
+			args = append(args, "--log-format="+tt.flag)
+		}
+		_, err := Load(path, newFlags(t, args...))
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%+v: unexpected error %v", tt, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), reason+tt.want)):
+			t.Errorf("%+v: error = %v, want %q", tt, err, reason+tt.want)
+		}
+	}
+	// A setting with no flag, and a value of another type in the file.
+	clearEnv(t)
+	t.Setenv("BULKHEAD_AUTHZ_DENY_STATUS", "200")
+	_, err := Load(writeFile(t, "authz: {deny_status: 200}\n"), nil)
+	if want := `: authz.deny_status: must be in 400..599 (got 200 from BULKHEAD_AUTHZ_DENY_STATUS)`; err == nil ||
+		!strings.Contains(err.Error(), want) {
+		t.Errorf("error = %v, want line %q", err, want)
+	}
+	clearEnv(t)
+	_, err = Load(writeFile(t, "authz: {deny_status: 200}\n"), nil)
+	if want := `: authz.deny_status: must be in 400..599 (got 200)`; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("error = %v, want line %q", err, want)
+	}
+}
