@@ -92,7 +92,7 @@ bulkheads:
 					MaxRouteTTL: time.Hour, MaxPermits: 100_000_000}
 				c.Limits = Limits{MaxBulkheads: 1, MaxTenants: 1000000}
 				c.Admin = Admin{TokenFile: "/run/secrets/admin-token",
-					TLS: AdminTLS{CertFile: "/tls/tls.crt", KeyFile: "/tls/tls.key", ClientCAFile: "/tls/ca.crt"}}
+					TLS: TLSFiles{CertFile: "/tls/tls.crt", KeyFile: "/tls/tls.key", ClientCAFile: "/tls/ca.crt"}}
 				c.Bulkheads["fallback"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 1}, LeaseTTL: 5 * time.Minute}
 			},
 		},
@@ -105,14 +105,14 @@ bulkheads:
 		{"admin anywhere with mTLS", "listen: {admin: \":9091\"}\nadmin: {tls: {cert_file: c, key_file: k, client_ca_file: ca}}\n",
 			func(c *Config) {
 				c.Listen.Admin = ":9091"
-				c.Admin.TLS = AdminTLS{CertFile: "c", KeyFile: "k", ClientCAFile: "ca"}
+				c.Admin.TLS = TLSFiles{CertFile: "c", KeyFile: "k", ClientCAFile: "ca"}
 			}},
 		{"admin anywhere with a token file", "listen: {admin: 10.0.0.1:9091}\nadmin: {token_file: tok}\n", func(c *Config) {
 			c.Listen.Admin = "10.0.0.1:9091"
 			c.Admin.TokenFile = "tok"
 		}},
 		{"TLS without client CA", "admin: {tls: {cert_file: c, key_file: k}}\n", func(c *Config) {
-			c.Admin.TLS = AdminTLS{CertFile: "c", KeyFile: "k"}
+			c.Admin.TLS = TLSFiles{CertFile: "c", KeyFile: "k"}
 		}},
 		{"null admin sections", "admin: {token_file: , tls: }\n", func(*Config) {}},
 		{
