@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -10,7 +11,9 @@ import (
 )
 
 // UnmatchedPolicy says what to do with a Check that names no bulkhead, or
-// one that is not configured.
+// one that is not configured. It is also the type of the configuration's
+// authz.unknown_bulkhead, whose values are its String forms. The zero value
+// is Deny.
 type UnmatchedPolicy uint8
 
 // The policies for unmatched Checks.
@@ -21,6 +24,43 @@ const (
 	Allow
 	// UseDefault takes a permit from Policy.DefaultBulkhead.
 	UseDefault
+)
+
+// ErrUnknownUnmatchedPolicy is wrapped by ParseUnmatchedPolicy's error.
+var ErrUnknownUnmatchedPolicy = errors.New("unknown unmatched-bulkhead policy")
+
+var unmatchedNames = [...]string{Deny: "deny", Allow: "allow", UseDefault: "default"}
+
+// String returns the policy's configuration name: deny, allow or default.
+func (p UnmatchedPolicy) String() string {
+	if int(p) < len(unmatchedNames) {
+		return unmatchedNames[p]
+	}
+	return fmt.Sprintf("unmatched_policy(%d)", uint8(p))
+}
+
+// ParseUnmatchedPolicy maps "deny", "allow" or "default" to its policy.
+// Anything else is Deny and an error wrapping ErrUnknownUnmatchedPolicy.
+func ParseUnmatchedPolicy(s string) (UnmatchedPolicy, error) {
+	for i, n := range unmatchedNames {
+		if s == n {
+			return UnmatchedPolicy(i), nil
+		}
+	}
+	return Deny, fmt.Errorf("%w: %q (want deny, allow or default)", ErrUnknownUnmatchedPolicy, s)
+}
+
+// Defaults of the Policy fields (DefaultPolicy), which the configuration
+// takes as its own.
+const (
+	DefaultPriorityHeader   = "x-bulkhead-priority"
+	DefaultPriority         = bulkhead.Normal
+	DefaultUnmatched        = Deny
+	DefaultDenyStatus       = 503
+	DefaultDeadlineMargin   = 25 * time.Millisecond
+	DefaultRetryAfter       = time.Second
+	DefaultLeaseTTL         = 60 * time.Second
+	DefaultMaxRouteLeaseTTL = 10 * time.Minute
 )
 
 // Policy is how the server answers. Values are immutable once passed to
@@ -66,13 +106,14 @@ type Policy struct {
 // DefaultPolicy returns the documented defaults.
 func DefaultPolicy() Policy {
 	return Policy{
-		PriorityHeader:   "x-bulkhead-priority",
-		DefaultPriority:  bulkhead.Normal,
-		DenyStatus:       503,
-		DeadlineMargin:   25 * time.Millisecond,
-		RetryAfter:       time.Second,
-		DefaultLeaseTTL:  60 * time.Second,
-		MaxRouteLeaseTTL: 10 * time.Minute,
+		PriorityHeader:   DefaultPriorityHeader,
+		DefaultPriority:  DefaultPriority,
+		Unmatched:        DefaultUnmatched,
+		DenyStatus:       DefaultDenyStatus,
+		DeadlineMargin:   DefaultDeadlineMargin,
+		RetryAfter:       DefaultRetryAfter,
+		DefaultLeaseTTL:  DefaultLeaseTTL,
+		MaxRouteLeaseTTL: DefaultMaxRouteLeaseTTL,
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 )
 
 // envAdminToken is the environment variable holding the admin bearer token
@@ -14,10 +13,6 @@ const envAdminToken = "BULKHEAD_ADMIN_TOKEN"
 
 // MaxTokenSize bounds an admin bearer token, in bytes.
 const MaxTokenSize = 4096
-
-// ErrBadToken is wrapped by ReadToken's errors for a token file whose
-// content is not a usable token. The message never contains the content.
-var ErrBadToken = errors.New("unusable admin token")
 
 // Admin secures the admin listener, Listen.Admin.
 //
@@ -29,14 +24,14 @@ var ErrBadToken = errors.New("unusable admin token")
 // Token is left out of JSON, so logging a Config does not leak it.
 type Admin struct {
 	// TokenFile is the path of a file holding the bearer token; whitespace
-	// around the token is ignored. Load checks that it holds one. Servers
-	// should read it with ReadToken when they need it, to follow rotation.
+	// around the token is ignored. Load checks that it holds one; the admin
+	// server re-reads it, to follow rotation.
 	TokenFile string
 	// Token is the bearer token itself, taken by Load from the environment
 	// variable BULKHEAD_ADMIN_TOKEN (surrounding whitespace removed). It
 	// cannot be written in the file, and never appears in an error.
 	Token string `json:"-" yaml:"-"`
-	TLS   AdminTLS
+	TLS   TLSFiles
 }
 
 // TLSFiles configures TLS on a listener (admin.tls, listen.grpc_tls).
@@ -54,34 +49,11 @@ type TLSFiles struct {
 // Enabled reports whether the listener serves TLS (CertFile is set).
 func (t TLSFiles) Enabled() bool { return t.CertFile != "" }
 
-// AdminTLS is the type of Admin.TLS; it is TLSFiles, kept under this name
-// for existing callers.
-type AdminTLS = TLSFiles
-
 // Secured reports whether clients of the admin listener must authenticate:
 // a bearer token (TokenFile or Token) or mTLS (TLS.ClientCAFile) is
 // configured. Validation refuses a non-loopback Listen.Admin unless it holds.
 func (a Admin) Secured() bool {
 	return a.Token != "" || a.TokenFile != "" || a.TLS.ClientCAFile != ""
-}
-
-// ReadToken returns the bearer token clients must send: Token, else the
-// content of TokenFile read now (so a rotated file takes effect), else ""
-// when no token is configured. Errors name the file, never its content; a
-// file that holds no usable token gives an error wrapping ErrBadToken.
-func (a Admin) ReadToken() (string, error) {
-	if a.Token != "" || a.TokenFile == "" {
-		return a.Token, nil
-	}
-	data, err := readSmall(a.TokenFile, MaxTokenSize)
-	if err != nil {
-		return "", err
-	}
-	tok := strings.TrimSpace(string(data))
-	if reason := tokenProblem(tok); reason != "" {
-		return "", fmt.Errorf("admin token file %s: %w: %s", a.TokenFile, ErrBadToken, reason)
-	}
-	return tok, nil
 }
 
 // tokenProblem says what is wrong with a (trimmed) token, or "" if nothing.

@@ -10,7 +10,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math/big"
 	"net"
 	"os"
@@ -265,7 +264,7 @@ func ie(err error) string {
 
 func TestAdminFormat(t *testing.T) {
 	t.Parallel()
-	a := Admin{TokenFile: "/t", Token: testToken, TLS: AdminTLS{CertFile: "c", KeyFile: "k"}}
+	a := Admin{TokenFile: "/t", Token: testToken, TLS: TLSFiles{CertFile: "c", KeyFile: "k"}}
 	if got, want := a.String(), "{TokenFile:/t Token:[redacted] TLS:{CertFile:c KeyFile:k ClientCAFile:}}"; got != want {
 		t.Errorf("String = %q, want %q", got, want)
 	}
@@ -285,10 +284,10 @@ func TestAdminSecured(t *testing.T) {
 		want bool
 	}{
 		{Admin{}, false},
-		{Admin{TLS: AdminTLS{CertFile: "c", KeyFile: "k"}}, false},
+		{Admin{TLS: TLSFiles{CertFile: "c", KeyFile: "k"}}, false},
 		{Admin{Token: "t"}, true},
 		{Admin{TokenFile: "/t"}, true},
-		{Admin{TLS: AdminTLS{CertFile: "c", KeyFile: "k", ClientCAFile: "ca"}}, true},
+		{Admin{TLS: TLSFiles{CertFile: "c", KeyFile: "k", ClientCAFile: "ca"}}, true},
 	}
 	for _, tt := range tests {
 		if got := tt.a.Secured(); got != tt.want {
@@ -307,39 +306,5 @@ func TestIsLoopback(t *testing.T) {
 		if got := isLoopback(addr); got != want {
 			t.Errorf("isLoopback(%q) = %v, want %v", addr, got, want)
 		}
-	}
-}
-
-func TestReadToken(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "token")
-	write := func(s string) {
-		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if tok, err := (Admin{}).ReadToken(); tok != "" || err != nil {
-		t.Errorf("no token: ReadToken = %q, %v", tok, err)
-	}
-	if tok, err := (Admin{Token: "env", TokenFile: path}).ReadToken(); tok != "env" || err != nil {
-		t.Errorf("Token set: ReadToken = %q, %v", tok, err)
-	}
-	a := Admin{TokenFile: path}
-	if _, err := a.ReadToken(); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("missing file: error = %v, want ErrNotExist", err)
-	}
-	write("first\n")
-	if tok, err := a.ReadToken(); tok != "first" || err != nil {
-		t.Errorf("ReadToken = %q, %v", tok, err)
-	}
-	write("second") // rotated: read again
-	if tok, err := a.ReadToken(); tok != "second" || err != nil {
-		t.Errorf("after rotation: ReadToken = %q, %v", tok, err)
-	}
-	write("not a token")
-	if _, err := a.ReadToken(); !errors.Is(err, ErrBadToken) || strings.Contains(err.Error(), "not a token") ||
-		!strings.Contains(err.Error(), path) {
-		t.Errorf("bad token: error = %v, want ErrBadToken naming the file, not its content", err)
 	}
 }

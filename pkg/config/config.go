@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
@@ -74,9 +75,9 @@ type Authz struct {
 	DefaultPriority bulkhead.Priority
 	// UnknownBulkhead says what to do with requests naming no bulkhead or
 	// one that is not configured.
-	UnknownBulkhead UnknownPolicy
-	// DefaultBulkhead is where UnknownDefault sends such requests; set iff
-	// UnknownBulkhead is UnknownDefault, and always a configured bulkhead.
+	UnknownBulkhead authz.UnmatchedPolicy
+	// DefaultBulkhead is where authz.UseDefault sends such requests; set iff
+	// UnknownBulkhead is authz.UseDefault, and always a configured bulkhead.
 	DefaultBulkhead string
 	// DenyStatus is the HTTP status of rejections, 400..599.
 	DenyStatus int
@@ -133,40 +134,6 @@ type Bulkhead struct {
 	// its MaxWait defaults to the bulkhead's, and it has no reserves (the
 	// bulkhead's reserves apply across tenants).
 	Tenant *bulkhead.Settings
-}
-
-// UnknownPolicy is what Check does with a request whose bulkhead is missing
-// or not configured. The zero value is UnknownDeny.
-type UnknownPolicy uint8
-
-// The unknown-bulkhead policies.
-const (
-	// UnknownDeny rejects the request with reason unknown_bulkhead.
-	UnknownDeny UnknownPolicy = iota
-	// UnknownAllow lets the request through without a permit.
-	UnknownAllow
-	// UnknownDefault takes a permit from Authz.DefaultBulkhead.
-	UnknownDefault
-)
-
-var unknownPolicyNames = [...]string{"deny", "allow", "default"}
-
-// String returns the policy's configuration name.
-func (p UnknownPolicy) String() string {
-	if int(p) < len(unknownPolicyNames) {
-		return unknownPolicyNames[p]
-	}
-	return fmt.Sprintf("unknown_policy(%d)", uint8(p))
-}
-
-// ParseUnknownPolicy maps "deny", "allow" or "default" to its policy.
-func ParseUnknownPolicy(s string) (UnknownPolicy, error) {
-	for i, n := range unknownPolicyNames {
-		if s == n {
-			return UnknownPolicy(i), nil
-		}
-	}
-	return UnknownDeny, fmt.Errorf("%w: unknown_bulkhead %q (want deny, allow or default)", ErrInvalid, s)
 }
 
 // LogFormat selects the slog handler. The zero value is LogText.

@@ -2,8 +2,9 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,16 +61,6 @@ func join(path, name string) string {
 	return path + "." + name
 }
 
-// sortedKeys returns m's keys in order, so problems come out deterministically.
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // section is a mapping of settings outside bulkheads: its field names in
 // the order of scalars, and for each field nil (a scalar) or its own section.
 type section struct {
@@ -109,7 +100,7 @@ func (d *decoder) splitRoot(root any) (settings map[string]any, bulkheads any) {
 	tree := settingsTree()
 	sections := append(append([]string(nil), tree.names...), "bulkheads")
 	settings = map[string]any{}
-	for _, name := range sortedKeys(top) {
+	for _, name := range slices.Sorted(maps.Keys(top)) {
 		if name == "bulkheads" {
 			bulkheads = top[name]
 			continue
@@ -134,7 +125,7 @@ func (d *decoder) section(path string, raw any, sec *section) (map[string]any, b
 		return nil, false
 	}
 	kept := map[string]any{}
-	for _, k := range sortedKeys(body) {
+	for _, k := range slices.Sorted(maps.Keys(body)) {
 		key, v := join(path, k), body[k]
 		kid, known := sec.kids[k]
 		switch {
@@ -155,21 +146,12 @@ func (d *decoder) section(path string, raw any, sec *section) (map[string]any, b
 	return kept, true
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // bulkheads decodes the bulkheads mapping. Bulkheads without lease_ttl get
 // defaultTTL. Names are checked here; limits are checked by validate.
 func (d *decoder) bulkheads(raw any, defaultTTL time.Duration) map[string]Bulkhead {
 	m, _ := d.mapping("bulkheads", raw)
 	out := make(map[string]Bulkhead, len(m))
-	for _, name := range sortedKeys(m) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		path := "bulkheads." + name
 		switch {
 		case ValidName(name):
@@ -195,7 +177,7 @@ func (d *decoder) bulkhead(path string, raw any, defaultTTL time.Duration) Bulkh
 	if fields["max_concurrent"] == nil {
 		d.ps.add(path+".max_concurrent", "is required", "")
 	}
-	for _, k := range sortedKeys(fields) {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		key, v := path+"."+k, fields[k]
 		if v == nil {
 			continue // unset
@@ -239,7 +221,7 @@ func (d *decoder) tenant(path string, raw any, parent bulkhead.Settings) *bulkhe
 	if fields["max_concurrent"] == nil {
 		d.ps.add(path+".max_concurrent", "is required", "")
 	}
-	for _, k := range sortedKeys(fields) {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		key, v := path+"."+k, fields[k]
 		if v == nil {
 			continue // unset
@@ -269,7 +251,7 @@ func (d *decoder) tenant(path string, raw any, parent bulkhead.Settings) *bulkhe
 // reserve decodes a bulkhead's reserve mapping.
 func (d *decoder) reserve(path string, raw any) (critical, normal float64) {
 	m, _ := d.mapping(path, raw)
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		key, v := path+"."+k, m[k]
 		switch {
 		case v == nil:

@@ -17,8 +17,14 @@
 // environment nor the file system, for tests and fuzzing. Both decode and
 // validate the same way otherwise.
 //
-// The layering goes through one private viper instance per call; the package
-// uses no viper globals and has no package state. The bulkheads map is
+// Every setting outside bulkheads is one row of a table (scalars.go): its
+// key, default, flag, the Config field it fills, and whether it takes effect
+// only at start (RestartOnly lists those a reload changed). Defaults of the
+// Check policy and of the permit ledger are the constants of the packages
+// that own them (authz, permit), and authz.unknown_bulkhead is an
+// authz.UnmatchedPolicy, so this package translates nothing. The layering
+// goes through one private viper instance per call (defaults, file, env,
+// flags); the package uses no viper globals and has no package state. The bulkheads map is
 // decoded straight from the YAML, not through viper, because viper folds key
 // case and splits keys on dots, and bulkhead names are case-sensitive and may
 // contain dots. Field names are strict everywhere: an unknown, misspelt or

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 )
 
 func FuzzParse(f *testing.F) {
@@ -114,7 +116,7 @@ func FuzzParse(f *testing.F) {
 		if c.Admin.Token != "" {
 			t.Fatal("Parse set the admin token")
 		}
-		if c.Authz.UnknownBulkhead == UnknownDefault {
+		if c.Authz.UnknownBulkhead == authz.UseDefault {
 			if _, ok := c.Bulkheads[c.Authz.DefaultBulkhead]; !ok {
 				t.Fatalf("default_bulkhead %q not configured", c.Authz.DefaultBulkhead)
 			}

@@ -108,8 +108,9 @@ func build(name string, data []byte, useEnv bool, flags *pflag.FlagSet) (*Config
 	v := layers(fileSettings, useEnv, flags)
 	c := &Config{Source: name}
 	for _, s := range scalars {
-		d.origin[s.key] = originOf(s, useEnv, flags)
-		s.set(d, c, s.key, v.Get(s.key))
+		raw := v.Get(s.key)
+		d.origin[s.key] = originOf(s, raw, useEnv, flags)
+		s.field.set(d, c, s.key, raw)
 	}
 	c.Bulkheads = d.bulkheads(rawBulkheads, c.Leases.DefaultTTL)
 	if useEnv {
@@ -122,50 +123,55 @@ func build(name string, data []byte, useEnv bool, flags *pflag.FlagSet) (*Config
 	return c, nil
 }
 
-// layers builds the private viper instance holding defaults, the file's
-// settings outside bulkheads, and (if asked) env and changed flags.
+// layers builds the private viper instance that layers each setting outside
+// bulkheads: its default (SetDefault), the file's value (the settings the
+// document's structure check kept), its env variable when useEnv (BindEnv),
+// and its flag in flags (BindPFlag; viper reads a flag only once it was set
+// on the command line). Viper resolves the precedence: flag, env, file,
+// default.
 func layers(fileSettings map[string]any, useEnv bool, flags *pflag.FlagSet) *viper.Viper {
 	v := viper.New()
-	for _, s := range scalars {
-		v.SetDefault(s.key, s.def)
-	}
 	// Cannot fail: MergeConfigMap only merges maps.
 	_ = v.MergeConfigMap(fileSettings)
-	// Each key is bound to its own variable rather than with AutomaticEnv,
-	// which would let a stray BULKHEAD_LISTEN hide every listen.* key.
 	v.AllowEmptyEnv(true) // BULKHEAD_AUTHZ_PRIORITY_HEADER= means ""
 	for _, s := range scalars {
+		v.SetDefault(s.key, s.def)
+		// Each key is bound to its own variable rather than with
+		// AutomaticEnv, which would let a stray BULKHEAD_LISTEN hide every
+		// listen.* key.
 		if useEnv {
 			_ = v.BindEnv(s.key, envName(s.key)) // cannot fail: a name is given
 		}
-		if f := changedFlag(flags, s.flag); f != nil {
+		if f := flagOf(flags, s); f != nil {
 			_ = v.BindPFlag(s.key, f) // cannot fail: f is not nil
 		}
 	}
 	return v
 }
 
-// changedFlag returns the flag called name if it was set on the command line.
-func changedFlag(flags *pflag.FlagSet, name string) *pflag.Flag {
-	if flags == nil || name == "" {
+// flagOf returns the flag in flags bound to s, or nil if s has none.
+func flagOf(flags *pflag.FlagSet, s scalar) *pflag.Flag {
+	if flags == nil || s.flag == "" {
 		return nil
 	}
-	if f := flags.Lookup(name); f != nil && f.Changed {
-		return f
-	}
-	return nil
+	return flags.Lookup(s.flag)
 }
 
-// originOf names where viper takes s's value from when that is a flag or an
-// env variable, mirroring viper's precedence; "" for the file or a default.
-func originOf(s scalar, useEnv bool, flags *pflag.FlagSet) string {
-	if changedFlag(flags, s.flag) != nil {
-		return "--" + s.flag
+// originOf names where raw, the value viper returned for s, came from,
+// for problems to show, when that was a flag ("--FLAG") or an env variable
+// (its name); "" for the file or a default. It does not restate viper's
+// precedence: it asks which of the two layers above the file holds raw (the
+// flag once set on the command line, the variable once set, even to "";
+// the flag when both do, as viper reads it first). TestOrigin checks it
+// against every combination of layers.
+func originOf(s scalar, raw any, useEnv bool, flags *pflag.FlagSet) string {
+	// Flags and variables hold strings: comparing with raw of another
+	// type (a YAML list or number) is false, never a panic.
+	if f := flagOf(flags, s); f != nil && f.Changed && raw == any(f.Value.String()) {
+		return "--" + f.Name
 	}
-	if useEnv {
-		if _, ok := os.LookupEnv(envName(s.key)); ok {
-			return envName(s.key)
-		}
+	if e, set := os.LookupEnv(envName(s.key)); useEnv && set && raw == any(e) {
+		return envName(s.key)
 	}
 	return ""
 }

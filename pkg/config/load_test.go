@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
@@ -100,7 +101,7 @@ bulkheads: {catalog: {max_concurrent: 1}}
 		{"BULKHEAD_LOG_FORMAT", "text", func(c *Config) bool { return c.Log.Format == LogText }},
 		{"BULKHEAD_AUTHZ_PRIORITY_HEADER", "", func(c *Config) bool { return c.Authz.PriorityHeader == "" }},
 		{"BULKHEAD_AUTHZ_DEFAULT_PRIORITY", "best_effort", func(c *Config) bool { return c.Authz.DefaultPriority == bulkhead.BestEffort }},
-		{"BULKHEAD_AUTHZ_UNKNOWN_BULKHEAD", "deny", func(c *Config) bool { return c.Authz.UnknownBulkhead == UnknownDeny }},
+		{"BULKHEAD_AUTHZ_UNKNOWN_BULKHEAD", "deny", func(c *Config) bool { return c.Authz.UnknownBulkhead == authz.Deny }},
 		{"BULKHEAD_AUTHZ_DENY_STATUS", "429", func(c *Config) bool { return c.Authz.DenyStatus == 429 }},
 		{"BULKHEAD_AUTHZ_DEADLINE_MARGIN", "50ms", func(c *Config) bool { return c.Authz.DeadlineMargin == 50*time.Millisecond }},
 		{"BULKHEAD_AUTHZ_RETRY_AFTER", "5s", func(c *Config) bool { return c.Authz.RetryAfter == 5*time.Second }},
@@ -151,7 +152,7 @@ bulkheads: {catalog: {max_concurrent: 1}}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Authz.UnknownBulkhead != UnknownDefault || c.Authz.DefaultBulkhead != "catalog" {
+		if c.Authz.UnknownBulkhead != authz.UseDefault || c.Authz.DefaultBulkhead != "catalog" {
 			t.Errorf("authz = %+v", c.Authz)
 		}
 	})
@@ -287,5 +288,60 @@ func TestStrayEnvIgnored(t *testing.T) {
 	}
 	if c.Listen.GRPC != DefaultListenGRPC || c.Bulkheads["catalog"].Settings.MaxConcurrent != 3 {
 		t.Errorf("stray variables changed the config: %+v", c)
+	}
+}
+
+// TestOrigin: a problem names the layer whose value viper used, for every
+// combination of file, env and flag.
+func TestOrigin(t *testing.T) {
+	const reason = `: log.format: must be text or json (got `
+	for _, tt := range []struct {
+		file, env, flag string
+		want            string // the "got" part, "" for no problem
+	}{
+		{"", "", "", ""},
+		{"f", "", "", `"f")`},
+		{"", "e", "", `"e" from BULKHEAD_LOG_FORMAT)`},
+		{"", "", "g", `"g" from --log-format)`},
+		{"f", "e", "", `"e" from BULKHEAD_LOG_FORMAT)`},
+		{"f", "", "g", `"g" from --log-format)`},
+		{"", "e", "g", `"g" from --log-format)`},
+		{"f", "e", "g", `"g" from --log-format)`},
+		{"same", "same", "", `"same" from BULKHEAD_LOG_FORMAT)`},
+		{"", "same", "same", `"same" from --log-format)`},
+		{"f", "text", "", ""}, // a good env value hides the file's bad one
+	} {
+		clearEnv(t)
+		path := ""
+		if tt.file != "" {
+			path = writeFile(t, "log: {format: "+tt.file+"}\n")
+		}
+		if tt.env != "" {
+			t.Setenv("BULKHEAD_LOG_FORMAT", tt.env)
+		}
+		var args []string
+		if tt.flag != "" {
+			args = append(args, "--log-format="+tt.flag)
+		}
+		_, err := Load(path, newFlags(t, args...))
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%+v: unexpected error %v", tt, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), reason+tt.want)):
+			t.Errorf("%+v: error = %v, want %q", tt, err, reason+tt.want)
+		}
+	}
+	// A setting with no flag, and a value of another type in the file.
+	clearEnv(t)
+	t.Setenv("BULKHEAD_AUTHZ_DENY_STATUS", "200")
+	_, err := Load(writeFile(t, "authz: {deny_status: 200}\n"), nil)
+	if want := `: authz.deny_status: must be in 400..599 (got 200 from BULKHEAD_AUTHZ_DENY_STATUS)`; err == nil ||
+		!strings.Contains(err.Error(), want) {
+		t.Errorf("error = %v, want line %q", err, want)
+	}
+	clearEnv(t)
+	_, err = Load(writeFile(t, "authz: {deny_status: 200}\n"), nil)
+	if want := `: authz.deny_status: must be in 400..599 (got 200)`; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("error = %v, want line %q", err, want)
 	}
 }

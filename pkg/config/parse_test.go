@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
@@ -25,7 +26,7 @@ func defaults() *Config {
 		Authz: Authz{
 			PriorityHeader:  "x-bulkhead-priority",
 			DefaultPriority: bulkhead.Normal,
-			UnknownBulkhead: UnknownDeny,
+			UnknownBulkhead: authz.Deny,
 			DenyStatus:      503,
 			DeadlineMargin:  25 * time.Millisecond,
 			RetryAfter:      time.Second,
@@ -81,7 +82,7 @@ bulkheads:
 					GRPCTLS: TLSFiles{CertFile: "/tls/grpc.crt", KeyFile: "/tls/grpc.key", ClientCAFile: "/tls/envoy-ca.crt"}}
 				c.Log = Log{Level: slog.LevelDebug, Format: LogJSON}
 				c.Authz = Authz{
-					DefaultPriority: bulkhead.BestEffort, UnknownBulkhead: UnknownDefault,
+					DefaultPriority: bulkhead.BestEffort, UnknownBulkhead: authz.UseDefault,
 					DefaultBulkhead: "fallback", DenyStatus: 429, RetryAfter: 2 * time.Second,
 					TenantHeader: "x-tenant-id",
 					TrustedPrioritySources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"),
@@ -91,7 +92,7 @@ bulkheads:
 					MaxRouteTTL: time.Hour, MaxPermits: 100_000_000}
 				c.Limits = Limits{MaxBulkheads: 1, MaxTenants: 1000000}
 				c.Admin = Admin{TokenFile: "/run/secrets/admin-token",
-					TLS: AdminTLS{CertFile: "/tls/tls.crt", KeyFile: "/tls/tls.key", ClientCAFile: "/tls/ca.crt"}}
+					TLS: TLSFiles{CertFile: "/tls/tls.crt", KeyFile: "/tls/tls.key", ClientCAFile: "/tls/ca.crt"}}
 				c.Bulkheads["fallback"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 1}, LeaseTTL: 5 * time.Minute}
 			},
 		},
@@ -104,14 +105,14 @@ bulkheads:
 		{"admin anywhere with mTLS", "listen: {admin: \":9091\"}\nadmin: {tls: {cert_file: c, key_file: k, client_ca_file: ca}}\n",
 			func(c *Config) {
 				c.Listen.Admin = ":9091"
-				c.Admin.TLS = AdminTLS{CertFile: "c", KeyFile: "k", ClientCAFile: "ca"}
+				c.Admin.TLS = TLSFiles{CertFile: "c", KeyFile: "k", ClientCAFile: "ca"}
 			}},
 		{"admin anywhere with a token file", "listen: {admin: 10.0.0.1:9091}\nadmin: {token_file: tok}\n", func(c *Config) {
 			c.Listen.Admin = "10.0.0.1:9091"
 			c.Admin.TokenFile = "tok"
 		}},
 		{"TLS without client CA", "admin: {tls: {cert_file: c, key_file: k}}\n", func(c *Config) {
-			c.Admin.TLS = AdminTLS{CertFile: "c", KeyFile: "k"}
+			c.Admin.TLS = TLSFiles{CertFile: "c", KeyFile: "k"}
 		}},
 		{"null admin sections", "admin: {token_file: , tls: }\n", func(*Config) {}},
 		{
@@ -136,7 +137,7 @@ bulkheads:
 				c.Bulkheads["plain"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 2}, LeaseTTL: time.Minute}
 			},
 		},
-		{"allow policy", "authz: {unknown_bulkhead: allow}\n", func(c *Config) { c.Authz.UnknownBulkhead = UnknownAllow }},
+		{"allow policy", "authz: {unknown_bulkhead: allow}\n", func(c *Config) { c.Authz.UnknownBulkhead = authz.Allow }},
 		{
 			"bulkhead fields and lease_ttl",
 			`bulkheads:
@@ -239,23 +240,12 @@ func TestExampleFile(t *testing.T) {
 
 func TestEnumStrings(t *testing.T) {
 	t.Parallel()
-	for _, p := range []UnknownPolicy{UnknownDeny, UnknownAllow, UnknownDefault} {
-		if got, err := ParseUnknownPolicy(p.String()); err != nil || got != p {
-			t.Errorf("ParseUnknownPolicy(%q) = %v, %v", p, got, err)
-		}
-	}
 	for _, f := range []LogFormat{LogText, LogJSON} {
 		if got, err := ParseLogFormat(f.String()); err != nil || got != f {
 			t.Errorf("ParseLogFormat(%q) = %v, %v", f, got, err)
 		}
 	}
-	if _, err := ParseUnknownPolicy("Deny"); !errors.Is(err, ErrInvalid) {
-		t.Errorf("ParseUnknownPolicy(Deny) error = %v, want ErrInvalid", err)
-	}
 	if _, err := ParseLogLevel("loud"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("ParseLogLevel(loud) error = %v, want ErrInvalid", err)
-	}
-	if s := UnknownPolicy(9).String(); s != "unknown_policy(9)" {
-		t.Errorf("UnknownPolicy(9) = %q", s)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
@@ -116,9 +117,9 @@ func (d *decoder) defaultBulkhead(c *Config) {
 		return
 	}
 	switch {
-	case a.UnknownBulkhead == UnknownDefault && a.DefaultBulkhead == "":
+	case a.UnknownBulkhead == authz.UseDefault && a.DefaultBulkhead == "":
 		d.ps.add(key, "is required when authz.unknown_bulkhead is default", "")
-	case a.UnknownBulkhead != UnknownDefault && a.DefaultBulkhead != "":
+	case a.UnknownBulkhead != authz.UseDefault && a.DefaultBulkhead != "":
 		d.ps.add(key, "must be empty unless authz.unknown_bulkhead is default", d.got(key, a.DefaultBulkhead))
 	case a.DefaultBulkhead != "":
 		if _, ok := c.Bulkheads[a.DefaultBulkhead]; !ok {

@@ -210,6 +210,7 @@ func Policy(cfg *config.Config) authz.Policy {
 		TenantHeader:           cfg.Authz.TenantHeader,
 		TrustedPrioritySources: cfg.Authz.TrustedPrioritySources,
 		DefaultPriority:        cfg.Authz.DefaultPriority,
+		Unmatched:              cfg.Authz.UnknownBulkhead,
 		DefaultBulkhead:        cfg.Authz.DefaultBulkhead,
 		DenyStatus:             cfg.Authz.DenyStatus,
 		DeadlineMargin:         cfg.Authz.DeadlineMargin,
@@ -217,14 +218,6 @@ func Policy(cfg *config.Config) authz.Policy {
 		LeaseTTL:               make(map[string]time.Duration, len(cfg.Bulkheads)),
 		DefaultLeaseTTL:        cfg.Leases.DefaultTTL,
 		MaxRouteLeaseTTL:       cfg.Leases.MaxRouteTTL,
-	}
-	switch cfg.Authz.UnknownBulkhead {
-	case config.UnknownAllow:
-		p.Unmatched = authz.Allow
-	case config.UnknownDefault:
-		p.Unmatched = authz.UseDefault
-	default:
-		p.Unmatched = authz.Deny
 	}
 	for k, b := range cfg.Bulkheads {
 		p.LeaseTTL[k] = b.LeaseTTL

@@ -329,11 +329,9 @@ func (r *Runner) reload(cfg *config.Config, err error) {
 		r.log.Error("configuration reload refused; the last good configuration keeps serving", "path", r.watchPath, "err", err)
 		return
 	}
-	if cfg.Listen != r.cfg.Listen || cfg.Leases.SweepInterval != r.cfg.Leases.SweepInterval || cfg.Leases.NodeGrace != r.cfg.Leases.NodeGrace ||
-		cfg.Leases.MaxPermits != r.cfg.Leases.MaxPermits ||
-		cfg.Log != r.cfg.Log || cfg.Admin.TLS != r.cfg.Admin.TLS || cfg.Admin.TokenFile != r.cfg.Admin.TokenFile {
-		r.log.Warn("listen, log, admin, leases.sweep_interval, leases.node_grace and leases.max_permits changes take effect at the next restart "+
-			"(the content of the TLS files is reloaded when they change)", "path", r.watchPath)
+	if keys := config.RestartOnly(r.cfg, cfg); len(keys) > 0 {
+		r.log.Warn("changed settings take effect at the next restart "+
+			"(the content of the TLS files is reloaded when they change)", "settings", keys, "path", r.watchPath)
 	}
 	if _, err := r.Control.Reload(cfg); err != nil {
 		r.Metrics.Reload(false)
