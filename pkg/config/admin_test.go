@@ -10,7 +10,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math/big"
 	"net"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 )
 
 // The tests here that call Load change the environment: not parallel.
@@ -127,7 +128,7 @@ func TestLoadAdminFiles(t *testing.T) {
 		{"token file blank", adminYAML(write("t", " \n\t\n"), "", "", ""), []string{"admin.token_file: the token it holds is empty"}},
 		{"token with a space", adminYAML(write("t", "two words\n"), "", "", ""),
 			[]string{"admin.token_file: the token it holds must be printable ASCII without spaces"}},
-		{"token too large", adminYAML(write("t", strings.Repeat("x", MaxTokenSize+1)), "", "", ""),
+		{"token too large", adminYAML(write("t", strings.Repeat("x", creds.MaxTokenSize+1)), "", "", ""),
 			[]string{"admin.token_file: file is larger than 4096 bytes"}},
 		{"certificate missing", adminYAML("", absent, p.key, ""), []string{"admin.tls.cert_file: file does not exist (got " + q(absent) + ")"}},
 		{"certificate not PEM", adminYAML("", p.token, p.key, ""), []string{"admin.tls.cert_file: holds no PEM certificate (got " + q(p.token) + ")"}},
@@ -294,52 +295,5 @@ func TestAdminSecured(t *testing.T) {
 		if got := tt.a.Secured(); got != tt.want {
 			t.Errorf("%v.Secured() = %v, want %v", tt.a, got, tt.want)
 		}
-	}
-}
-
-func TestIsLoopback(t *testing.T) {
-	t.Parallel()
-	for addr, want := range map[string]bool{
-		"127.0.0.1:9091": true, "127.8.9.10:0": true, "[::1]:9091": true, "localhost:9091": true,
-		"0.0.0.0:9091": false, ":9091": false, "[::]:9091": false, "10.0.0.1:9091": false,
-		"example.com:9091": false, "[fe80::1%lo]:9091": false, "nonsense": false, "[::ffff:127.0.0.1]:1": true,
-	} {
-		if got := isLoopback(addr); got != want {
-			t.Errorf("isLoopback(%q) = %v, want %v", addr, got, want)
-		}
-	}
-}
-
-func TestReadToken(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "token")
-	write := func(s string) {
-		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if tok, err := (Admin{}).ReadToken(); tok != "" || err != nil {
-		t.Errorf("no token: ReadToken = %q, %v", tok, err)
-	}
-	if tok, err := (Admin{Token: "env", TokenFile: path}).ReadToken(); tok != "env" || err != nil {
-		t.Errorf("Token set: ReadToken = %q, %v", tok, err)
-	}
-	a := Admin{TokenFile: path}
-	if _, err := a.ReadToken(); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("missing file: error = %v, want ErrNotExist", err)
-	}
-	write("first\n")
-	if tok, err := a.ReadToken(); tok != "first" || err != nil {
-		t.Errorf("ReadToken = %q, %v", tok, err)
-	}
-	write("second") // rotated: read again
-	if tok, err := a.ReadToken(); tok != "second" || err != nil {
-		t.Errorf("after rotation: ReadToken = %q, %v", tok, err)
-	}
-	write("not a token")
-	if _, err := a.ReadToken(); !errors.Is(err, ErrBadToken) || strings.Contains(err.Error(), "not a token") ||
-		!strings.Contains(err.Error(), path) {
-		t.Errorf("bad token: error = %v, want ErrBadToken naming the file, not its content", err)
 	}
 }
