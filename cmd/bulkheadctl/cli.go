@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 )
 
 // Exit codes scripts can rely on.
@@ -174,14 +175,11 @@ func (c *command) flagSet(global *pflag.FlagSet) *pflag.FlagSet {
 
 func (a *app) loadToken() error {
 	if a.g.token == "" && a.g.tokenFile != "" {
-		b, err := os.ReadFile(a.g.tokenFile)
+		tok, err := creds.ReadToken(a.g.tokenFile)
 		if err != nil {
 			return usagef("--token-file: %v", err)
 		}
-		a.g.token = strings.TrimSpace(string(b))
-		if a.g.token == "" {
-			return usagef("--token-file: %s is empty", a.g.tokenFile)
-		}
+		a.g.token = tok
 	}
 	if a.g.token == "" {
 		a.g.token = strings.TrimSpace(a.getenv("BULKHEADCTL_TOKEN"))

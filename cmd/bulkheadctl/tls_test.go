@@ -10,6 +10,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin"
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin/admintest"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 )
 
 func TestMTLS(t *testing.T) {
@@ -19,7 +20,9 @@ func TestMTLS(t *testing.T) {
 	ccert, ckey := ca.Issue(t, "alice", false)
 	caFile := admintest.WriteFile(t, dir, "ca.crt", ca.PEM)
 	certFile, keyFile := admintest.WriteFile(t, dir, "c.crt", ccert), admintest.WriteFile(t, dir, "c.key", ckey)
-	tlsCfg, err := admin.TLSConfig(admintest.WriteFile(t, dir, "s.crt", scert), admintest.WriteFile(t, dir, "s.key", skey), caFile)
+	tlsFiles, err := creds.NewTLS("admin", creds.Files{
+		CertFile: admintest.WriteFile(t, dir, "s.crt", scert), KeyFile: admintest.WriteFile(t, dir, "s.key", skey), ClientCAFile: caFile,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +35,7 @@ func TestMTLS(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln, tlsCfg) }()
+	go func() { done <- srv.Serve(ctx, ln, tlsFiles) }()
 	defer func() {
 		cancel()
 		<-done

@@ -8,12 +8,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
-	"os"
 	"strings"
-	"sync"
-	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 )
 
 // Errors of authentication. They become UNAUTHENTICATED and
@@ -27,13 +24,23 @@ var (
 
 // Authenticator decides who is calling. A caller is accepted when it
 // presents the configured bearer token, or a client certificate the TLS
-// layer verified (only a tls.Config with ClientCAs, as TLSConfig makes,
+// layer verified (only a listener serving creds.TLS with a client CA file
 // yields verified chains). With no token configured, callers without a
 // certificate are accepted from loopback addresses only, as "local".
 // A token presented to a server that has none configured is ignored.
 type Authenticator struct {
-	token *tokenSource // nil: no token configured
+	token tokenSource // nil: no token configured
 }
+
+// tokenSource gives the token clients must send now.
+type tokenSource interface{ Current() string }
+
+// fixedToken is a token given at start (BULKHEAD_ADMIN_TOKEN).
+type fixedToken string
+
+func (t fixedToken) Current() string { return string(t) }
+
+var _ tokenSource = (*creds.TokenFile)(nil)
 
 // AuthOption configures an Authenticator.
 type AuthOption func(*Authenticator) error
@@ -45,22 +52,23 @@ func WithToken(tok string) AuthOption {
 		if tok == "" {
 			return ErrEmptyToken
 		}
-		a.token = &tokenSource{token: tok}
+		a.token = fixedToken(tok)
 		return nil
 	}
 }
 
-// WithTokenFile requires the bearer token held in the file at path. The
-// file is read again when its size or modification time changes (which
-// follows a Kubernetes Secret's symlink swap); a later read that fails or
-// finds it empty keeps the last good token.
+// WithTokenFile requires the bearer token held in the file at path, read
+// with creds.ReadToken. The file is read again when its size or
+// modification time changes (which follows a Kubernetes Secret's symlink
+// swap); a later read that fails or finds no usable token keeps the last
+// good token.
 func WithTokenFile(path string) AuthOption {
 	return func(a *Authenticator) error {
-		ts := &tokenSource{path: path}
-		if err := ts.load(); err != nil {
+		tf, err := creds.NewTokenFile(path)
+		if err != nil {
 			return fmt.Errorf("admin.token_file: %w", err)
 		}
-		a.token = ts
+		a.token = tf
 		return nil
 	}
 }
@@ -90,7 +98,7 @@ func (a *Authenticator) authenticate(authorization string, state *tls.Connection
 		if !ok {
 			return c, fmt.Errorf("%w: authorization: want \"Bearer TOKEN\"", ErrUnauthenticated)
 		}
-		if !a.token.matches(tok) {
+		if !matches(a.token, tok) {
 			return c, fmt.Errorf("%w: wrong token", ErrUnauthenticated)
 		}
 		c.actor = "token:" + tokenID(tok)
@@ -103,7 +111,7 @@ func (a *Authenticator) authenticate(authorization string, state *tls.Connection
 	if a.token != nil {
 		return c, fmt.Errorf("%w: missing credentials: send \"authorization: Bearer TOKEN\"", ErrUnauthenticated)
 	}
-	if isLoopback(remote) {
+	if creds.IsLoopback(remote) {
 		c.actor = "local"
 		return c, nil
 	}
@@ -126,48 +134,10 @@ func tokenID(tok string) string {
 	return hex.EncodeToString(sum[:4])
 }
 
-// tokenSource holds the configured token, re-reading its file on change.
-type tokenSource struct {
-	path string
-
-	mu      sync.Mutex
-	token   string
-	size    int64
-	modTime time.Time
-}
-
-func (t *tokenSource) load() error {
-	fi, err := os.Stat(t.path)
-	if err != nil {
-		return err
-	}
-	b, err := os.ReadFile(t.path)
-	if err != nil {
-		return err
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return fmt.Errorf("%s: %w", t.path, ErrEmptyToken)
-	}
-	t.token, t.size, t.modTime = tok, fi.Size(), fi.ModTime()
-	return nil
-}
-
-func (t *tokenSource) current() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.path != "" {
-		if fi, err := os.Stat(t.path); err == nil && (fi.Size() != t.size || !fi.ModTime().Equal(t.modTime)) {
-			_ = t.load() // on failure the last good token stays
-		}
-	}
-	return t.token
-}
-
-// matches compares in constant time (of the digests, so the length of the
-// token does not leak either).
-func (t *tokenSource) matches(tok string) bool {
-	want := sha256.Sum256([]byte(t.current()))
+// matches compares tok with the token now configured in constant time (of
+// the digests, so the length of the token does not leak either).
+func matches(src tokenSource, tok string) bool {
+	want := sha256.Sum256([]byte(src.Current()))
 	got := sha256.Sum256([]byte(tok))
 	return subtle.ConstantTimeCompare(want[:], got[:]) == 1
 }
@@ -195,14 +165,4 @@ func withCaller(ctx context.Context, c caller) context.Context {
 func callerFrom(ctx context.Context) (caller, bool) {
 	c, ok := ctx.Value(callerKey{}).(caller)
 	return c, ok
-}
-
-// isLoopback reports whether addr (host:port or host) is a loopback IP.
-func isLoopback(addr string) bool {
-	host := addr
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		host = h
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
 }

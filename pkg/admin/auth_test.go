@@ -24,6 +24,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin"
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin/admintest"
+	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 	adminv1 "github.com/bulkhead-mesh/bulkhead/proto/bulkhead/admin/v1"
 )
 
@@ -158,11 +159,15 @@ func TestMTLS(t *testing.T) {
 	ca, other := admintest.NewCA(t, "admin-ca"), admintest.NewCA(t, "other-ca")
 	dir := t.TempDir()
 	scert, skey := ca.Issue(t, "bulkhead", true)
-	tlsCfg, err := admin.TLSConfig(admintest.WriteFile(t, dir, "s.crt", scert), admintest.WriteFile(t, dir, "s.key", skey), admintest.WriteFile(t, dir, "ca.crt", ca.PEM))
+	tlsFiles, err := creds.NewTLS("admin", creds.Files{
+		CertFile:     admintest.WriteFile(t, dir, "s.crt", scert),
+		KeyFile:      admintest.WriteFile(t, dir, "s.key", skey),
+		ClientCAFile: admintest.WriteFile(t, dir, "ca.crt", ca.PEM),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.CheckListen("0.0.0.0:9091", mustAuth(t), tlsCfg); err != nil {
+	if err := admin.CheckListen("0.0.0.0:9091", mustAuth(t), tlsFiles); err != nil {
 		t.Errorf("CheckListen with mTLS: %v", err)
 	}
 	f := newFixture(t, mustAuth(t))
@@ -172,7 +177,7 @@ func TestMTLS(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- f.srv.Serve(ctx, ln, tlsCfg) }()
+	go func() { done <- f.srv.Serve(ctx, ln, tlsFiles) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -222,11 +227,22 @@ func mustAuth(t *testing.T, opts ...admin.AuthOption) *admin.Authenticator {
 func TestCheckListen(t *testing.T) {
 	token := mustAuth(t, admin.WithToken("x"))
 	none := mustAuth(t)
-	plainTLS := &tls.Config{}
+	ca, dir := admintest.NewCA(t, "ca"), t.TempDir()
+	c, k := ca.Issue(t, "s", true)
+	files := creds.Files{CertFile: admintest.WriteFile(t, dir, "s.crt", c), KeyFile: admintest.WriteFile(t, dir, "s.key", k)}
+	plainTLS, err := creds.NewTLS("admin", files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files.ClientCAFile = admintest.WriteFile(t, dir, "ca.crt", ca.PEM)
+	mutualTLS, err := creds.NewTLS("admin", files)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		addr string
 		auth *admin.Authenticator
-		tls  *tls.Config
+		tls  *creds.TLS
 		ok   bool
 	}{
 		{"127.0.0.1:9091", none, nil, true},
@@ -239,6 +255,7 @@ func TestCheckListen(t *testing.T) {
 		{"[::]:9091", none, nil, false},
 		{"admin.example:9091", none, nil, false},
 		{"10.0.0.7:9091", none, plainTLS, false}, // TLS without client certificates
+		{"10.0.0.7:9091", none, mutualTLS, true},
 		{"0.0.0.0:9091", token, nil, true},
 		{"0.0.0.0:9091", nil, nil, false},
 		{"no-port", none, nil, false},
@@ -257,33 +274,6 @@ func TestCheckListen(t *testing.T) {
 					t.Errorf("CheckListen(%q): %q does not name %s", tc.addr, err, field)
 				}
 			}
-		}
-	}
-}
-
-func TestTLSConfigErrors(t *testing.T) {
-	ca := admintest.NewCA(t, "ca")
-	dir := t.TempDir()
-	c, k := ca.Issue(t, "s", true)
-	crt, key := admintest.WriteFile(t, dir, "s.crt", c), admintest.WriteFile(t, dir, "s.key", k)
-	junk := admintest.WriteFile(t, dir, "junk", []byte("not pem"))
-	if cfg, err := admin.TLSConfig("", "", ""); cfg != nil || err != nil {
-		t.Errorf("nothing set: %v, %v; want nil, nil", cfg, err)
-	}
-	if cfg, err := admin.TLSConfig(crt, key, ""); err != nil || cfg.ClientAuth != tls.NoClientCert {
-		t.Errorf("TLS without mTLS: %v", err)
-	}
-	tests := []struct{ cert, key, ca, field string }{
-		{"", "", crt, "admin.tls.cert_file"},
-		{crt, "", "", "admin.tls.key_file"},
-		{crt, junk, "", "admin.tls.key_file"},
-		{crt, key, junk, "admin.tls.client_ca_file"},
-		{crt, key, filepath.Join(dir, "missing"), "admin.tls.client_ca_file"},
-	}
-	for _, tc := range tests {
-		_, err := admin.TLSConfig(tc.cert, tc.key, tc.ca)
-		if !errors.Is(err, admin.ErrTLSConfig) || !strings.Contains(err.Error(), tc.field) {
-			t.Errorf("TLSConfig(%q, %q, %q): %v, want ErrTLSConfig naming %s", tc.cert, tc.key, tc.ca, err, tc.field)
 		}
 	}
 }

@@ -21,9 +21,14 @@
 // # Access
 //
 // An Authenticator decides who may call: a bearer token (compared in
-// constant time), a verified client certificate (mTLS, see TLSConfig), or,
+// constant time; from a file, followed as it rotates), a verified client
+// certificate (mTLS: Serve with a creds.TLS that has a client CA file), or,
 // when neither is configured, loopback callers only. CheckListen refuses a
-// non-loopback admin address that has neither.
+// non-loopback admin address that has neither. The TLS files, the token
+// file and the loopback rule are package creds's, shared with the gRPC
+// listener and the config checks; the TLS files are read again when they
+// change, so a rotated certificate serves new connections without a
+// restart.
 //
 // # Concurrency
 //

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 	adminv1 "github.com/bulkhead-mesh/bulkhead/proto/bulkhead/admin/v1"
 )
 
@@ -93,13 +94,16 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
 
 // HTTPServer returns an http.Server for Handler: HTTP/1.1 and HTTP/2, over
-// TLS when tlsCfg is not nil (use ServeTLS(ln, "", "")), otherwise
-// cleartext HTTP/2 with prior knowledge (h2c), as gRPC clients speak it.
-func (s *Server) HTTPServer(tlsCfg *tls.Config) *http.Server {
+// TLS from tlsFiles when it is not nil (use ServeTLS(ln, "", ""); each
+// handshake serves the files' current certificate), otherwise cleartext
+// HTTP/2 with prior knowledge (h2c), as gRPC clients speak it.
+func (s *Server) HTTPServer(tlsFiles *creds.TLS) *http.Server {
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
-	if tlsCfg != nil {
+	var tlsCfg *tls.Config
+	if tlsFiles != nil {
 		p.SetHTTP2(true)
+		tlsCfg = tlsFiles.ServerConfig(nextProtos...)
 	} else {
 		p.SetUnencryptedHTTP2(true)
 	}
@@ -114,16 +118,16 @@ func (s *Server) HTTPServer(tlsCfg *tls.Config) *http.Server {
 	}
 }
 
-// Serve serves the admin API on ln (over TLS when tlsCfg is not nil) until
+// Serve serves the admin API on ln (over TLS when tlsFiles is not nil) until
 // ctx ends, then stops: watch streams end, calls in flight get the
 // shutdown timeout to finish. It returns after every goroutine it started
 // has stopped; the error is nil after ctx ended, else the server's error.
 // Serve closes ln.
-func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsCfg *tls.Config) error {
-	hs := s.HTTPServer(tlsCfg)
+func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsFiles *creds.TLS) error {
+	hs := s.HTTPServer(tlsFiles)
 	done := make(chan error, 1)
 	go func() {
-		if tlsCfg != nil {
+		if tlsFiles != nil {
 			done <- hs.ServeTLS(ln, "", "")
 		} else {
 			done <- hs.Serve(ln)

@@ -1,9 +1,10 @@
 package config
 
 import (
-	"net"
 	"os"
 	"strings"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 )
 
 // Field paths of the admin section.
@@ -21,7 +22,7 @@ func (d *decoder) envToken(c *Config) {
 		return
 	}
 	tok := strings.TrimSpace(v)
-	switch reason := tokenProblem(tok); reason {
+	switch reason := creds.TokenProblem(tok); reason {
 	case "":
 		c.Admin.Token = tok
 	case "is empty":
@@ -40,7 +41,7 @@ func (d *decoder) admin(c *Config) {
 			d.got(keyTokenFile, c.Admin.TokenFile))
 	}
 	if !c.Admin.Secured() && !d.anyBad("listen.admin", keyTokenFile, keyClientCA, envAdminToken) &&
-		!isLoopback(c.Listen.Admin) {
+		!creds.IsLoopback(c.Listen.Admin) {
 		d.ps.add("listen.admin", "binding to a non-loopback address requires admin.token_file, "+
 			envAdminToken+" or admin.tls.client_ca_file", d.got("listen.admin", c.Listen.Admin))
 	}
@@ -52,25 +53,10 @@ func (d *decoder) admin(c *Config) {
 // adminFiles checks that each file the admin section names can be read and
 // holds what it should. Problems show the path, never a file's content.
 func (d *decoder) adminFiles(a Admin) {
-	if data := d.file(keyTokenFile, a.TokenFile, MaxTokenSize); data != nil {
-		if reason := tokenProblem(strings.TrimSpace(string(data))); reason != "" {
+	if data := d.file(keyTokenFile, a.TokenFile, creds.MaxTokenSize); data != nil {
+		if reason := creds.TokenProblem(strings.TrimSpace(string(data))); reason != "" {
 			d.ps.add(keyTokenFile, "the token it holds "+reason, d.got(keyTokenFile, a.TokenFile))
 		}
 	}
 	d.tlsContents(keyAdminTLS, a.TLS)
-}
-
-// isLoopback reports whether the listen address addr binds only to the
-// loopback interface: "localhost" or a loopback IP. An empty host (all
-// interfaces), another name or an unparsable address is not.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

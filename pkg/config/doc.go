@@ -11,7 +11,8 @@
 // variable BULKHEAD_ADMIN_TOKEN (the token itself), and it never appears in
 // an error or when a Config is printed. Load also checks that the admin
 // token and the TLS files (admin.tls, listen.grpc_tls; one set of checks for
-// both) can be read and hold a token, certificates and a matching key.
+// both) can be read and hold a token, certificates and a matching key,
+// with the functions of package creds, which the listeners serve them with.
 // Lists (authz.trusted_priority_sources) come from the environment as one
 // comma-separated value. Parse reads defaults and YAML only, touching neither the
 // environment nor the file system, for tests and fuzzing. Both decode and
@@ -34,8 +35,8 @@
 // "SOURCE: FIELD.PATH: reason (got VALUE)", and the error is an
 // *InvalidError wrapping ErrInvalid. A YAML syntax error wraps ErrSyntax and
 // names the source and, where YAML knows it, the line. Among the rules: the
-// admin listener must be a loopback address unless a token or mTLS is
-// configured, so that the daemon refuses to start exposed.
+// admin listener must be a loopback address (creds.IsLoopback) unless a
+// token or mTLS is configured, so that the daemon refuses to start exposed.
 //
 // Watch follows the file (in-place writes, rename-over writes and the
 // Kubernetes ConfigMap symlink swap) and hands each changed version, loaded

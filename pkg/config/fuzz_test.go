@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 )
 
 func FuzzParse(f *testing.F) {
@@ -94,7 +95,7 @@ func FuzzParse(f *testing.F) {
 		if c.Limits.MaxTenants < 1 || c.Limits.MaxTenants > MaxTenantsCeiling {
 			t.Fatalf("max_tenants %d accepted", c.Limits.MaxTenants)
 		}
-		if !isLoopback(c.Listen.Admin) && !c.Admin.Secured() {
+		if !creds.IsLoopback(c.Listen.Admin) && !c.Admin.Secured() {
 			t.Fatalf("admin listener %q accepted without a token or mTLS", c.Listen.Admin)
 		}
 		if tls := c.Admin.TLS; (tls.CertFile == "") != (tls.KeyFile == "") || tls.ClientCAFile != "" && tls.CertFile == "" {

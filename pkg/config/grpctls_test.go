@@ -1,13 +1,10 @@
 package config
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -97,57 +94,5 @@ func TestGRPCTLSEnv(t *testing.T) {
 	if want := "config: listen.grpc_tls.key_file: file does not exist (got " + fmt.Sprintf("%q", p.key) +
 		" from BULKHEAD_LISTEN_GRPC_TLS_KEY_FILE)"; err == nil || !hasLineWithPrefix(err.Error(), want) {
 		t.Errorf("error = %v, want a line %q", err, want)
-	}
-}
-
-// read is ReadPEM then Parse.
-func read(t TLSFiles) (tls.Certificate, *x509.CertPool, error) {
-	p, err := t.ReadPEM()
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	return t.Parse(p)
-}
-
-func TestTLSFilesRead(t *testing.T) {
-	p := writePKI(t)
-	files := TLSFiles{CertFile: p.cert, KeyFile: p.key, ClientCAFile: p.ca}
-	pair, pool, err := read(files)
-	if err != nil || pair.Leaf == nil || pair.Leaf.Subject.CommonName != "bulkhead" || pool == nil {
-		t.Fatalf("read = %v, %v, %v", pair.Leaf, pool, err)
-	}
-	if _, pool, err := read(TLSFiles{CertFile: p.cert, KeyFile: p.key}); err != nil || pool != nil {
-		t.Fatalf("read without a CA = pool %v, %v", pool, err)
-	}
-	a, err := files.ReadPEM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := files.ReadPEM()
-	if !a.Equal(b) || a.Equal(TLSPEM{Cert: a.Cert, Key: a.Key}) {
-		t.Error("TLSPEM.Equal")
-	}
-	absent := filepath.Join(p.dir, "absent")
-	for _, tt := range []struct {
-		name  string
-		files TLSFiles
-		is    error
-		names string
-	}{
-		{"missing certificate", TLSFiles{CertFile: absent, KeyFile: p.key}, os.ErrNotExist, absent},
-		{"missing key", TLSFiles{CertFile: p.cert, KeyFile: absent}, os.ErrNotExist, absent},
-		{"wrong key", TLSFiles{CertFile: p.cert, KeyFile: p.otherKey}, nil, p.otherKey},
-		{"CA without certificate", TLSFiles{CertFile: p.cert, KeyFile: p.key, ClientCAFile: p.key}, ErrNoCertificate, p.key},
-		{"CA a directory", TLSFiles{CertFile: p.cert, KeyFile: p.key, ClientCAFile: p.dir}, errNotRegular, p.dir},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := read(tt.files)
-			if err == nil || tt.is != nil && !errors.Is(err, tt.is) || !strings.Contains(err.Error(), tt.names) {
-				t.Fatalf("Read error = %v, want one naming %s (is %v)", err, tt.names, tt.is)
-			}
-			if strings.Contains(err.Error(), "PRIVATE KEY") {
-				t.Fatalf("error shows a key: %v", err)
-			}
-		})
 	}
 }

@@ -7,13 +7,15 @@
 //
 // The gRPC listener is bounded (listen.grpc_max_recv_bytes per message,
 // listen.grpc_max_concurrent_streams per connection, 64 KiB of metadata per
-// request) and, with listen.grpc_tls, serves TLS or mutual TLS. Its
-// certificate, key and client CA bundle are read again when they change
-// (checked at most once a second, on handshakes: no goroutine), so a rotated
-// certificate serves new connections without a restart. The package also
-// adds a few series to the daemon's registry: inputs the Check path
-// distrusted or ignored (bulkhead_untrusted_priority_total,
-// bulkhead_invalid_inputs_total) and the TLS reloads.
+// request) and, with listen.grpc_tls, serves TLS or mutual TLS; the admin
+// listener does the same with admin.tls. Both load their files with
+// creds.TLS: the certificate, key and client CA bundle are read again when
+// they change (checked at most once a second, on handshakes: no
+// goroutine), so a rotated certificate serves new connections without a
+// restart. The package also adds a few series to the daemon's registry:
+// inputs the Check path distrusted or ignored
+// (bulkhead_untrusted_priority_total, bulkhead_invalid_inputs_total) and
+// each TLS listener's reloads (bulkhead_grpc_tls_…, bulkhead_admin_tls_…).
 //
 // Runner.Run owns every goroutine it starts and returns only after all of
 // them have stopped. Shutdown, when its context ends: readiness and gRPC

@@ -1,24 +1,34 @@
 package server
 
 import (
-	"crypto/x509"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 )
 
 // extraMetrics are the series this package adds to the daemon's registry:
-// what the Check path distrusted or ignored, and the gRPC listener's TLS
-// reloads. Labels are configured bulkhead names and fixed sets only.
+// what the Check path distrusted or ignored, and the TLS reloads of the
+// gRPC and admin listeners. Labels are configured bulkhead names and fixed
+// sets only.
 type extraMetrics struct {
-	untrusted   *prometheus.CounterVec
-	invalid     *prometheus.CounterVec
-	tlsReloads  *prometheus.CounterVec
-	tlsNotAfter prometheus.Gauge
+	untrusted *prometheus.CounterVec
+	invalid   *prometheus.CounterVec
+	tls       map[string]*tlsSeries // by listener; written before any load
 }
 
-var _ authz.InputRecorder = (*extraMetrics)(nil)
+// tlsSeries are one listener's TLS series.
+type tlsSeries struct {
+	reloads  *prometheus.CounterVec
+	notAfter prometheus.Gauge
+}
+
+var (
+	_ authz.InputRecorder = (*extraMetrics)(nil)
+	_ creds.Recorder      = (*extraMetrics)(nil)
+)
 
 func newExtraMetrics(reg prometheus.Registerer) (*extraMetrics, error) {
 	m := &extraMetrics{
@@ -30,16 +40,9 @@ func newExtraMetrics(reg prometheus.Registerer) (*extraMetrics, error) {
 			Name: "bulkhead_invalid_inputs_total",
 			Help: "Check inputs ignored: tenant header values over the length bound (no tenant), x-bulkhead-node metadata that is not a valid node id.",
 		}, []string{"input"}),
-		tlsReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bulkhead_grpc_tls_reloads_total",
-			Help: "Loads of the gRPC listener's TLS files (at start and after each change), by result; a failure keeps the previous certificate.",
-		}, []string{"result"}),
-		tlsNotAfter: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "bulkhead_grpc_tls_not_after_timestamp_seconds",
-			Help: "Expiry (Unix time) of the certificate the gRPC listener serves; absent without listen.grpc_tls.",
-		}),
+		tls: make(map[string]*tlsSeries),
 	}
-	for _, c := range []prometheus.Collector{m.untrusted, m.invalid, m.tlsReloads} {
+	for _, c := range []prometheus.Collector{m.untrusted, m.invalid} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -58,20 +61,42 @@ func (m *extraMetrics) UntrustedPriority(dependency string) {
 // InvalidInput implements authz.InputRecorder.
 func (m *extraMetrics) InvalidInput(input string) { m.invalid.WithLabelValues(input).Inc() }
 
-// registerTLS adds the TLS series; only a daemon serving TLS has them.
-func (m *extraMetrics) registerTLS(reg prometheus.Registerer) error {
-	for _, r := range []string{"success", "failure"} {
-		m.tlsReloads.WithLabelValues(r)
+// registerTLS adds the series of listener's TLS (bulkhead_<listener>_tls_…),
+// configured at setting; only a listener serving TLS has them. Call it
+// before the listener's files are loaded.
+func (m *extraMetrics) registerTLS(reg prometheus.Registerer, listener, setting string) error {
+	s := &tlsSeries{
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkhead_" + listener + "_tls_reloads_total",
+			Help: "Loads of the TLS files of " + setting + " (at start and after each change), by result; a failure keeps the previous certificate.",
+		}, []string{"result"}),
+		notAfter: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bulkhead_" + listener + "_tls_not_after_timestamp_seconds",
+			Help: "Expiry (Unix time) of the certificate the " + listener + " listener serves; absent without " + setting + ".",
+		}),
 	}
-	return reg.Register(m.tlsNotAfter)
+	for _, r := range []string{"success", "failure"} {
+		s.reloads.WithLabelValues(r)
+	}
+	for _, c := range []prometheus.Collector{s.reloads, s.notAfter} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	m.tls[listener] = s
+	return nil
 }
 
-// TLSReloaded implements tlsRecorder.
-func (m *extraMetrics) TLSReloaded(ok bool, leaf *x509.Certificate) {
-	if !ok {
-		m.tlsReloads.WithLabelValues("failure").Inc()
+// Reloaded implements creds.Recorder.
+func (m *extraMetrics) Reloaded(listener string, ok bool, notAfter time.Time) {
+	s := m.tls[listener]
+	if s == nil {
 		return
 	}
-	m.tlsReloads.WithLabelValues("success").Inc()
-	m.tlsNotAfter.Set(float64(leaf.NotAfter.Unix()))
+	if !ok {
+		s.reloads.WithLabelValues("failure").Inc()
+		return
+	}
+	s.reloads.WithLabelValues("success").Inc()
+	s.notAfter.Set(float64(notAfter.Unix()))
 }

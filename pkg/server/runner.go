@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +30,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/control"
+	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
@@ -57,9 +57,9 @@ type Runner struct {
 	promReg  *prometheus.Registry
 	authz    *authz.Server
 	extra    *extraMetrics
-	grpcTLS  *certReloader // nil without listen.grpc_tls
+	grpcTLS  *grpcTLS // nil without listen.grpc_tls
 	admin    *admin.Server
-	adminTLS *tls.Config
+	adminTLS *creds.TLS // nil without admin.tls
 	als      *accesslog.Server
 	nodes    *accesslog.Nodes // nil when leases.node_grace is 0
 	ready    atomic.Bool
@@ -84,13 +84,13 @@ func WithConfigWatch(path string, flags *pflag.FlagSet) Option {
 // (default 5s).
 func WithDrainTimeout(d time.Duration) Option { return func(r *Runner) { r.drain = d } }
 
-// withTLSCheckInterval sets how often, at most, the gRPC listener's TLS
-// files are checked for changes (default DefaultTLSCheckInterval).
+// withTLSCheckInterval sets how often, at most, the listeners' TLS files
+// are checked for changes (default creds.DefaultCheckInterval).
 func withTLSCheckInterval(d time.Duration) Option { return func(r *Runner) { r.tlsCheck = d } }
 
 // New builds a runner for cfg. It starts nothing.
 func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) {
-	r := &Runner{cfg: cfg, log: log, drain: 5 * time.Second, promReg: prometheus.NewRegistry(), tlsCheck: DefaultTLSCheckInterval}
+	r := &Runner{cfg: cfg, log: log, drain: 5 * time.Second, promReg: prometheus.NewRegistry(), tlsCheck: creds.DefaultCheckInterval}
 	for _, o := range opts {
 		o(r)
 	}
@@ -105,13 +105,11 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		return nil, err
 	}
 	if cfg.Listen.GRPCTLS.Enabled() {
-		if err := r.extra.registerTLS(r.promReg); err != nil {
+		t, err := r.listenerTLS("grpc", "listen.grpc_tls", cfg.Listen.GRPCTLS)
+		if err != nil {
 			return nil, err
 		}
-		if r.grpcTLS, err = newCertReloader(cfg.Listen.GRPCTLS, log.With("component", "grpc-tls"), r.extra,
-			clock.Real{}, r.tlsCheck); err != nil {
-			return nil, err
-		}
+		r.grpcTLS = &grpcTLS{t}
 	}
 	r.Ledger = permit.NewMemory(clock.Real{}, permit.WithObserver(m), permit.WithSweepInterval(cfg.Leases.SweepInterval),
 		permit.WithMaxLeases(cfg.Leases.MaxPermits))
@@ -135,8 +133,10 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	if err != nil {
 		return nil, fmt.Errorf("admin.token_file: %w", err)
 	}
-	if r.adminTLS, err = admin.TLSConfig(cfg.Admin.TLS.CertFile, cfg.Admin.TLS.KeyFile, cfg.Admin.TLS.ClientCAFile); err != nil {
-		return nil, fmt.Errorf("admin.tls: %w", err)
+	if cfg.Admin.TLS.Enabled() {
+		if r.adminTLS, err = r.listenerTLS("admin", "admin.tls", cfg.Admin.TLS); err != nil {
+			return nil, err
+		}
 	}
 	if err := admin.CheckListen(cfg.Listen.Admin, auth, r.adminTLS); err != nil {
 		return nil, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
@@ -20,7 +19,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin/admintest"
-	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 )
 
@@ -168,15 +166,6 @@ func TestGRPCTLSReload(t *testing.T) {
 			return err == nil && got.Cmp(want) == 0
 		})
 	}
-	certSerial := func(certPEM []byte) *big.Int {
-		t.Helper()
-		block, _ := pem.Decode(certPEM)
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.SerialNumber
-	}
 
 	// 1. Renamed over: key first, then certificate (between the two the pair
 	// does not match; that state is retried, not served).
@@ -186,7 +175,7 @@ func TestGRPCTLSReload(t *testing.T) {
 		t.Fatalf("mid-rotation: serial %v, %v; want the old %v", got, err, first)
 	}
 	replace(t, p.cert, cert2)
-	second := certSerial(cert2)
+	second := certSerial(t, cert2)
 	if second.Cmp(first) == 0 {
 		t.Fatal("the CA issued the same serial twice")
 	}
@@ -200,15 +189,15 @@ func TestGRPCTLSReload(t *testing.T) {
 	if err := os.WriteFile(p.cert, cert3, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitSerial("the certificate written in place served", certSerial(cert3))
+	waitSerial("the certificate written in place served", certSerial(t, cert3))
 
 	// 3. A broken certificate keeps the last good one, counted once
 	// however many handshakes see it.
 	failuresBefore := counter(t, rn, "bulkhead_grpc_tls_reloads_total", "failure")
 	replace(t, p.cert, []byte("not a certificate"))
 	for range 3 {
-		if got, err := serial(addr, client); err != nil || got.Cmp(certSerial(cert3)) != 0 {
-			t.Fatalf("with a broken certificate file: serial %v, %v; want the last good %v", got, err, certSerial(cert3))
+		if got, err := serial(addr, client); err != nil || got.Cmp(certSerial(t, cert3)) != 0 {
+			t.Fatalf("with a broken certificate file: serial %v, %v; want the last good %v", got, err, certSerial(t, cert3))
 		}
 	}
 	if got := counter(t, rn, "bulkhead_grpc_tls_reloads_total", "failure"); got != failuresBefore+1 {
@@ -218,7 +207,7 @@ func TestGRPCTLSReload(t *testing.T) {
 	cert4, key4 := p.serverCA.Issue(t, "bulkhead", true)
 	replace(t, p.key, key4)
 	replace(t, p.cert, cert4)
-	waitSerial("a good certificate after a broken one", certSerial(cert4))
+	waitSerial("a good certificate after a broken one", certSerial(t, cert4))
 
 	// 4. The client CA rotates too: Envoy's old certificate is refused on new
 	// connections, one from the new CA is accepted.
@@ -296,72 +285,4 @@ func counter(t *testing.T, rn *running, name, labelValue string) float64 {
 		}
 	}
 	return 0
-}
-
-// fakeTLSRecorder counts loads.
-type fakeTLSRecorder struct{ ok, failed int }
-
-func (f *fakeTLSRecorder) TLSReloaded(ok bool, _ *x509.Certificate) {
-	if ok {
-		f.ok++
-	} else {
-		f.failed++
-	}
-}
-
-// The files are read at most once per interval, however many handshakes
-// come; a change shows from the first handshake after the interval.
-func TestCertReloaderChecksOncePerInterval(t *testing.T) {
-	p := writeServerPKI(t)
-	clk := clock.NewFake(time.Now())
-	rec := &fakeTLSRecorder{}
-	c, err := newCertReloader(config.TLSFiles{CertFile: p.cert, KeyFile: p.key}, slogDiscard(), rec, clk, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leafSerial := func() *big.Int {
-		t.Helper()
-		cfg, err := c.configForClient(&tls.ClientHelloInfo{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cfg.ClientAuth != tls.NoClientCert || cfg.ClientCAs != nil {
-			t.Fatal("client certificates required without client_ca_file")
-		}
-		return cfg.Certificates[0].Leaf.SerialNumber
-	}
-	first := leafSerial()
-	cert, key := p.serverCA.Issue(t, "bulkhead", true)
-	replace(t, p.key, key)
-	replace(t, p.cert, cert)
-	clk.Advance(999 * time.Millisecond)
-	for range 100 {
-		if leafSerial().Cmp(first) != 0 {
-			t.Fatal("files read again within the interval")
-		}
-	}
-	clk.Advance(time.Millisecond)
-	if second := leafSerial(); second.Cmp(first) == 0 {
-		t.Fatal("the rotated certificate not served after the interval")
-	}
-	if rec.ok != 2 || rec.failed != 0 {
-		t.Fatalf("loads ok=%d failed=%d, want 2 and 0", rec.ok, rec.failed)
-	}
-	// Unchanged files: read, not loaded again.
-	clk.Advance(time.Hour)
-	leafSerial()
-	if rec.ok != 2 {
-		t.Fatalf("unchanged files loaded again: ok=%d", rec.ok)
-	}
-	// A missing file is one failure, however long it lasts.
-	if err := os.Remove(p.key); err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		clk.Advance(time.Hour)
-		leafSerial()
-	}
-	if rec.failed != 1 {
-		t.Fatalf("failures = %d, want 1", rec.failed)
-	}
 }
