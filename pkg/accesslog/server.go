@@ -58,7 +58,13 @@ type Server struct {
 	log       *slog.Logger
 	clock     clock.Clock
 	heartbeat Heartbeat
-	bulkheads Bulkheads    // nil: no adoption
+	bulkheads Bulkheads // nil: no adoption
+	// adoptUntil ends the adoption of unknown tokens: one interval past one
+	// TTL after the server was built. A permit of an earlier process whose
+	// request still runs is heard of before then, or it has expired; later,
+	// every live permit is known or remembered, and an unknown token in a
+	// periodic entry is a forgery (or forgotten): it is not adopted.
+	adoptUntil time.Time
 	silent    *SilentNodes // nil: silent nodes are not remembered
 }
 
@@ -91,6 +97,7 @@ func New(l Ledger, rec Recorder, log *slog.Logger, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
+	s.adoptUntil = s.clock.Now().Add(s.heartbeat.TTL + s.heartbeat.Interval)
 	return s
 }
 
@@ -218,6 +225,11 @@ func (s *Server) renew(st *stream, e *entry) {
 		return
 	case permit.Expired:
 		s.rec.HeartbeatProblem(ProblemRenewedAfterExpiry)
+	default:
+		if !s.clock.Now().Before(s.adoptUntil) {
+			s.rec.LogEntry("unknown")
+			return
+		}
 	}
 	s.adopt(st, e)
 }

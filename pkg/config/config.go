@@ -100,10 +100,17 @@ type Authz struct {
 type Leases struct {
 	DefaultTTL    time.Duration // lease_ttl of bulkheads that set none
 	SweepInterval time.Duration // how often expired leases are reclaimed
-	// NodeGrace is how long an Envoy node may go without an access-log
-	// stream and without a Check before its permits are released (source
-	// node_lost), well before their leases; 0 turns this off. At least 0.
-	NodeGrace time.Duration
+	// HeartbeatInterval is Envoy's access_log_flush_interval: how often it
+	// logs each request in flight. 0 turns heartbeat leases off: permits
+	// then last their bulkhead's lease_ttl.
+	HeartbeatInterval time.Duration
+	// HeartbeatTTL is the lease of every permit while heartbeats are on,
+	// renewed by each periodic entry; at least twice HeartbeatInterval.
+	HeartbeatTTL time.Duration
+	// RecoveryWindow is how long a starting daemon pauses admissions while
+	// the periodic entries of requests already running are adopted; 0 admits
+	// at once. Used only while heartbeats are on.
+	RecoveryWindow time.Duration
 	// MaxRouteTTL caps the lease a route may ask for with
 	// context_extensions lease_ttl; positive.
 	MaxRouteTTL time.Duration

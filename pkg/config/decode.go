@@ -132,6 +132,9 @@ func (d *decoder) section(path string, raw any, sec *section) (map[string]any, b
 		case key == "admin.token":
 			d.ps.add(key, "unknown field: the token is never written in this file; "+
 				"use admin.token_file or the environment variable "+envAdminToken, "")
+		case key == "leases.node_grace":
+			d.ps.add(key, "removed: heartbeat leases (leases.heartbeat_interval, leases.heartbeat_ttl) reclaim a dead "+
+				"Envoy's permits within seconds, whatever its node id; delete this setting", "")
 		case !known:
 			d.ps.add(key, unknownField(k, sec.names), "")
 		case v == nil:

@@ -91,8 +91,14 @@ func TestParseInvalid(t *testing.T) {
 		{"default ttl zero", "leases: {default_ttl: 0}\n", "leases.default_ttl: must be positive (got 0s)"},
 		{"default ttl bare number", "leases: {default_ttl: 60}\n", `leases.default_ttl: must be a duration with a unit, like "500ms" or "1m30s" (got 60)`},
 		{"sweep interval negative", "leases: {sweep_interval: -1s}\n", "leases.sweep_interval: must be positive (got -1s)"},
-		{"node grace negative", "leases: {node_grace: -5s}\n", "leases.node_grace: must not be negative (0 turns node-lost reclamation off) (got -5s)"},
-		{"node grace bare number", "leases: {node_grace: 5}\n", `leases.node_grace: must be a duration with a unit, like "500ms" or "1m30s" (got 5)`},
+		{"node grace removed", "leases: {node_grace: 5s}\n", "leases.node_grace: removed: heartbeat leases (leases.heartbeat_interval, " +
+			"leases.heartbeat_ttl) reclaim a dead Envoy's permits within seconds, whatever its node id; delete this setting"},
+		{"heartbeat interval too short", "leases: {heartbeat_interval: 10ms}\n", "leases.heartbeat_interval: must be 0 (heartbeat leases off) or at least 100ms (got 10ms)"},
+		{"heartbeat interval bare number", "leases: {heartbeat_interval: 5}\n", `leases.heartbeat_interval: must be a duration with a unit, like "500ms" or "1m30s" (got 5)`},
+		{"heartbeat ttl too short", "leases: {heartbeat_interval: 2s, heartbeat_ttl: 3s}\n", "leases.heartbeat_ttl: must be at least twice " +
+			"leases.heartbeat_interval, so that one late periodic entry never ends a running request's permit (got 3s)"},
+		{"recovery window too short", "leases: {recovery_window: 500ms}\n", "leases.recovery_window: must be 0 (admit at once after a start) " +
+			"or between leases.heartbeat_interval and leases.heartbeat_ttl (got 500ms)"},
 		{"max route ttl zero", "leases: {max_route_ttl: 0s}\n", "leases.max_route_ttl: must be positive (got 0s)"},
 		{"max connection age too short", "listen: {grpc_max_connection_age: 500ms}\n",
 			"listen.grpc_max_connection_age: must be 0 (off) or at least 1s (got 500ms)"},

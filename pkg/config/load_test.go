@@ -110,7 +110,7 @@ bulkheads: {catalog: {max_concurrent: 1}}
 			return c.Leases.DefaultTTL == 2*time.Minute && c.Bulkheads["catalog"].LeaseTTL == 2*time.Minute
 		}},
 		{"BULKHEAD_LEASES_SWEEP_INTERVAL", "250ms", func(c *Config) bool { return c.Leases.SweepInterval == 250*time.Millisecond }},
-		{"BULKHEAD_LEASES_NODE_GRACE", "0", func(c *Config) bool { return c.Leases.NodeGrace == 0 }},
+		{"BULKHEAD_LEASES_HEARTBEAT_INTERVAL", "0", func(c *Config) bool { return c.Leases.HeartbeatInterval == 0 }},
 		{"BULKHEAD_LEASES_MAX_ROUTE_TTL", "90s", func(c *Config) bool { return c.Leases.MaxRouteTTL == 90*time.Second }},
 		{"BULKHEAD_LISTEN_GRPC_MAX_CONNECTION_AGE", "30m", func(c *Config) bool { return c.Listen.GRPCMaxConnectionAge == 30*time.Minute }},
 		{"BULKHEAD_LISTEN_GRPC_MAX_CONNECTION_AGE_GRACE", "2s", func(c *Config) bool {

@@ -32,7 +32,8 @@ func defaults() *Config {
 			RetryAfter:      time.Second,
 		},
 		Leases: Leases{DefaultTTL: time.Minute, SweepInterval: 500 * time.Millisecond,
-			NodeGrace: 5 * time.Second, MaxRouteTTL: 10 * time.Minute, MaxPermits: 1_000_000},
+			HeartbeatInterval: time.Second, HeartbeatTTL: 3 * time.Second, RecoveryWindow: 1500 * time.Millisecond,
+			MaxRouteTTL: 10 * time.Minute, MaxPermits: 1_000_000},
 		Limits:    Limits{MaxBulkheads: 1000, MaxTenants: 1000},
 		Bulkheads: map[string]Bulkhead{},
 		Source:    testSource,
@@ -67,7 +68,7 @@ authz:
   retry_after: 2s
   tenant_header: x-tenant-id
   trusted_priority_sources: [127.0.0.0/8, "::1/128", 10.1.0.0/16]
-leases: {default_ttl: 5m, sweep_interval: 1s, node_grace: 2s, max_route_ttl: 1h, max_permits: 100000000}
+leases: {default_ttl: 5m, sweep_interval: 1s, heartbeat_interval: 2s, heartbeat_ttl: 5s, recovery_window: 3s, max_route_ttl: 1h, max_permits: 100000000}
 limits: {max_bulkheads: 1, max_tenants: 1000000}
 admin:
   token_file: /run/secrets/admin-token
@@ -88,8 +89,8 @@ bulkheads:
 					TrustedPrioritySources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"),
 						netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("10.1.0.0/16")},
 				}
-				c.Leases = Leases{DefaultTTL: 5 * time.Minute, SweepInterval: time.Second, NodeGrace: 2 * time.Second,
-					MaxRouteTTL: time.Hour, MaxPermits: 100_000_000}
+				c.Leases = Leases{DefaultTTL: 5 * time.Minute, SweepInterval: time.Second, HeartbeatInterval: 2 * time.Second,
+					HeartbeatTTL: 5 * time.Second, RecoveryWindow: 3 * time.Second, MaxRouteTTL: time.Hour, MaxPermits: 100_000_000}
 				c.Limits = Limits{MaxBulkheads: 1, MaxTenants: 1000000}
 				c.Admin = Admin{TokenFile: "/run/secrets/admin-token",
 					TLS: TLSFiles{CertFile: "/tls/tls.crt", KeyFile: "/tls/tls.key", ClientCAFile: "/tls/ca.crt"}}
@@ -161,7 +162,7 @@ bulkheads:
 				}
 			},
 		},
-		{"node grace off", "leases: {node_grace: 0}\n", func(c *Config) { c.Leases.NodeGrace = 0 }},
+		{"heartbeats off", "leases: {heartbeat_interval: 0}\n", func(c *Config) { c.Leases.HeartbeatInterval = 0 }},
 		{"max connection age at its minimum", "listen: {grpc_max_connection_age: 1s, grpc_max_connection_age_grace: 1ms}\n", func(c *Config) {
 			c.Listen.GRPCMaxConnectionAge, c.Listen.GRPCMaxConnectionAgeGrace = time.Second, time.Millisecond
 		}},

@@ -19,7 +19,6 @@ const (
 	DefaultListenGRPC      = "127.0.0.1:9001"
 	DefaultListenHTTP      = "127.0.0.1:9090"
 	DefaultListenAdmin     = "127.0.0.1:9091"
-	DefaultNodeGrace       = 5 * time.Second
 	DefaultMaxConnAgeGrace = 10 * time.Second
 	minMaxConnAge          = time.Second
 	DefaultMaxBulkheads    = 1000
@@ -27,6 +26,7 @@ const (
 	DefaultMaxTenants      = 1000
 	MaxTenantsCeiling      = 1000000 // limits.max_tenants may not exceed it
 	maxDeadlineMarginLimit = time.Second
+	minHeartbeatInterval   = 100 * time.Millisecond
 
 	DefaultGRPCMaxRecvBytes         = 4 << 20
 	MinGRPCMaxRecvBytes             = 64 << 10 // a CheckRequest carries every request header
@@ -99,8 +99,12 @@ var scalars = []scalar{
 		duration(func(c *Config) *time.Duration { return &c.Leases.DefaultTTL })},
 	{"leases.sweep_interval", permit.DefaultSweepInterval.String(), "", restartOnly,
 		duration(func(c *Config) *time.Duration { return &c.Leases.SweepInterval })},
-	{"leases.node_grace", DefaultNodeGrace.String(), "", restartOnly,
-		duration(func(c *Config) *time.Duration { return &c.Leases.NodeGrace })},
+	{"leases.heartbeat_interval", permit.DefaultHeartbeatInterval.String(), "", restartOnly,
+		duration(func(c *Config) *time.Duration { return &c.Leases.HeartbeatInterval })},
+	{"leases.heartbeat_ttl", permit.DefaultHeartbeatTTL.String(), "", restartOnly,
+		duration(func(c *Config) *time.Duration { return &c.Leases.HeartbeatTTL })},
+	{"leases.recovery_window", permit.DefaultRecoveryWindow.String(), "", restartOnly,
+		duration(func(c *Config) *time.Duration { return &c.Leases.RecoveryWindow })},
 	{"leases.max_route_ttl", authz.DefaultMaxRouteLeaseTTL.String(), "", reloadable,
 		duration(func(c *Config) *time.Duration { return &c.Leases.MaxRouteTTL })},
 	{"leases.max_permits", permit.DefaultMaxLeases, "", restartOnly, integer(func(c *Config) *int { return &c.Leases.MaxPermits })},
@@ -154,8 +158,9 @@ func envName(key string) string {
 }
 
 // RestartOnly returns the dotted keys of the settings that take effect only
-// at start (listen.*, log.*, leases.sweep_interval, leases.node_grace,
-// leases.max_permits, admin.token_file and admin.tls.*) whose values differ
+// at start (listen.*, log.*, leases.sweep_interval, leases.heartbeat_*,
+// leases.recovery_window, leases.max_permits, admin.token_file and
+// admin.tls.*) whose values differ
 // between prev and next, in the documented order; nil when none does. A
 // reload applies every other setting. The content of the TLS files is not a
 // setting: the listeners re-read the files when they change.

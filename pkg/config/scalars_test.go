@@ -26,8 +26,8 @@ func TestRestartOnly(t *testing.T) {
 		{"grpc tls", func(c *Config) { c.Listen.GRPCTLS.ClientCAFile = "ca.pem" }, []string{"listen.grpc_tls.client_ca_file"}},
 		{"log", func(c *Config) { c.Log = Log{Level: slog.LevelDebug, Format: LogJSON} }, []string{"log.level", "log.format"}},
 		{"leases read at start", func(c *Config) {
-			c.Leases.MaxPermits, c.Leases.NodeGrace, c.Leases.SweepInterval = 7, 0, time.Second
-		}, []string{"leases.sweep_interval", "leases.node_grace", "leases.max_permits"}},
+			c.Leases.MaxPermits, c.Leases.HeartbeatTTL, c.Leases.SweepInterval = 7, 0, time.Second
+		}, []string{"leases.sweep_interval", "leases.heartbeat_ttl", "leases.max_permits"}},
 		{"admin", func(c *Config) { c.Admin.TokenFile, c.Admin.TLS.CertFile = "/t", "/c" },
 			[]string{"admin.token_file", "admin.tls.cert_file"}},
 		{"in documented order", func(c *Config) { c.Admin.TLS.KeyFile, c.Listen.HTTP = "/k", ":0" },
@@ -76,7 +76,7 @@ func TestRestartOnlyKeys(t *testing.T) {
 		"listen.grpc_max_connection_age_grace", "listen.grpc_max_recv_bytes", "listen.grpc_max_concurrent_streams",
 		"listen.grpc_tls.cert_file", "listen.grpc_tls.key_file", "listen.grpc_tls.client_ca_file",
 		"log.level", "log.format",
-		"leases.sweep_interval", "leases.node_grace", "leases.max_permits",
+		"leases.sweep_interval", "leases.heartbeat_interval", "leases.heartbeat_ttl", "leases.recovery_window", "leases.max_permits",
 		"admin.token_file", "admin.tls.cert_file", "admin.tls.key_file", "admin.tls.client_ca_file",
 	}
 	if !slices.Equal(got, want) {

@@ -51,7 +51,16 @@ func (d *decoder) validate(c *Config) {
 
 	d.rule("leases.default_ttl", c.Leases.DefaultTTL, c.Leases.DefaultTTL > 0, "must be positive")
 	d.rule("leases.sweep_interval", c.Leases.SweepInterval, c.Leases.SweepInterval > 0, "must be positive")
-	d.rule("leases.node_grace", c.Leases.NodeGrace, c.Leases.NodeGrace >= 0, "must not be negative (0 turns node-lost reclamation off)")
+	d.rule("leases.heartbeat_interval", c.Leases.HeartbeatInterval,
+		c.Leases.HeartbeatInterval == 0 || c.Leases.HeartbeatInterval >= minHeartbeatInterval,
+		"must be 0 (heartbeat leases off) or at least "+minHeartbeatInterval.String())
+	d.rule("leases.heartbeat_ttl", c.Leases.HeartbeatTTL,
+		c.Leases.HeartbeatInterval == 0 || c.Leases.HeartbeatTTL >= 2*c.Leases.HeartbeatInterval,
+		"must be at least twice leases.heartbeat_interval, so that one late periodic entry never ends a running request's permit")
+	d.rule("leases.recovery_window", c.Leases.RecoveryWindow,
+		c.Leases.HeartbeatInterval == 0 || c.Leases.RecoveryWindow == 0 ||
+			(c.Leases.RecoveryWindow >= c.Leases.HeartbeatInterval && c.Leases.RecoveryWindow <= c.Leases.HeartbeatTTL),
+		"must be 0 (admit at once after a start) or between leases.heartbeat_interval and leases.heartbeat_ttl")
 	d.rule("leases.max_route_ttl", c.Leases.MaxRouteTTL, c.Leases.MaxRouteTTL > 0, "must be positive")
 	d.rule("leases.max_permits", c.Leases.MaxPermits, c.Leases.MaxPermits >= 1 && c.Leases.MaxPermits <= MaxPermitsCeiling,
 		fmt.Sprintf("must be in 1..%d", MaxPermitsCeiling))

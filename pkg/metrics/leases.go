@@ -15,6 +15,7 @@ var heartbeatProblems = []string{"no_periodic_entries", "ended_after_expiry", "r
 type leaseMetrics struct {
 	adopted  *prometheus.CounterVec
 	problems *prometheus.CounterVec
+	paused   prometheus.Gauge
 }
 
 func newLeaseMetrics(reg prometheus.Registerer) (leaseMetrics, error) {
@@ -27,8 +28,12 @@ func newLeaseMetrics(reg prometheus.Registerer) (leaseMetrics, error) {
 			Name: "bulkhead_heartbeat_problems_total",
 			Help: "Signs that an Envoy does not keep its permits' leases alive: no_periodic_entries (a long request ended without one), ended_after_expiry (a request ended after its permit was reclaimed), renewed_after_expiry (a periodic entry came after the lease expired).",
 		}, []string{"problem"}),
+		paused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bulkhead_admissions_paused",
+			Help: "1 while admissions are paused: the recovery window after a start (leases.recovery_window), while running requests' permits are adopted.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{lm.adopted, lm.problems} {
+	for _, c := range []prometheus.Collector{lm.adopted, lm.problems, lm.paused} {
 		if err := reg.Register(c); err != nil {
 			return leaseMetrics{}, err
 		}
@@ -45,6 +50,15 @@ func (m *Metrics) Adopted(dependency string) { m.leases.adopted.WithLabelValues(
 // HeartbeatProblem counts a sign that an Envoy does not heartbeat.
 func (m *Metrics) HeartbeatProblem(problem string) {
 	m.leases.problems.WithLabelValues(problem).Inc()
+}
+
+// AdmissionsPaused sets bulkhead_admissions_paused.
+func (m *Metrics) AdmissionsPaused(paused bool) {
+	v := 0.0
+	if paused {
+		v = 1
+	}
+	m.leases.paused.Set(v)
 }
 
 // OldestSource tells when each bulkhead's oldest live permit was acquired;

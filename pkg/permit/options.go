@@ -12,6 +12,18 @@ const (
 	DefaultSweepInterval = 500 * time.Millisecond
 	DefaultTombstones    = 4096
 
+	// DefaultHeartbeatInterval is how often Envoy logs each request in
+	// flight (its access_log_flush_interval) in the shipped configurations.
+	DefaultHeartbeatInterval = time.Second
+	// DefaultHeartbeatTTL is the lease a periodic entry renews: three
+	// intervals, so that one late or lost entry never ends a running
+	// request's permit.
+	DefaultHeartbeatTTL = 3 * DefaultHeartbeatInterval
+	// DefaultRecoveryWindow is how long a starting daemon pauses admissions
+	// while running requests' periodic entries tell it which permits are in
+	// use: one interval and a half.
+	DefaultRecoveryWindow = DefaultHeartbeatInterval * 3 / 2
+
 	maxShards = 1 << 12
 )
 

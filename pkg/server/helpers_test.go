@@ -48,8 +48,16 @@ type running struct {
 }
 
 // start runs a Runner for cfg until the test ends (or stop is called) and
-// waits for its address file.
+// waits for its address file. Admissions start at once (no recovery
+// window); startRecovering keeps the configured window.
 func start(t *testing.T, cfg *config.Config, opts ...Option) *running {
+	t.Helper()
+	cfg.Leases.RecoveryWindow = 0
+	return startRecovering(t, cfg, opts...)
+}
+
+// startRecovering is start with cfg's recovery window.
+func startRecovering(t *testing.T, cfg *config.Config, opts ...Option) *running {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "addr.json")
 	r, err := New(cfg, slog.New(slog.DiscardHandler), append([]Option{WithAddressFile(path)}, opts...)...)

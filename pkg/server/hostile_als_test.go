@@ -26,7 +26,7 @@ import (
 
 const hostileYAML = `
 listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0", admin: "127.0.0.1:0", grpc_max_recv_bytes: 65536}
-leases: {default_ttl: 30s, sweep_interval: 50ms, node_grace: 300ms}
+leases: {default_ttl: 30s, sweep_interval: 50ms}
 bulkheads:
   catalog: {max_concurrent: 10, max_queue: 20, max_wait: 500ms}
   auth: {max_concurrent: 5}
@@ -126,7 +126,8 @@ func TestHostileAccessLogTokens(t *testing.T) {
 		label string
 		want  float64
 	}{
-		{"released", 3}, {"duplicate", 3}, {"unknown", 5}, {"no_token", 2}, {"not_end", 3}, {"tcp_ignored", 1},
+		// The periodic entry of a live token renews it (without ending it).
+		{"released", 3}, {"duplicate", 3}, {"unknown", 5}, {"no_token", 2}, {"not_end", 2}, {"renewed", 1}, {"tcp_ignored", 1},
 	} {
 		if got := counter(t, rn, "bulkhead_access_log_entries_total", c.label); got != c.want {
 			t.Errorf("access_log_entries_total{result=%q} = %v, want %v", c.label, got, c.want)
@@ -177,49 +178,68 @@ func TestHostileAccessLogOversized(t *testing.T) {
 	}
 }
 
-// A stream from a node no Check came from (or with an invalid id) releases
-// what its tokens name, and its end takes nothing from other nodes: only the
-// permits granted to a node are released when that node is lost.
-func TestHostileAccessLogUnknownNode(t *testing.T) {
-	rn := start(t, parseConfig(t, hostileYAML))
-	held := grant(t, rn, "catalog", "front-proxy")
-	mine := grant(t, rn, "catalog", "front-proxy")
+// A stream may name any node, or none: what it releases is what its tokens
+// name, once. Unknown tokens in periodic entries are adopted only for one
+// heartbeat TTL after the start (a forgery then costs a permit for one TTL
+// at most); later they are ignored.
+func TestHostileAccessLogAdoption(t *testing.T) {
+	const yaml = `
+listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0", admin: "127.0.0.1:0"}
+leases: {sweep_interval: 20ms, heartbeat_interval: 100ms, heartbeat_ttl: 400ms, recovery_window: 200ms}
+bulkheads:
+  catalog: {max_concurrent: 10}
+`
+	rn := start(t, parseConfig(t, yaml))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, node := range []string{"never-seen", "bad node id", strings.Repeat("n", 10000)} {
+	send := func(node string, entries ...*datav3.HTTPAccessLogEntry) {
+		t.Helper()
 		stream, err := alsv3.NewAccessLogServiceClient(rn.conn).StreamAccessLogs(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := stream.Send(logMsg(node)); err != nil {
+		if err := stream.Send(logMsg(node, entries...)); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := stream.CloseAndRecv(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The unknown node is lost after the grace (300ms); front-proxy, which
-	// never had a stream, is not tracked at all.
-	waitFor(t, "the unknown node lost", func() bool { return counter(t, rn, "bulkhead_nodes_lost_total", "") >= 1 })
-	if got := counter(t, rn, "bulkhead_releases_total", "node_lost"); got != 0 {
-		t.Fatalf("releases{node_lost} = %v: losing an unknown node released permits", got)
+	periodic := func(token string) *datav3.HTTPAccessLogEntry {
+		e := logEntry(permit.MetadataNamespace, token, datav3.AccessLogType_DownstreamPeriodic)
+		e.CommonProperties.Metadata.FilterMetadata[permit.MetadataNamespace].Fields[permit.MetadataBulkhead] =
+			structpb.NewStringValue("catalog")
+		return e
 	}
-	if inUse(rn, "catalog") != 2 {
-		t.Fatal("another node's permits were taken")
+	start := time.Now()
+	forged := "AAAAAAAAAAAAAAAAAAAAAA"
+	send("never-seen", periodic(forged), periodic("not a token"), periodic(strings.Repeat("A", 10000)))
+	if time.Since(start) < 400*time.Millisecond {
+		// Within the adoption period the well-formed token is adopted, the
+		// others are not; unrenewed, it expires within its TTL.
+		if got := counter(t, rn, "bulkhead_permits_adopted_total", "catalog"); got != 1 {
+			t.Fatalf("adopted = %v, want 1", got)
+		}
 	}
-	// A token is a capability: any stream naming it releases it, once.
-	stream, err := alsv3.NewAccessLogServiceClient(rn.conn).StreamAccessLogs(ctx)
-	if err != nil {
-		t.Fatal(err)
+	waitFor(t, "the forged permit's lease to end", func() bool { return inUse(rn, "catalog") == 0 })
+	// After the adoption period nothing unknown is adopted, from any node.
+	waitFor(t, "the adoption period to pass", func() bool { return time.Since(start) > 600*time.Millisecond })
+	before := counter(t, rn, "bulkhead_permits_adopted_total", "catalog")
+	send("bad node id", periodic("BBBBBBBBBBBBBBBBBBBBBB"))
+	send("", periodic("CCCCCCCCCCCCCCCCCCCCCC"))
+	if inUse(rn, "catalog") != 0 || counter(t, rn, "bulkhead_permits_adopted_total", "catalog") != before {
+		t.Fatal("an unknown token was adopted after the adoption period")
 	}
-	if err := stream.Send(logMsg("never-seen", logEntry(permit.MetadataNamespace, mine, datav3.AccessLogType_DownstreamEnd))); err != nil {
-		t.Fatal(err)
+	// A real token is a capability: any stream naming it renews it, and
+	// ends it, once.
+	mine := grant(t, rn, "catalog", "front-proxy")
+	send("another-node", periodic(mine))
+	if got := counter(t, rn, "bulkhead_access_log_entries_total", "renewed"); got != 1 {
+		t.Fatalf("renewals = %v, want 1", got)
 	}
-	if _, err := stream.CloseAndRecv(); err != nil {
-		t.Fatal(err)
+	send("another-node", logEntry(permit.MetadataNamespace, mine, datav3.AccessLogType_DownstreamEnd),
+		logEntry(permit.MetadataNamespace, mine, datav3.AccessLogType_DownstreamEnd))
+	if inUse(rn, "catalog") != 0 {
+		t.Fatal("the named permit was not released")
 	}
-	if inUse(rn, "catalog") != 1 {
-		t.Fatal("the named permit was not released, or another was")
-	}
-	rn.r.Ledger.Release(held, permit.Cancel)
 }

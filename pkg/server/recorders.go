@@ -9,7 +9,6 @@ import (
 // The daemon's metrics record what both Envoy-facing servers see. The
 // servers declare what they record; metrics imports neither.
 var (
-	_ authz.Recorder         = (*metrics.Metrics)(nil)
-	_ accesslog.Recorder     = (*metrics.Metrics)(nil)
-	_ accesslog.NodeRecorder = (*metrics.Metrics)(nil)
+	_ authz.Recorder     = (*metrics.Metrics)(nil)
+	_ accesslog.Recorder = (*metrics.Metrics)(nil)
 )

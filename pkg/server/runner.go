@@ -61,7 +61,7 @@ type Runner struct {
 	admin    *admin.Server
 	adminTLS *creds.TLS // nil without admin.tls
 	als      *accesslog.Server
-	nodes    *accesslog.Nodes // nil when leases.node_grace is 0
+	recovery time.Duration // admissions pause this long at start; 0: none
 	ready    atomic.Bool
 }
 
@@ -113,13 +113,19 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	}
 	r.Ledger = permit.NewMemory(clock.Real{}, permit.WithObserver(m), permit.WithSweepInterval(cfg.Leases.SweepInterval),
 		permit.WithMaxLeases(cfg.Leases.MaxPermits))
-	azOpts := []authz.Option{authz.WithLogger(log), authz.WithInputRecorder(r.extra)}
-	var alsOpts []accesslog.Option
-	if cfg.Leases.NodeGrace > 0 {
-		r.nodes = accesslog.NewNodes(r.Ledger, cfg.Leases.NodeGrace,
-			accesslog.WithNodesLogger(log), accesslog.WithNodesRecorder(m))
-		azOpts = append(azOpts, authz.WithNodes(r.nodes))
-		alsOpts = append(alsOpts, accesslog.WithNodes(r.nodes))
+	if err := metrics.RegisterOldest(r.promReg, r.Ledger, time.Now); err != nil {
+		return nil, err
+	}
+	silent := accesslog.NewSilentNodes(log.With("component", "leases"))
+	azOpts := []authz.Option{authz.WithLogger(log), authz.WithInputRecorder(r.extra), authz.WithSilentNodes(silent)}
+	hb := accesslog.Heartbeat{Interval: cfg.Leases.HeartbeatInterval, TTL: cfg.Leases.HeartbeatTTL}
+	alsOpts := []accesslog.Option{accesslog.WithHeartbeat(hb, r.Registry), accesslog.WithSilentNodes(silent)}
+	if hb.On() && cfg.Leases.RecoveryWindow > 0 {
+		// Admit no one until the requests already running have been heard
+		// of (recover, in Run): bulkheads are created paused.
+		r.recovery = cfg.Leases.RecoveryWindow
+		r.Registry.SetPaused(true)
+		m.AdmissionsPaused(true)
 	}
 	r.authz = authz.New(r.Registry, r.Ledger, m, authz.DefaultPolicy(), azOpts...)
 	r.Control = control.New(r.Registry, r.authz, log, control.WithOutcomes(m))
@@ -213,12 +219,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	errc := make(chan error, 3)
 	go func() { errc <- r.Ledger.Run(sweepCtx) }()
-	nodesDone := make(chan struct{})
+	recovered := make(chan struct{})
 	go func() {
-		defer close(nodesDone)
-		if r.nodes != nil {
-			_ = r.nodes.Run(sweepCtx) // returns nil when sweepCtx ends
-		}
+		defer close(recovered)
+		_ = r.recover(sweepCtx) // returns nil when the window passes or sweepCtx ends
 	}()
 	adminCtx, stopAdmin := context.WithCancel(context.Background())
 	adminDone := make(chan error, 1)
@@ -280,7 +284,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	_ = hsrv.Shutdown(shutCtx)
 	cancel()
 	stopSweep()
-	<-nodesDone
+	<-recovered
 	<-watchDone
 	stopAdmin()
 	if err := <-adminDone; err != nil {
@@ -339,4 +343,25 @@ func (r *Runner) reload(cfg *config.Config, err error) {
 		return
 	}
 	r.Metrics.Reload(true)
+}
+
+// recover ends the recovery window: once r.recovery has passed since the
+// listeners started, or when ctx ends, it resumes admissions. Meanwhile the
+// periodic access-log entries of requests that were running before this
+// process started are adopted, so the limits count them before anyone new
+// is admitted.
+func (r *Runner) recover(ctx context.Context) error {
+	if r.recovery <= 0 {
+		return nil
+	}
+	t := time.NewTimer(r.recovery)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		r.log.Info("recovery window over: admitting", "window", r.recovery, "permits_adopted", r.Ledger.Len())
+	case <-ctx.Done():
+	}
+	r.Registry.SetPaused(false)
+	r.Metrics.AdmissionsPaused(false)
+	return nil
 }

@@ -260,9 +260,9 @@ func TestGRPCTLSDefaultsOff(t *testing.T) {
 	}
 }
 
-// counter reads one series of a counter (vector) from the runner's
-// registry: the one with a label of value labelValue, or the unlabelled one
-// for "".
+// counter reads one series of a counter or gauge (vector) from the
+// runner's registry: the one with a label of value labelValue, or the
+// unlabelled one for "".
 func counter(t *testing.T, rn *running, name, labelValue string) float64 {
 	t.Helper()
 	mfs, err := rn.r.promReg.Gather()
@@ -275,11 +275,11 @@ func counter(t *testing.T, rn *running, name, labelValue string) float64 {
 		}
 		for _, m := range mf.GetMetric() {
 			if labelValue == "" && len(m.GetLabel()) == 0 {
-				return m.GetCounter().GetValue()
+				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 			for _, l := range m.GetLabel() {
 				if l.GetValue() == labelValue {
-					return m.GetCounter().GetValue()
+					return m.GetCounter().GetValue() + m.GetGauge().GetValue()
 				}
 			}
 		}
