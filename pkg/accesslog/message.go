@@ -35,8 +35,8 @@ type entry struct {
 	// bulkhead is the permit's bulkhead in the same metadata, or empty; it
 	// is valid until the next message is read (it points into the arena).
 	bulkhead []byte
-	code  uint32 // response.response_code
-	flags flags  // common_properties.response_flags
+	code     uint32 // response.response_code
+	flags    flags  // common_properties.response_flags
 	// The upstream's part, from common_properties: time to the first
 	// upstream byte sent and to the last one received, from the start of
 	// the request; unset when Envoy sent nothing upstream.

@@ -65,7 +65,7 @@ type Server struct {
 	// every live permit is known or remembered, and an unknown token in a
 	// periodic entry is a forgery (or forgotten): it is not adopted.
 	adoptUntil time.Time
-	silent    *SilentNodes // nil: silent nodes are not remembered
+	silent     *SilentNodes // nil: silent nodes are not remembered
 }
 
 var _ alsv3.AccessLogServiceServer = (*Server)(nil)
