@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
 // ErrInvalidParams is wrapped by every error Render returns for bad Params.
@@ -99,6 +100,19 @@ type Params struct {
 	// StatusOnError is the HTTP status sent when Bulkhead cannot decide
 	// (unreachable, gRPC error, Check timeout). Default DefaultStatusOnError.
 	StatusOnError int
+	// HeartbeatInterval is the HTTP connection manager's
+	// access_log_flush_interval: Envoy logs each request in flight this
+	// often, and each such entry renews its permit's lease. It must equal
+	// the daemon's leases.heartbeat_interval. Default
+	// permit.DefaultHeartbeatInterval; whole milliseconds.
+	HeartbeatInterval time.Duration
+	// NoHeartbeat leaves the periodic access log out: an Envoy configured
+	// before heartbeat leases (its long requests' permits are reclaimed
+	// under them, which the daemon detects and reports).
+	NoHeartbeat bool
+	// NoNodeMetadata leaves out the x-bulkhead-node initial_metadata of the
+	// Check, as Istio's ext_authz provider does: permits name no holder.
+	NoNodeMetadata bool
 	// AccessLogExcludeHeader, if set, names a request header whose presence
 	// keeps the request out of the access log (its permit then leaks until
 	// the lease expires). "" = every request is logged.
@@ -188,6 +202,9 @@ func (p Params) withDefaults() Params {
 	if p.ExtAuthzTimeout == 0 {
 		p.ExtAuthzTimeout = DefaultExtAuthzTimeout
 	}
+	if p.HeartbeatInterval == 0 {
+		p.HeartbeatInterval = permit.DefaultHeartbeatInterval
+	}
 	if p.StatusOnError == 0 {
 		p.StatusOnError = DefaultStatusOnError
 	}
@@ -275,6 +292,9 @@ func (p Params) validate() error {
 	}
 	if p.ExtAuthzTimeout <= 0 || p.ExtAuthzTimeout%time.Millisecond != 0 {
 		bad("ExtAuthzTimeout %v: want a positive whole number of milliseconds", p.ExtAuthzTimeout)
+	}
+	if p.HeartbeatInterval < 0 || p.HeartbeatInterval%time.Millisecond != 0 {
+		bad("HeartbeatInterval %v: want a positive whole number of milliseconds", p.HeartbeatInterval)
 	}
 	if p.StatusOnError < 200 || p.StatusOnError > 599 {
 		bad("StatusOnError %d: want 200..599", p.StatusOnError)
