@@ -105,6 +105,7 @@ func startFaultStack(t *testing.T, spec faultSpec) *faultStack {
 	})
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(fs.base, "http://"))
 	fs.params.ListenerPort, _ = strconv.Atoi(port) // a restarted Envoy binds the same port
+	fs.waitAdmitting(ctx)
 	t.Cleanup(fs.checkInvariant)
 	return fs
 }
@@ -184,7 +185,8 @@ func (fs *faultStack) killDaemon() {
 }
 
 // restartDaemon starts a new daemon on the gRPC port of the last one (where
-// Envoy looks for it). Its HTTP and admin ports are new.
+// Envoy looks for it). Its HTTP and admin ports are new. It returns during
+// the new daemon's recovery window (see waitAdmitting).
 func (fs *faultStack) restartDaemon(ctx context.Context) {
 	fs.t.Helper()
 	fs.startDaemon(ctx, fs.grpcAddr)

@@ -11,14 +11,14 @@ import (
 )
 
 // Scenario 6: a permit whose access log never arrives (the request is
-// excluded by an access-log filter) is reclaimed by its lease, and the
-// metrics say so.
+// excluded by an access-log filter, periodic entries too) is reclaimed by
+// its heartbeat lease, and the metrics say so.
 func TestLeaseReclaimsLostRelease(t *testing.T) {
 	const skip = "x-test-skip-access-log"
 	s := startStack(t, `
-leases: {sweep_interval: 100ms}
+leases: {sweep_interval: 100ms, heartbeat_ttl: 2s}
 bulkheads:
-  catalog: {max_concurrent: 2, lease_ttl: 2s}
+  catalog: {max_concurrent: 2}
 `, func(p *envoy.Params) { p.AccessLogExcludeHeader = skip })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -155,10 +155,21 @@ func startStack(t testing.TB, bulkheadYAML string, mod func(*envoy.Params)) *sta
 		t.Fatal(err)
 	}
 	s.base = "http://" + addr
+	s.waitAdmitting(ctx)
 	// The shared invariant, checked last thing before teardown (cleanups
 	// run in reverse order, so this one runs first).
 	t.Cleanup(s.checkInvariant)
 	return s
+}
+
+// waitAdmitting waits for the end of the daemon's recovery window
+// (leases.recovery_window after its start): until then it admits no one.
+func (s *stack) waitAdmitting(ctx context.Context) {
+	s.t.Helper()
+	poll(s.t, ctx, "the daemon's recovery window to end", func() bool {
+		v, ok := s.metrics().Value("bulkhead_admissions_paused", nil)
+		return ok && v == 0
+	})
 }
 
 func (s *stack) startDaemon(ctx context.Context, cfgPath, addrPath string) {

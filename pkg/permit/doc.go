@@ -7,17 +7,31 @@
 // The ext_authz server acquires a permit from a bulkhead and hands it to
 // Ledger.Grant, which returns an unguessable token (128 bits from
 // crypto/rand, 22 characters of unpadded URL-safe base64). Envoy carries the
-// token in dynamic metadata into its access log, and the access-log server
-// calls Ledger.Release with it. Because Envoy's access-log stream is at most
-// once, every grant is a lease with a TTL: Ledger.Run sweeps expired leases
-// (Source TTL); ReleaseNode reclaims every lease held by a lost Envoy node;
+// token in dynamic metadata (MetadataNamespace, MetadataToken) into its
+// access log. Because Envoy's access-log stream is at most once, every grant
+// is a lease with a TTL, and the access log keeps it alive:
+//
+//   - each periodic entry of the running request (DownstreamPeriodic, every
+//     heartbeat interval) calls Renew, which pushes the lease's expiry to
+//     at least the heartbeat TTL from now;
+//   - the request's end entry calls Release;
+//   - a lease neither renewed nor released expires: Sweep (run by Run)
+//     ends it with source TTL. A dead Envoy's permits come back this way
+//     within one TTL of their last renewal, whatever its node id;
+//   - a periodic entry whose token the ledger does not hold (the daemon
+//     restarted since the grant) or whose lease expired while the request
+//     still ran is Adopted: registered under its own token, so that the
+//     bulkhead counts the running request again.
+//
 // Close releases everything at shutdown. The ledger does not interpret
-// permits: it calls Releaser.Release once and ignores its result.
+// permits: it calls Releaser.Release once and ignores its result. Ledger is
+// the interface every backend keeps (package ledgertest is its contract);
+// Memory is the in-process one.
 //
 // # Exactly once
 //
 // A lease is live while its entry is in its shard's map. Every way of ending
-// a lease (Release, Sweep, ReleaseNode, Close) removes the entry from that
+// a lease (Release, Sweep, Close) removes the entry from that
 // map while holding the shard's mutex, and only the goroutine that removed
 // it calls Releaser.Release, after unlocking. Mutual exclusion orders the
 // removals of one shard, and a removed entry is never found again, so
@@ -37,21 +51,23 @@
 // canonical form is Unknown at once, without a map lookup. Each shard
 // remembers the tokens of its most recently ended leases (WithTombstones:
 // n = 4096 per shard by default, kept as two generations of n/2, so at least
-// the last n/2 and at most the last n), so that a second release of the
-// same token, e.g. an access log arriving after the lease expired, is
-// reported Duplicate. Once a token has been forgotten, a release of it is
-// reported Unknown: the two outcomes differ only for metrics, never in
-// effect, as neither releases anything.
+// the last n/2 and at most the last n) with what ended them, so that a
+// second release of the same token is reported Duplicate, or Expired when
+// its lease had ended by expiry (an end entry arriving after its permit was
+// reclaimed: its Envoy does not renew it). Renew reports the same. Once a
+// token has been forgotten, a release of it is reported Unknown: these
+// outcomes differ only for metrics and adoption, never in effect, as none
+// releases anything.
 //
 // # Concurrency and memory
 //
 // A Ledger is safe for concurrent use. There is no process-wide lock: leases
 // live in N shards (WithShards, 64 by default, a power of two) chosen from
-// the token's bytes, and each shard has its own mutex, map, node index and
+// the token's bytes, and each shard has its own mutex, map and
 // indexed min-heap on expiry (so removing any lease is O(log n) and the heap
 // never holds stale entries). The lease cap is one atomic counter. There is
 // no timer or goroutine per lease: one Run loop sweeps. Long operations
-// (Sweep, ReleaseNode, Close) work in bounded batches so that they never
+// (Sweep, Close) work in bounded batches so that they never
 // hold a shard lock for long. Releaser.Release and Observer methods are
 // called outside every ledger lock.
 //

@@ -114,7 +114,7 @@ func (l *Memory) Grant(p Releaser, g Grant) (string, error) {
 }
 
 // Release ends the lease named by token and releases its permit. Exactly one
-// call per lease, across Release, Sweep, ReleaseNode and Close, returns
+// call per lease, across Release, Sweep and Close, returns
 // Released (with the lease); any later Release of the token is Expired (the
 // lease ended by expiry) or Duplicate (by anything else) while the ledger
 // remembers it (see WithTombstones), and Unknown after.

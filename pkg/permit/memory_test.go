@@ -219,7 +219,6 @@ func TestNames(t *testing.T) {
 		{AccessLog.String(), "access_log"},
 		{TTL.String(), "ttl"},
 		{Cancel.String(), "cancel"},
-		{NodeLost.String(), "node_lost"},
 		{Shutdown.String(), "shutdown"},
 		{Source(9).String(), "source(9)"},
 		{Released.String(), "released"},

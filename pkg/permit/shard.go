@@ -16,8 +16,6 @@ type entry struct {
 	lease Lease
 	// idx is the entry's position in the shard's expiry heap.
 	idx int
-	// prev and next link the entries of one node (lease.Node != "").
-	prev, next *entry
 }
 
 // ended is what is left of a lease once it is out of the ledger: enough to
@@ -29,18 +27,16 @@ type ended struct {
 
 // shard holds the leases whose tokens map to it.
 type shard struct {
-	mu    sync.Mutex
-	live  map[key]*entry
-	exp   expiryHeap
-	nodes map[string]*entry // node -> first entry of its list
-	tomb  tombstones
-	free  []*entry
-	_     [64]byte // keep neighbouring shards' mutexes off one cache line
+	mu   sync.Mutex
+	live map[key]*entry
+	exp  expiryHeap
+	tomb tombstones
+	free []*entry
+	_    [64]byte // keep neighbouring shards' mutexes off one cache line
 }
 
 func (s *shard) init(tombstones int) {
 	s.live = make(map[key]*entry)
-	s.nodes = make(map[string]*entry)
 	s.tomb.init(tombstones)
 }
 
@@ -67,35 +63,16 @@ func (s *shard) newEntry() *entry {
 func (s *shard) insert(e *entry) {
 	s.live[e.key] = e
 	heap.Push(&s.exp, e)
-	if n := e.lease.Node; n != "" {
-		if head := s.nodes[n]; head != nil {
-			head.prev = e
-			e.next = head
-		}
-		s.nodes[n] = e
-	}
 }
 
-// remove ends e: it leaves the map, the heap and its node's list, its token
-// is remembered with src (what ended it), and the entry is recycled. It returns what the caller needs
-// to finish the release outside the lock. Called with s.mu held.
+// remove ends e: it leaves the map and the heap, its token is remembered
+// with src (what ended it), and the entry is recycled. It returns what the
+// caller needs to finish the release outside the lock. Called with s.mu
+// held.
 func (s *shard) remove(e *entry, src Source) ended {
 	out := ended{p: e.p, lease: e.lease}
 	delete(s.live, e.key)
 	heap.Remove(&s.exp, e.idx)
-	if n := e.lease.Node; n != "" {
-		switch {
-		case e.prev != nil:
-			e.prev.next = e.next
-		case e.next != nil:
-			s.nodes[n] = e.next
-		default:
-			delete(s.nodes, n)
-		}
-		if e.next != nil {
-			e.next.prev = e.prev
-		}
-	}
 	s.tomb.add(&e.key, src)
 	if len(s.free) < maxFree {
 		*e = entry{}

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// batchSize bounds how many leases Sweep, ReleaseNode and Close end per
+// batchSize bounds how many leases Sweep and Close end per
 // acquisition of a shard lock, so that Grant and Release never wait long.
 const batchSize = 256
 
@@ -19,16 +19,6 @@ func (l *Memory) Sweep() int {
 		}
 		return nil
 	})
-}
-
-// ReleaseNode ends every lease held by node with source src and returns how
-// many it ended. An empty node matches nothing. Leases granted to node while
-// ReleaseNode runs may or may not be ended.
-func (l *Memory) ReleaseNode(node string, src Source) int {
-	if node == "" {
-		return 0
-	}
-	return l.drain(src, l.clk.Now(), func(s *shard) *entry { return s.nodes[node] })
 }
 
 // Close stops further grants (they fail with ErrClosed), ends every lease

@@ -41,8 +41,8 @@ type Grant struct {
 	Priority bulkhead.Priority
 	// TTL bounds how long the lease lives without a release; it must be > 0.
 	TTL time.Duration
-	// Node is the holder (the Envoy node id), or "" when unknown. Leases
-	// with an empty node are not reclaimed by ReleaseNode.
+	// Node is the holder (the Envoy node id), or "" when unknown: shown to
+	// operators, never used to end a lease.
 	Node string
 }
 
@@ -75,18 +75,16 @@ const (
 	TTL
 	// Cancel: the Check was cancelled after the permit was granted.
 	Cancel
-	// NodeLost: the Envoy node holding the lease went away.
-	NodeLost
 	// Shutdown: the ledger was closed.
 	Shutdown
 
-	numSources = 5
+	numSources = 4
 )
 
-var sourceNames = [numSources]string{"access_log", "ttl", "cancel", "node_lost", "shutdown"}
+var sourceNames = [numSources]string{"access_log", "ttl", "cancel", "shutdown"}
 
 // Sources lists every source.
-func Sources() []Source { return []Source{AccessLog, TTL, Cancel, NodeLost, Shutdown} }
+func Sources() []Source { return []Source{AccessLog, TTL, Cancel, Shutdown} }
 
 // String returns the source's metric name.
 func (s Source) String() string {
