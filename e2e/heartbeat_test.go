@@ -117,7 +117,7 @@ func TestHeartbeatLongRequestKeepsPermit(t *testing.T) {
 leases: {sweep_interval: 100ms}
 bulkheads:
   catalog: {max_concurrent: 2, max_queue: 4, max_wait: 200ms}
-`, nil)
+`, func(p *envoy.Params) { p.Routes[0].Timeout = 2 * long }) // Envoy's default route timeout is 15 s
 	ctx, cancel := context.WithTimeout(context.Background(), long+30*time.Second)
 	defer cancel()
 	up := s.up["catalog"]
@@ -149,7 +149,7 @@ bulkheads:
 	if got := m.Sum("bulkhead_permits_expired_total", nil); got != 0 {
 		t.Errorf("%v permits expired: a live Envoy's permit was reclaimed", got)
 	}
-	if renewed < (long/heartbeatInterval)*8/10 {
+	if renewed < float64(long/heartbeatInterval)*0.8 {
 		t.Errorf("%v renewals for a %v request, want about one per interval", renewed, long)
 	}
 	if st.OK() < 100 {
