@@ -58,9 +58,9 @@ func (r *fakeRecorder) ReleaseLag(dep string, d time.Duration) {
 	r.lags = append(r.lags, d)
 }
 
-func (r *fakeRecorder) LogEntry(result string) {
+func (r *fakeRecorder) LogEntry(result EntryResult) {
 	r.mu.Lock()
-	r.entries[result]++
+	r.entries[string(result)]++
 	r.mu.Unlock()
 }
 

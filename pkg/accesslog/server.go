@@ -45,7 +45,7 @@ type Recorder interface {
 	// from the first byte Envoy sent upstream to the last it received. It
 	// is recorded only for entries that report both.
 	ReleaseLag(dependency string, d time.Duration)
-	LogEntry(result string)
+	LogEntry(result EntryResult)
 	StreamOpened()
 	StreamClosed()
 }
@@ -141,7 +141,7 @@ func (s *Server) serve(recv func(*message) error, done func() error) error {
 			s.entry(&msg.http[i])
 		}
 		for range msg.tcp {
-			s.rec.LogEntry("tcp_ignored")
+			s.rec.LogEntry(EntryTCPIgnored)
 		}
 	}
 }
@@ -156,25 +156,25 @@ func truncate(v string) string {
 
 func (s *Server) entry(e *entry) {
 	if !e.end {
-		s.rec.LogEntry("not_end")
+		s.rec.LogEntry(EntryNotEnd)
 		return
 	}
 	if e.token == "" {
-		s.rec.LogEntry("no_token")
+		s.rec.LogEntry(EntryNoToken)
 		return
 	}
 	lease, res := s.ledger.Release(e.token, permit.AccessLog)
 	switch res {
 	case permit.Released:
-		s.rec.LogEntry("released")
+		s.rec.LogEntry(EntryReleased)
 		s.rec.Outcome(lease.Bulkhead, outcome(e))
 		if up, ok := e.upstream(); ok {
 			s.rec.ReleaseLag(lease.Bulkhead, max(0, s.clock.Now().Sub(lease.Acquired)-up))
 		}
 	case permit.Duplicate:
-		s.rec.LogEntry("duplicate")
+		s.rec.LogEntry(EntryDuplicate)
 	default:
-		s.rec.LogEntry("unknown")
+		s.rec.LogEntry(EntryUnknown)
 	}
 }
 

@@ -71,7 +71,7 @@ func TestCheckAttributesNode(t *testing.T) {
 			if heard := nodes.got(); strings.Join(heard, ",") != strings.Join(want, ",") || len(heard) != len(want) {
 				t.Fatalf("tracker heard %q, want %q", heard, want)
 			}
-			if got := e.rec.count(e.rec.inputs, InputNode); got != tt.bad {
+			if got := e.rec.count(e.rec.inputs, string(InputNode)); got != tt.bad {
 				t.Errorf("InvalidInput(node) recorded %d times, want %d", got, tt.bad)
 			}
 		})

@@ -41,6 +41,7 @@ var closedSets = map[string]map[string]bool{
 	"reason":     set("queue_full", "shed", "timeout", "unknown_bulkhead", "circuit_open"),
 	"source":     set("access_log", "ttl", "cancel", "node_lost", "shutdown", "duplicate", "unknown"),
 	"outcome":    set("allowed", "denied", "defaulted"),
+	"input":      set(string(authz.InputTenant), string(authz.InputNode)),
 	"result":     set("released", "duplicate", "unknown", "no_token", "not_end", "tcp_ignored", "success", "failure"),
 }
 
@@ -313,6 +314,9 @@ func TestOutcomes(t *testing.T) {
 	f.m.NodesTracked(3)
 	f.m.NodesTracked(2)
 	f.m.NodeLost(7)
+	f.m.UntrustedPriority("catalog")
+	f.m.UntrustedPriority("catalog")
+	f.m.InvalidInput(authz.InputNode)
 	fams := gather(t, f.reg)
 	for _, tt := range []struct {
 		name   string
@@ -330,6 +334,10 @@ func TestOutcomes(t *testing.T) {
 		{"bulkhead_invalid_lease_ttl_total", []string{"dependency", "catalog"}, 1},
 		{"bulkhead_access_log_nodes", nil, 2},
 		{"bulkhead_nodes_lost_total", nil, 1},
+		{"bulkhead_untrusted_priority_total", []string{"dependency", "catalog"}, 2},
+		{"bulkhead_invalid_inputs_total", []string{"input", "node"}, 1},
+		// Created at zero, so that a rate reads 0 rather than "no data".
+		{"bulkhead_invalid_inputs_total", []string{"input", "tenant"}, 0},
 	} {
 		if got, ok := value(fams, tt.name, tt.labels...); !ok || got != tt.want {
 			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, got, ok, tt.want)
@@ -360,5 +368,42 @@ func TestEmptyRegistry(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(reg, "bulkhead_limit"); err != nil || n != 0 {
 		t.Fatalf("bulkhead_limit series without bulkheads = %d, %v", n, err)
+	}
+}
+
+// The TLS series exist only once registered, with both results at zero;
+// the expiry is the served certificate's.
+func TestTLS(t *testing.T) {
+	f := newFixture(t)
+	fams := gather(t, f.reg)
+	for _, name := range []string{"bulkhead_grpc_tls_reloads_total", "bulkhead_grpc_tls_not_after_timestamp_seconds"} {
+		if _, ok := fams[name]; ok {
+			t.Errorf("%s present before RegisterTLS", name)
+		}
+	}
+	if err := f.m.RegisterTLS(f.reg); err != nil {
+		t.Fatal(err)
+	}
+	notAfter := time.Unix(2_000_000_000, 0)
+	f.m.TLSReload(true)
+	f.m.TLSNotAfter(notAfter)
+	f.m.TLSReload(false)
+	f.m.TLSReload(false)
+	fams = gather(t, f.reg)
+	for _, tt := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"bulkhead_grpc_tls_reloads_total", []string{"result", "success"}, 1},
+		{"bulkhead_grpc_tls_reloads_total", []string{"result", "failure"}, 2},
+		{"bulkhead_grpc_tls_not_after_timestamp_seconds", nil, float64(notAfter.Unix())},
+	} {
+		if got, ok := value(fams, tt.name, tt.labels...); !ok || got != tt.want {
+			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, got, ok, tt.want)
+		}
+	}
+	if err := f.m.RegisterTLS(f.reg); err == nil {
+		t.Error("a second RegisterTLS on the same registry succeeded")
 	}
 }

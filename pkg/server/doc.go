@@ -10,10 +10,8 @@
 // request) and, with listen.grpc_tls, serves TLS or mutual TLS. Its
 // certificate, key and client CA bundle are read again when they change
 // (checked at most once a second, on handshakes: no goroutine), so a rotated
-// certificate serves new connections without a restart. The package also
-// adds a few series to the daemon's registry: inputs the Check path
-// distrusted or ignored (bulkhead_untrusted_priority_total,
-// bulkhead_invalid_inputs_total) and the TLS reloads.
+// certificate serves new connections without a restart; package metrics
+// counts the loads.
 //
 // Runner.Run owns every goroutine it starts and returns only after all of
 // them have stopped. Shutdown, when its context ends: readiness and gRPC

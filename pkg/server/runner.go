@@ -56,7 +56,6 @@ type Runner struct {
 	Metrics  *metrics.Metrics
 	promReg  *prometheus.Registry
 	authz    *authz.Server
-	extra    *extraMetrics
 	grpcTLS  *certReloader // nil without listen.grpc_tls
 	admin    *admin.Server
 	adminTLS *tls.Config
@@ -101,21 +100,18 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	}
 	r.Metrics = m
 	r.promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if r.extra, err = newExtraMetrics(r.promReg); err != nil {
-		return nil, err
-	}
 	if cfg.Listen.GRPCTLS.Enabled() {
-		if err := r.extra.registerTLS(r.promReg); err != nil {
+		if err := m.RegisterTLS(r.promReg); err != nil {
 			return nil, err
 		}
-		if r.grpcTLS, err = newCertReloader(cfg.Listen.GRPCTLS, log.With("component", "grpc-tls"), r.extra,
+		if r.grpcTLS, err = newCertReloader(cfg.Listen.GRPCTLS, log.With("component", "grpc-tls"), m,
 			clock.Real{}, r.tlsCheck); err != nil {
 			return nil, err
 		}
 	}
 	r.Ledger = permit.New(clock.Real{}, permit.WithObserver(m), permit.WithSweepInterval(cfg.Leases.SweepInterval),
 		permit.WithMaxLeases(cfg.Leases.MaxPermits))
-	azOpts := []authz.Option{authz.WithLogger(log), authz.WithInputRecorder(r.extra)}
+	azOpts := []authz.Option{authz.WithLogger(log), authz.WithInputRecorder(m)}
 	var alsOpts []accesslog.Option
 	if cfg.Leases.NodeGrace > 0 {
 		r.nodes = accesslog.NewNodes(r.Ledger, cfg.Leases.NodeGrace,

@@ -2,7 +2,6 @@ package server
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -50,9 +49,10 @@ type certReloader struct {
 	problem string     // the last failure logged, "" after a success
 }
 
-// tlsRecorder counts loads; *extraMetrics is one.
+// tlsRecorder counts loads; *metrics.Metrics is one.
 type tlsRecorder interface {
-	TLSReloaded(ok bool, leaf *x509.Certificate)
+	TLSReload(ok bool)
+	TLSNotAfter(t time.Time)
 }
 
 // tlsState is one loaded generation of the files.
@@ -75,7 +75,8 @@ func newCertReloader(files config.TLSFiles, log *slog.Logger, rec tlsRecorder, c
 	}
 	c.cur.Store(st)
 	c.next.Store(clk.Now().Add(interval).UnixNano())
-	rec.TLSReloaded(true, st.cfg.Certificates[0].Leaf)
+	rec.TLSReload(true)
+	rec.TLSNotAfter(st.cfg.Certificates[0].Leaf.NotAfter)
 	return c, nil
 }
 
@@ -120,7 +121,7 @@ func (c *certReloader) check(now time.Time) {
 	if err != nil {
 		if msg := err.Error(); msg != c.problem {
 			c.problem = msg
-			c.rec.TLSReloaded(false, nil)
+			c.rec.TLSReload(false)
 			c.log.Warn("gRPC TLS files changed but do not load; the previous certificate keeps serving", "err", err)
 		}
 		return
@@ -128,7 +129,8 @@ func (c *certReloader) check(now time.Time) {
 	c.problem = ""
 	c.cur.Store(st)
 	leaf := st.cfg.Certificates[0].Leaf
-	c.rec.TLSReloaded(true, leaf)
+	c.rec.TLSReload(true)
+	c.rec.TLSNotAfter(leaf.NotAfter)
 	c.log.Info("gRPC TLS certificate reloaded", "cert_file", c.files.CertFile,
 		"serial", leaf.SerialNumber.String(), "not_after", leaf.NotAfter, "client_ca", st.cfg.ClientCAs != nil)
 }

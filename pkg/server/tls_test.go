@@ -301,13 +301,15 @@ func counter(t *testing.T, rn *running, name, labelValue string) float64 {
 // fakeTLSRecorder counts loads.
 type fakeTLSRecorder struct{ ok, failed int }
 
-func (f *fakeTLSRecorder) TLSReloaded(ok bool, _ *x509.Certificate) {
+func (f *fakeTLSRecorder) TLSReload(ok bool) {
 	if ok {
 		f.ok++
 	} else {
 		f.failed++
 	}
 }
+
+func (f *fakeTLSRecorder) TLSNotAfter(time.Time) {}
 
 // The files are read at most once per interval, however many handshakes
 // come; a change shows from the first handshake after the interval.
