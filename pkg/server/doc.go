@@ -13,9 +13,11 @@
 // certificate serves new connections without a restart; package metrics
 // counts the loads.
 //
-// Runner.Run owns every goroutine it starts and returns only after all of
-// them have stopped. Shutdown, when its context ends: readiness and gRPC
-// health turn NOT_SERVING, no new RPC is accepted, Checks in flight get up
-// to the drain timeout to answer, then access-log streams are closed and
-// the HTTP listener shuts down.
+// Runner.Run owns every goroutine it starts, in errgroups, and returns only
+// after all of them have stopped; a server that fails ends Run with its
+// error. Shutdown, when its context ends: readiness and gRPC health turn
+// NOT_SERVING, no new RPC is accepted, Checks in flight get up to the drain
+// timeout to answer, then access-log streams are closed and the HTTP
+// listener shuts down; then the sweeper, the node tracker and the
+// configuration watch stop, and last the admin server.
 package server

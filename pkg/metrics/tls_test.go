@@ -1,0 +1,43 @@
+package metrics_test
+
+import (
+	"testing"
+	"time"
+)
+
+// The TLS series exist only once registered, with both results at zero;
+// the expiry is the served certificate's.
+func TestTLS(t *testing.T) {
+	f := newFixture(t)
+	fams := gather(t, f.reg)
+	for _, name := range []string{"bulkhead_grpc_tls_reloads_total", "bulkhead_grpc_tls_not_after_timestamp_seconds"} {
+		if _, ok := fams[name]; ok {
+			t.Errorf("%s present before RegisterTLS", name)
+		}
+	}
+	if err := f.m.RegisterTLS(f.reg); err != nil {
+		t.Fatal(err)
+	}
+	notAfter := time.Unix(2_000_000_000, 0)
+	f.m.TLSReload(true)
+	f.m.TLSNotAfter(notAfter)
+	f.m.TLSReload(false)
+	f.m.TLSReload(false)
+	fams = gather(t, f.reg)
+	for _, tt := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"bulkhead_grpc_tls_reloads_total", []string{"result", "success"}, 1},
+		{"bulkhead_grpc_tls_reloads_total", []string{"result", "failure"}, 2},
+		{"bulkhead_grpc_tls_not_after_timestamp_seconds", nil, float64(notAfter.Unix())},
+	} {
+		if got, ok := value(fams, tt.name, tt.labels...); !ok || got != tt.want {
+			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, got, ok, tt.want)
+		}
+	}
+	if err := f.m.RegisterTLS(f.reg); err == nil {
+		t.Error("a second RegisterTLS on the same registry succeeded")
+	}
+}
