@@ -89,7 +89,7 @@ type countingRecorder struct {
 	count *entryCounter
 }
 
-func (r countingRecorder) LogEntry(result string) {
+func (r countingRecorder) LogEntry(result permit.EntryResult) {
 	r.Metrics.LogEntry(result)
 	r.count.add()
 }

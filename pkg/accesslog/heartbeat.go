@@ -29,28 +29,6 @@ func (h Heartbeat) On() bool { return h.Interval > 0 && h.TTL > 0 }
 // Envoy does not send periodic entries.
 func (h Heartbeat) silentAfter() time.Duration { return 2*h.Interval + h.Interval/2 }
 
-// The heartbeat problems, a closed set used as a metric label.
-const (
-	// ProblemNoPeriodic: a request held its permit for several intervals
-	// and ended without one periodic entry: its Envoy does not send them
-	// (access_log_flush_interval is not set, or its access log filters
-	// periodic entries out).
-	ProblemNoPeriodic = "no_periodic_entries"
-	// ProblemEndedAfterExpiry: a request's end entry arrived after its
-	// permit had been reclaimed by expiry: while it still ran, the bulkhead
-	// admitted one request too many.
-	ProblemEndedAfterExpiry = "ended_after_expiry"
-	// ProblemRenewedAfterExpiry: a periodic entry arrived after its permit
-	// had been reclaimed by expiry (the permit is adopted again): Envoy or
-	// the stream stalled for longer than the TTL.
-	ProblemRenewedAfterExpiry = "renewed_after_expiry"
-)
-
-// HeartbeatProblems lists the problems.
-func HeartbeatProblems() []string {
-	return []string{ProblemNoPeriodic, ProblemEndedAfterExpiry, ProblemRenewedAfterExpiry}
-}
-
 // maxSilentNodes bounds the nodes remembered as silent (and logged).
 const maxSilentNodes = 4096
 
@@ -86,7 +64,7 @@ func (s *SilentNodes) Silent(node string) bool {
 
 // mark records that node sends no periodic entries, logging it the first
 // time. Ids that are not valid node ids are logged truncated and not kept.
-func (s *SilentNodes) mark(node string, problem string, lease permit.Lease, held time.Duration) {
+func (s *SilentNodes) mark(node string, problem permit.HeartbeatProblem, lease permit.Lease, held time.Duration) {
 	if s == nil {
 		return
 	}

@@ -59,15 +59,17 @@ func (r *fakeRecorder) ReleaseLag(dep string, d time.Duration) {
 	r.lags = append(r.lags, d)
 }
 
-func (r *fakeRecorder) LogEntry(result string) {
+func (r *fakeRecorder) LogEntry(result permit.EntryResult) {
 	r.mu.Lock()
-	r.entries[result]++
+	r.entries[string(result)]++
 	r.mu.Unlock()
 }
 
-func (r *fakeRecorder) Adopted(dep string) { r.LogEntry("recorded_adoption:" + dep) }
+func (r *fakeRecorder) Adopted(dep string) { r.LogEntry(permit.EntryResult("recorded_adoption:" + dep)) }
 
-func (r *fakeRecorder) HeartbeatProblem(p string) { r.LogEntry("problem:" + p) }
+func (r *fakeRecorder) HeartbeatProblem(p permit.HeartbeatProblem) {
+	r.LogEntry(permit.EntryResult("problem:" + string(p)))
+}
 
 func (r *fakeRecorder) StreamOpened() { r.streams.Add(1); r.opened.Add(1) }
 func (r *fakeRecorder) StreamClosed() { r.streams.Add(-1) }

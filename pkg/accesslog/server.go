@@ -39,14 +39,15 @@ type Recorder interface {
 	// from the first byte Envoy sent upstream to the last it received. It
 	// is recorded only for entries that report both.
 	ReleaseLag(dependency string, d time.Duration)
-	LogEntry(result string)
+	LogEntry(result permit.EntryResult)
 	StreamOpened()
 	StreamClosed()
 	// Adopted counts a running request's permit taken from its periodic
 	// entry (after a restart, or after its lease expired under it).
 	Adopted(dependency string)
-	// HeartbeatProblem counts one of HeartbeatProblems.
-	HeartbeatProblem(problem string)
+	// HeartbeatProblem counts a sign that an Envoy does not keep its
+	// permits' leases alive.
+	HeartbeatProblem(problem permit.HeartbeatProblem)
 }
 
 // Server receives Envoy's access-log streams.
@@ -143,7 +144,7 @@ func (s *Server) serve(recv func(*message) error, done func() error) error {
 			s.entry(&st, &msg.http[i])
 		}
 		for range msg.tcp {
-			s.rec.LogEntry("tcp_ignored")
+			s.rec.LogEntry(permit.EntryTCPIgnored)
 		}
 	}
 }
@@ -169,9 +170,9 @@ func (s *Server) entry(st *stream, e *entry) {
 	case e.periodic && e.token != "" && s.heartbeat.On():
 		s.renew(st, e)
 	case !e.end:
-		s.rec.LogEntry("not_end")
+		s.rec.LogEntry(permit.EntryNotEnd)
 	case e.token == "":
-		s.rec.LogEntry("no_token")
+		s.rec.LogEntry(permit.EntryNoToken)
 	default:
 		s.release(st, e)
 	}
@@ -181,28 +182,28 @@ func (s *Server) release(st *stream, e *entry) {
 	lease, res := s.ledger.Release(e.token, permit.AccessLog)
 	switch res {
 	case permit.Released:
-		s.rec.LogEntry("released")
+		s.rec.LogEntry(permit.EntryReleased)
 		s.rec.Outcome(lease.Bulkhead, outcome(e))
 		held := s.clock.Now().Sub(lease.Acquired)
 		if up, ok := e.upstream(); ok {
 			s.rec.ReleaseLag(lease.Bulkhead, max(0, held-up))
 		}
 		if s.heartbeat.On() && lease.Renewed.IsZero() && !st.sawPeriodic && held >= s.heartbeat.silentAfter() {
-			s.rec.HeartbeatProblem(ProblemNoPeriodic)
-			s.silent.mark(st.node, ProblemNoPeriodic, lease, held)
+			s.rec.HeartbeatProblem(permit.NoPeriodic)
+			s.silent.mark(st.node, permit.NoPeriodic, lease, held)
 		}
 	case permit.Expired:
-		s.rec.LogEntry("duplicate")
+		s.rec.LogEntry(permit.EntryDuplicate)
 		if s.heartbeat.On() {
-			s.rec.HeartbeatProblem(ProblemEndedAfterExpiry)
+			s.rec.HeartbeatProblem(permit.EndedAfterExpiry)
 			if !st.sawPeriodic {
-				s.silent.mark(st.node, ProblemEndedAfterExpiry, lease, 0)
+				s.silent.mark(st.node, permit.EndedAfterExpiry, lease, 0)
 			}
 		}
 	case permit.Duplicate:
-		s.rec.LogEntry("duplicate")
+		s.rec.LogEntry(permit.EntryDuplicate)
 	default:
-		s.rec.LogEntry("unknown")
+		s.rec.LogEntry(permit.EntryUnknown)
 	}
 }
 
@@ -217,17 +218,17 @@ func (s *Server) renew(st *stream, e *entry) {
 	_, res := s.ledger.Renew(e.token, s.heartbeat.TTL)
 	switch res {
 	case permit.Renewed:
-		s.rec.LogEntry("renewed")
+		s.rec.LogEntry(permit.EntryRenewed)
 		return
 	case permit.Duplicate:
 		// Ended by its end entry or a cancelled Check: nothing runs.
-		s.rec.LogEntry("duplicate")
+		s.rec.LogEntry(permit.EntryDuplicate)
 		return
 	case permit.Expired:
-		s.rec.HeartbeatProblem(ProblemRenewedAfterExpiry)
+		s.rec.HeartbeatProblem(permit.RenewedAfterExpiry)
 	default:
 		if !s.clock.Now().Before(s.adoptUntil) {
-			s.rec.LogEntry("unknown")
+			s.rec.LogEntry(permit.EntryUnknown)
 			return
 		}
 	}
@@ -242,12 +243,12 @@ func (s *Server) adopt(st *stream, e *entry) {
 		l = s.bulkheads.Get(string(e.bulkhead))
 	}
 	if l == nil {
-		s.rec.LogEntry("unknown")
+		s.rec.LogEntry(permit.EntryUnknown)
 		return
 	}
 	p, err := l.Adopt()
 	if err != nil {
-		s.rec.LogEntry("unknown") // the bulkhead was removed meanwhile
+		s.rec.LogEntry(permit.EntryUnknown) // the bulkhead was removed meanwhile
 		return
 	}
 	node := ""
@@ -258,14 +259,14 @@ func (s *Server) adopt(st *stream, e *entry) {
 	if err != nil {
 		p.Release()
 		if errors.Is(err, permit.ErrLive) {
-			s.rec.LogEntry("renewed") // adopted by a concurrent entry
+			s.rec.LogEntry(permit.EntryRenewed) // adopted by a concurrent entry
 			return
 		}
-		s.rec.LogEntry("unknown")
+		s.rec.LogEntry(permit.EntryUnknown)
 		s.log.Debug("running request's permit not adopted", "bulkhead", l.Name(), "err", err)
 		return
 	}
-	s.rec.LogEntry("adopted")
+	s.rec.LogEntry(permit.EntryAdopted)
 	s.rec.Adopted(lease.Bulkhead)
 }
 

@@ -49,11 +49,11 @@ func newFakeRecorder() *fakeRecorder {
 }
 
 func (r *fakeRecorder) UntrustedPriority(dep string) { r.inc(r.untrusted, dep) }
-func (r *fakeRecorder) InvalidInput(input string)    { r.inc(r.inputs, input) }
+func (r *fakeRecorder) InvalidInput(input Input)     { r.inc(r.inputs, string(input)) }
 
 func (r *fakeRecorder) Waited(dep string, _ time.Duration) { r.inc(r.waited, dep) }
 func (r *fakeRecorder) InvalidPriority(dep string)         { r.inc(r.invalid, dep) }
-func (r *fakeRecorder) Unmatched(outcome string)           { r.inc(r.unmatched, outcome) }
+func (r *fakeRecorder) Unmatched(o UnmatchedOutcome)       { r.inc(r.unmatched, string(o)) }
 func (r *fakeRecorder) InvalidLeaseTTL(dep string)         { r.inc(r.badTTL, dep) }
 
 func (r *fakeRecorder) inc(m map[string]int, k string) {

@@ -10,10 +10,14 @@ import (
 // is parsed; a longer one is invalid without being looked at.
 const MaxPriorityLen = 32
 
+// Input names a request input that InputRecorder.InvalidInput counts; its
+// value is the metric label.
+type Input string
+
 // The inputs InputRecorder.InvalidInput counts.
 const (
-	InputTenant = "tenant" // a tenant header value over MaxTenantLen
-	InputNode   = "node"   // NodeHeader metadata given twice or not a valid node id
+	InputTenant Input = "tenant" // a tenant header value over MaxTenantLen
+	InputNode   Input = "node"   // NodeHeader metadata given twice or not a valid node id
 )
 
 // InputRecorder counts request inputs the server distrusted or ignored. It
@@ -25,7 +29,7 @@ type InputRecorder interface {
 	// outside Policy.TrustedPrioritySources; the route's class was used.
 	UntrustedPriority(dependency string)
 	// InvalidInput counts an ignored value of input (InputTenant, InputNode).
-	InvalidInput(input string)
+	InvalidInput(input Input)
 }
 
 // WithInputRecorder sets the recorder of distrusted and ignored inputs
@@ -41,7 +45,7 @@ func WithInputRecorder(r InputRecorder) Option {
 type nopInputs struct{}
 
 func (nopInputs) UntrustedPriority(string) {}
-func (nopInputs) InvalidInput(string)      {}
+func (nopInputs) InvalidInput(Input)       {}
 
 // priority picks the class. The route's context_extensions["priority"],
 // else the default, is the base. The configured header replaces it when the

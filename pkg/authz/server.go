@@ -29,11 +29,22 @@ type Ledger interface {
 	Release(token string, src permit.Source) (permit.Lease, permit.Result)
 }
 
+// UnmatchedOutcome says what became of a Check that named no configured
+// bulkhead; its value is the metric label.
+type UnmatchedOutcome string
+
+// The outcomes Recorder.Unmatched counts.
+const (
+	UnmatchedAllowed   UnmatchedOutcome = "allowed"   // answered OK without a permit
+	UnmatchedDenied    UnmatchedOutcome = "denied"    // rejected, reason unknown_bulkhead
+	UnmatchedDefaulted UnmatchedOutcome = "defaulted" // served by Policy.DefaultBulkhead
+)
+
 // Recorder receives what the server measures; *metrics.Metrics is one.
 type Recorder interface {
 	Waited(dependency string, d time.Duration)
 	InvalidPriority(dependency string)
-	Unmatched(outcome string)
+	Unmatched(outcome UnmatchedOutcome)
 	// InvalidLeaseTTL counts a route lease_ttl that was not a positive
 	// duration (ignored) or was above the cap (cut to it).
 	InvalidLeaseTTL(dependency string)
@@ -132,16 +143,16 @@ func (s *Server) check(ctx context.Context, pol *Policy, r *request) (answer, er
 	if l == nil {
 		switch pol.Unmatched {
 		case Allow:
-			s.rec.Unmatched("allowed")
+			s.rec.Unmatched(UnmatchedAllowed)
 			return respond(allowed()), nil
 		case UseDefault:
 			if l = s.bulkheads.Get(pol.DefaultBulkhead); l != nil {
-				s.rec.Unmatched("defaulted")
+				s.rec.Unmatched(UnmatchedDefaulted)
 				key = pol.DefaultBulkhead
 			}
 		}
 		if l == nil {
-			s.rec.Unmatched("denied")
+			s.rec.Unmatched(UnmatchedDenied)
 			return respond(denied(pol, key, bulkhead.ReasonUnknownBulkhead)), nil
 		}
 	}

@@ -4,11 +4,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// Problems a heartbeat lease can report; the access-log server names them
-// (accesslog.HeartbeatProblems), and they are created at zero here.
-var heartbeatProblems = []string{"no_periodic_entries", "ended_after_expiry", "renewed_after_expiry"}
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+)
 
 // leaseMetrics are the series of heartbeat leases: adoptions, problems, and
 // the age of each bulkhead's oldest permit.
@@ -38,18 +36,18 @@ func newLeaseMetrics(reg prometheus.Registerer) (leaseMetrics, error) {
 			return leaseMetrics{}, err
 		}
 	}
-	for _, p := range heartbeatProblems {
-		lm.problems.WithLabelValues(p)
+	for _, p := range permit.HeartbeatProblems() {
+		lm.problems.WithLabelValues(string(p))
 	}
 	return lm, nil
 }
 
 // Adopted counts a running request's permit adopted from its periodic entry.
-func (m *Metrics) Adopted(dependency string) { m.leases.adopted.WithLabelValues(dependency).Inc() }
+func (m *Metrics) Adopted(dependency string) { m.series(dependency).adopted.Inc() }
 
 // HeartbeatProblem counts a sign that an Envoy does not heartbeat.
-func (m *Metrics) HeartbeatProblem(problem string) {
-	m.leases.problems.WithLabelValues(problem).Inc()
+func (m *Metrics) HeartbeatProblem(problem permit.HeartbeatProblem) {
+	m.leases.problems.WithLabelValues(string(problem)).Inc()
 }
 
 // AdmissionsPaused sets bulkhead_admissions_paused.

@@ -39,8 +39,9 @@ var closedSets = map[string]map[string]bool{
 	"dependency": set("catalog", metrics.UnknownDependency),
 	"priority":   set("critical", "normal", "best_effort"),
 	"reason":     set("queue_full", "shed", "timeout", "unknown_bulkhead", "circuit_open"),
-	"source":     set("access_log", "ttl", "cancel", "node_lost", "shutdown", "duplicate", "unknown"),
+	"source":     set("access_log", "ttl", "cancel", "shutdown", "duplicate", "unknown"),
 	"outcome":    set("allowed", "denied", "defaulted"),
+	"input":      set(string(authz.InputTenant), string(authz.InputNode)),
 	"result":     set("released", "renewed", "adopted", "duplicate", "unknown", "no_token", "not_end", "tcp_ignored", "success", "failure"),
 	"problem":    set("no_periodic_entries", "ended_after_expiry", "renewed_after_expiry"),
 }
@@ -311,9 +312,13 @@ func TestOutcomes(t *testing.T) {
 	f.m.Ignored(permit.AccessLog, permit.Unknown)
 	f.m.Ignored(permit.AccessLog, permit.Released) // not a no-op result: ignored
 	f.m.InvalidLeaseTTL("catalog")
-	f.m.NodesTracked(3)
-	f.m.NodesTracked(2)
-	f.m.NodeLost(7)
+	f.m.Adopted("catalog")
+	f.m.HeartbeatProblem(permit.EndedAfterExpiry)
+	f.m.Ignored(permit.AccessLog, permit.Expired) // a late end entry: a duplicate release
+	f.m.AdmissionsPaused(true)
+	f.m.UntrustedPriority("catalog")
+	f.m.UntrustedPriority("catalog")
+	f.m.InvalidInput(authz.InputNode)
 	fams := gather(t, f.reg)
 	for _, tt := range []struct {
 		name   string
@@ -329,8 +334,15 @@ func TestOutcomes(t *testing.T) {
 		{"bulkhead_releases_total", []string{"source", "unknown"}, 1},
 		{"bulkhead_releases_total", []string{"source", "access_log"}, 0},
 		{"bulkhead_invalid_lease_ttl_total", []string{"dependency", "catalog"}, 1},
-		{"bulkhead_access_log_nodes", nil, 2},
-		{"bulkhead_nodes_lost_total", nil, 1},
+		{"bulkhead_permits_adopted_total", []string{"dependency", "catalog"}, 1},
+		{"bulkhead_heartbeat_problems_total", []string{"problem", "ended_after_expiry"}, 1},
+		{"bulkhead_heartbeat_problems_total", []string{"problem", "no_periodic_entries"}, 0},
+		{"bulkhead_releases_total", []string{"source", "duplicate"}, 1},
+		{"bulkhead_admissions_paused", nil, 1},
+		{"bulkhead_untrusted_priority_total", []string{"dependency", "catalog"}, 2},
+		{"bulkhead_invalid_inputs_total", []string{"input", "node"}, 1},
+		// Created at zero, so that a rate reads 0 rather than "no data".
+		{"bulkhead_invalid_inputs_total", []string{"input", "tenant"}, 0},
 	} {
 		if got, ok := value(fams, tt.name, tt.labels...); !ok || got != tt.want {
 			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, got, ok, tt.want)

@@ -35,3 +35,51 @@ func ValidNodeID(id string) bool {
 	}
 	return true
 }
+
+// EntryResult says what was done with one access-log entry; its value is
+// the result label of bulkhead_access_log_entries_total.
+type EntryResult string
+
+// The results of access-log entries.
+const (
+	EntryReleased   EntryResult = "released"    // the end entry's token released its permit
+	EntryRenewed    EntryResult = "renewed"     // the periodic entry's token renewed its lease
+	EntryAdopted    EntryResult = "adopted"     // the periodic entry's permit, unknown, was adopted
+	EntryDuplicate  EntryResult = "duplicate"   // its permit had already ended
+	EntryUnknown    EntryResult = "unknown"     // a token the ledger does not know (nor adopts)
+	EntryNoToken    EntryResult = "no_token"    // an end entry without a permit token
+	EntryNotEnd     EntryResult = "not_end"     // neither an end entry nor a periodic one with a token
+	EntryTCPIgnored EntryResult = "tcp_ignored" // a TCP entry (not served)
+)
+
+// EntryResults lists every result.
+func EntryResults() []EntryResult {
+	return []EntryResult{EntryReleased, EntryRenewed, EntryAdopted, EntryDuplicate, EntryUnknown, EntryNoToken, EntryNotEnd, EntryTCPIgnored}
+}
+
+// HeartbeatProblem is a sign that an Envoy does not keep its permits'
+// leases alive with periodic access-log entries; its value is the problem
+// label of bulkhead_heartbeat_problems_total.
+type HeartbeatProblem string
+
+// The heartbeat problems.
+const (
+	// NoPeriodic: a request held its permit for several intervals and ended
+	// without one periodic entry: its Envoy does not send them
+	// (access_log_flush_interval is not set, or its access log filters
+	// periodic entries out).
+	NoPeriodic HeartbeatProblem = "no_periodic_entries"
+	// EndedAfterExpiry: a request's end entry arrived after its permit had
+	// been reclaimed by expiry: while it still ran, the bulkhead could admit
+	// one request too many.
+	EndedAfterExpiry HeartbeatProblem = "ended_after_expiry"
+	// RenewedAfterExpiry: a periodic entry arrived after its permit had been
+	// reclaimed by expiry (the permit is adopted again): Envoy or the stream
+	// stalled for longer than the TTL.
+	RenewedAfterExpiry HeartbeatProblem = "renewed_after_expiry"
+)
+
+// HeartbeatProblems lists every problem.
+func HeartbeatProblems() []HeartbeatProblem {
+	return []HeartbeatProblem{NoPeriodic, EndedAfterExpiry, RenewedAfterExpiry}
+}

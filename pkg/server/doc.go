@@ -1,6 +1,6 @@
 // Package server wires Bulkhead together and runs it: the bulkhead
-// registry, the permit ledger and its sweeper, the tracker of Envoy nodes
-// (when leases.node_grace is set), the metrics, and the listeners. The gRPC
+// registry, the permit ledger and its sweeper, heartbeat leases and the
+// recovery window after a start, the metrics, and the listeners. The gRPC
 // listener serves Envoy's ext_authz Check, the access-log stream and gRPC
 // health (with listen.grpc_max_connection_age, it recycles connections);
 // the HTTP listener serves /metrics, /healthz and /readyz.
@@ -12,14 +12,13 @@
 // creds.TLS: the certificate, key and client CA bundle are read again when
 // they change (checked at most once a second, on handshakes: no
 // goroutine), so a rotated certificate serves new connections without a
-// restart. The package also adds a few series to the daemon's registry:
-// inputs the Check path distrusted or ignored
-// (bulkhead_untrusted_priority_total, bulkhead_invalid_inputs_total) and
-// each TLS listener's reloads (bulkhead_grpc_tls_…, bulkhead_admin_tls_…).
+// restart; package metrics counts the loads of each listener.
 //
-// Runner.Run owns every goroutine it starts and returns only after all of
-// them have stopped. Shutdown, when its context ends: readiness and gRPC
-// health turn NOT_SERVING, no new RPC is accepted, Checks in flight get up
-// to the drain timeout to answer, then access-log streams are closed and
-// the HTTP listener shuts down.
+// Runner.Run owns every goroutine it starts, in errgroups, and returns only
+// after all of them have stopped; a server that fails ends Run with its
+// error. Shutdown, when its context ends: readiness and gRPC health turn
+// NOT_SERVING, no new RPC is accepted, Checks in flight get up to the drain
+// timeout to answer, then access-log streams are closed and the HTTP
+// listener shuts down; then the sweeper, the recovery window and the
+// configuration watch stop, and last the admin server.
 package server

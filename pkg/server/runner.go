@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -49,6 +50,7 @@ type Runner struct {
 	watchPath   string
 	watchFlags  *pflag.FlagSet
 	tlsCheck    time.Duration // how often TLS files are checked for changes
+	listen      listenFunc    // nil: net.Listen
 
 	Registry *bulkhead.Registry
 	Control  *control.Control
@@ -56,7 +58,6 @@ type Runner struct {
 	Metrics  *metrics.Metrics
 	promReg  *prometheus.Registry
 	authz    *authz.Server
-	extra    *extraMetrics
 	grpcTLS  *grpcTLS // nil without listen.grpc_tls
 	admin    *admin.Server
 	adminTLS *creds.TLS // nil without admin.tls
@@ -88,6 +89,12 @@ func WithDrainTimeout(d time.Duration) Option { return func(r *Runner) { r.drain
 // are checked for changes (default creds.DefaultCheckInterval).
 func withTLSCheckInterval(d time.Duration) Option { return func(r *Runner) { r.tlsCheck = d } }
 
+// listenFunc binds the listener named name ("grpc", "http" or "admin").
+type listenFunc func(name, addr string) (net.Listener, error)
+
+// withListen makes Run bind its listeners with listen (tests break them).
+func withListen(listen listenFunc) Option { return func(r *Runner) { r.listen = listen } }
+
 // New builds a runner for cfg. It starts nothing.
 func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) {
 	r := &Runner{cfg: cfg, log: log, drain: 5 * time.Second, promReg: prometheus.NewRegistry(), tlsCheck: creds.DefaultCheckInterval}
@@ -101,9 +108,6 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	}
 	r.Metrics = m
 	r.promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if r.extra, err = newExtraMetrics(r.promReg); err != nil {
-		return nil, err
-	}
 	if cfg.Listen.GRPCTLS.Enabled() {
 		t, err := r.listenerTLS("grpc", "listen.grpc_tls", cfg.Listen.GRPCTLS)
 		if err != nil {
@@ -117,7 +121,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		return nil, err
 	}
 	silent := accesslog.NewSilentNodes(log.With("component", "leases"))
-	azOpts := []authz.Option{authz.WithLogger(log), authz.WithInputRecorder(r.extra), authz.WithSilentNodes(silent)}
+	azOpts := []authz.Option{authz.WithLogger(log), authz.WithInputRecorder(m), authz.WithSilentNodes(silent)}
 	hb := accesslog.Heartbeat{Interval: cfg.Leases.HeartbeatInterval, TTL: cfg.Leases.HeartbeatTTL}
 	alsOpts := []accesslog.Option{accesslog.WithHeartbeat(hb, r.Registry), accesslog.WithSilentNodes(silent)}
 	if hb.On() && cfg.Leases.RecoveryWindow > 0 {
@@ -159,16 +163,20 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 // Run serves until ctx ends, then shuts down gracefully. It returns an
 // error if a listener cannot be bound or a server fails.
 func (r *Runner) Run(ctx context.Context) error {
-	grpcLn, err := net.Listen("tcp", r.cfg.Listen.GRPC)
+	listen := r.listen
+	if listen == nil {
+		listen = func(_, addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+	}
+	grpcLn, err := listen("grpc", r.cfg.Listen.GRPC)
 	if err != nil {
 		return fmt.Errorf("listen.grpc: %w", err)
 	}
-	httpLn, err := net.Listen("tcp", r.cfg.Listen.HTTP)
+	httpLn, err := listen("http", r.cfg.Listen.HTTP)
 	if err != nil {
 		grpcLn.Close()
 		return fmt.Errorf("listen.http: %w", err)
 	}
-	adminLn, err := net.Listen("tcp", r.cfg.Listen.Admin)
+	adminLn, err := listen("admin", r.cfg.Listen.Admin)
 	if err != nil {
 		grpcLn.Close()
 		httpLn.Close()
@@ -216,35 +224,33 @@ func (r *Runner) Run(ctx context.Context) error {
 	})
 	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 
+	// Background work, stopped after the listeners: the sweeper, the end of
+	// the recovery window and the configuration watch, then the admin server.
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
-	errc := make(chan error, 3)
-	go func() { errc <- r.Ledger.Run(sweepCtx) }()
-	recovered := make(chan struct{})
-	go func() {
-		defer close(recovered)
-		_ = r.recover(sweepCtx) // returns nil when the window passes or sweepCtx ends
-	}()
+	var background errgroup.Group
+	background.Go(func() error { return r.Ledger.Run(sweepCtx) })
+	background.Go(func() error { return r.recover(sweepCtx) }) // nil when the window passes or sweepCtx ends
+	if r.watchPath != "" {
+		background.Go(func() error {
+			if err := config.Watch(sweepCtx, r.watchPath, r.watchFlags, r.reload); err != nil {
+				r.log.Error("configuration file not watched: changes need a restart", "path", r.watchPath, "err", err)
+			}
+			return nil
+		})
+	}
 	adminCtx, stopAdmin := context.WithCancel(context.Background())
-	adminDone := make(chan error, 1)
-	go func() { adminDone <- r.admin.Serve(adminCtx, adminLn, r.adminTLS) }()
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		if r.watchPath == "" {
-			return
-		}
-		if err := config.Watch(sweepCtx, r.watchPath, r.watchFlags, r.reload); err != nil {
-			r.log.Error("configuration file not watched: changes need a restart", "path", r.watchPath, "err", err)
-		}
-	}()
-	go func() { errc <- gs.Serve(grpcLn) }()
-	go func() {
+	var adminSrv errgroup.Group
+	adminSrv.Go(func() error { return r.admin.Serve(adminCtx, adminLn, r.adminTLS) })
+	// The servers Envoy and Prometheus talk to: the first to fail ends Run
+	// with its error. Both return nil once stopped.
+	servers, serversCtx := errgroup.WithContext(ctx)
+	servers.Go(func() error { return gs.Serve(grpcLn) })
+	servers.Go(func() error {
 		if err := hsrv.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
-			errc <- err
-			return
+			return err
 		}
-		errc <- nil
-	}()
+		return nil
+	})
 
 	addrs := map[string]string{"grpc": grpcLn.Addr().String(), "http": httpLn.Addr().String(), "admin": adminLn.Addr().String()}
 	if err := r.writeAddressFile(addrs); err != nil {
@@ -254,48 +260,44 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.ready.Store(true)
 	r.log.Info("serving", "grpc", addrs["grpc"], "http", addrs["http"], "admin", addrs["admin"], "bulkheads", r.Registry.Len())
 
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-errc: // a server died
-		r.log.Error("server failed", "err", runErr)
+	<-serversCtx.Done()
+	if ctx.Err() == nil {
+		r.log.Error("server failed", "err", context.Cause(serversCtx))
 	}
 
 	r.log.Info("shutting down")
 	r.ready.Store(false)
 	hs.Shutdown()
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	drainCtx, cancel := context.WithTimeout(context.Background(), r.drain)
-	// Checks in flight answer; access-log streams keep releasing meanwhile.
-	flight.wait(drainCtx)
-	// Then end the streams, so that GracefulStop can finish: it writes
-	// every answer before it closes a connection (Stop would drop them).
-	long.stop()
-	select {
-	case <-stopped:
-	case <-drainCtx.Done():
-		gs.Stop()
-		<-stopped
-	}
-	cancel()
+	drainCtx, cancelDrain := context.WithTimeout(context.Background(), r.drain)
+	var drain errgroup.Group
+	drain.Go(func() error {
+		// Checks in flight answer; access-log streams keep releasing meanwhile.
+		flight.wait(drainCtx)
+		// Then end the streams, so that GracefulStop can finish: it writes
+		// every answer before it closes a connection (Stop would drop them).
+		long.stop()
+		// Past the drain timeout, Stop cuts GracefulStop short.
+		<-drainCtx.Done()
+		if errors.Is(drainCtx.Err(), context.DeadlineExceeded) {
+			gs.Stop()
+		}
+		return nil
+	})
+	gs.GracefulStop()
+	cancelDrain() // stopped: nothing left to cut short
+	_ = drain.Wait()
 	long.wait()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_ = hsrv.Shutdown(shutCtx)
 	cancel()
+	runErr := servers.Wait()
 	stopSweep()
-	<-recovered
-	<-watchDone
+	if err := background.Wait(); runErr == nil {
+		runErr = err
+	}
 	stopAdmin()
-	if err := <-adminDone; err != nil {
+	if err := adminSrv.Wait(); err != nil {
 		r.log.Error("admin server", "err", err)
-	}
-	n := 1 + 2 // sweeper, gRPC, HTTP
-	if runErr != nil {
-		n--
-	}
-	for range n {
-		<-errc
 	}
 	r.log.Info("stopped", "permits_outstanding", r.Ledger.Len())
 	return runErr

@@ -234,6 +234,49 @@ bulkheads:
 	noHandlersLeft(t)
 }
 
+// brokenListener accepts nothing and, once broken, fails as a listener
+// whose socket went away does.
+type brokenListener struct {
+	net.Listener
+	broken chan struct{}
+}
+
+var errListenerBroken = errors.New("listener broken")
+
+func (l *brokenListener) Accept() (net.Conn, error) {
+	<-l.broken
+	return nil, errListenerBroken
+}
+
+// A server that dies ends Run, which shuts the others down in order and
+// returns the server's error.
+func TestRunReturnsServerError(t *testing.T) {
+	for _, name := range []string{"grpc", "http"} {
+		t.Run(name, func(t *testing.T) {
+			broken := &brokenListener{broken: make(chan struct{})}
+			rn := start(t, parseConfig(t, baseYAML), withListen(func(n, addr string) (net.Listener, error) {
+				ln, err := net.Listen("tcp", addr)
+				if err != nil || n != name {
+					return ln, err
+				}
+				broken.Listener = ln
+				return broken, nil
+			}))
+			close(broken.broken)
+			select {
+			case err := <-rn.done:
+				rn.done <- err // for the cleanup
+				if !errors.Is(err, errListenerBroken) {
+					t.Fatalf("Run = %v, want %v", err, errListenerBroken)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("Run did not return after its server failed")
+			}
+			noHandlersLeft(t)
+		})
+	}
+}
+
 func TestRunListenErrors(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

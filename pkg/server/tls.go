@@ -21,12 +21,12 @@ func (g *grpcTLS) serverConfig() *tls.Config { return g.ServerConfig("h2") }
 // are then checked for changes at most every r.tlsCheck, on handshakes.
 // The error names the setting and the file.
 func (r *Runner) listenerTLS(listener, setting string, files config.TLSFiles) (*creds.TLS, error) {
-	if err := r.extra.registerTLS(r.promReg, listener, setting); err != nil {
+	if err := r.Metrics.RegisterTLS(r.promReg, listener, setting); err != nil {
 		return nil, err
 	}
 	t, err := creds.NewTLS(listener, files.Creds(),
 		creds.WithLogger(r.log.With("component", listener+"-tls")),
-		creds.WithRecorder(r.extra),
+		creds.WithRecorder(r.Metrics),
 		creds.WithCheckInterval(r.tlsCheck))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", setting, err)
