@@ -295,7 +295,7 @@ func (s *stack) getAsync(ctx context.Context, path string, header map[string]str
 }
 
 var client = &http.Client{
-	Timeout:   30 * time.Second,
+	Timeout:   60 * time.Second, // above the 30 s request of TestHeartbeatLongRequestKeepsPermit
 	Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 0},
 }
 
