@@ -33,13 +33,14 @@ func TestObservabilityQueriesReturnData(t *testing.T) {
 	const skipLog = "x-test-skip-access-log"
 	s := startStack(t, `
 authz: {unknown_bulkhead: deny, trusted_priority_sources: ["127.0.0.0/8"]}
-leases: {sweep_interval: 100ms}
+leases: {sweep_interval: 100ms, heartbeat_interval: 500ms, heartbeat_ttl: 1s, recovery_window: 500ms}
 bulkheads:
-  catalog: {max_concurrent: 2, max_queue: 2, max_wait: 100ms, lease_ttl: 1s, reserve: {critical: 0.5}}
+  catalog: {max_concurrent: 2, max_queue: 2, max_wait: 100ms, reserve: {critical: 0.5}}
   auth: {max_concurrent: 20, max_queue: 20, max_wait: 200ms}
   orders: {max_concurrent: 20, max_queue: 20, max_wait: 200ms}
 `, func(p *envoy.Params) {
-		p.AccessLogExcludeHeader = skipLog
+		p.AccessLogExcludeHeader = skipLog // its permits expire after the 1 s heartbeat lease
+		p.HeartbeatInterval = 500 * time.Millisecond
 		// A route naming a bulkhead the daemon does not know: unknown_bulkhead.
 		p.Routes = append(p.Routes, envoy.Route{Name: "nowhere", Prefix: "/nowhere", Bulkhead: "nosuch", Upstream: p.Routes[2].Upstream})
 	})

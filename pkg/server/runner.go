@@ -360,7 +360,7 @@ func (r *Runner) recover(ctx context.Context) error {
 	defer t.Stop()
 	select {
 	case <-t.C:
-		r.log.Info("recovery window over: admitting", "window", r.recovery, "permits_adopted", r.Ledger.Len())
+		r.log.Info("recovery window over: admitting", "window", r.recovery, "permits_held", r.Ledger.Len())
 	case <-ctx.Done():
 	}
 	r.Registry.SetPaused(false)
