@@ -31,21 +31,23 @@ func WithLeases(l Leases) Option { return func(s *Server) { s.leases = l } }
 
 // The bounds of ListHolders' limit.
 const (
-	defaultHolders = 100
-	maxHolders     = 1000
+	// DefaultHolders is the limit of a request that sets none (0).
+	DefaultHolders = 100
+	// MaxHolders is the largest limit a request may set.
+	MaxHolders = 1000
 )
 
 var errNoLeases = errors.New("this server does not list the holders of permits")
 
-// holdersLimit validates a requested limit: 0 means defaultHolders.
+// holdersLimit validates a requested limit: 0 means DefaultHolders.
 func holdersLimit(n int64) (int, error) {
-	if n < 0 || n > maxHolders {
+	if n < 0 || n > MaxHolders {
 		inv := &invalidError{}
-		inv.add("limit", "must be within [0, "+strconv.Itoa(maxHolders)+"] (0: "+strconv.Itoa(defaultHolders)+"), got "+strconv.FormatInt(n, 10))
+		inv.add("limit", "must be within [0, "+strconv.Itoa(MaxHolders)+"] (0: "+strconv.Itoa(DefaultHolders)+"), got "+strconv.FormatInt(n, 10))
 		return 0, inv
 	}
 	if n == 0 {
-		return defaultHolders, nil
+		return DefaultHolders, nil
 	}
 	return int(n), nil
 }

@@ -183,7 +183,7 @@ func (s *Server) holders(w http.ResponseWriter, r *http.Request, name string) {
 			s.writeError(w, r, err)
 			return
 		}
-		req.Limit = int32(n) // within [0, maxHolders]
+		req.Limit = int32(n) // within [0, MaxHolders]
 	}
 	resp, err := s.svc.ListHolders(r.Context(), req)
 	if err != nil {
