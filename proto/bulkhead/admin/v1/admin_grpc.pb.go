@@ -76,7 +76,8 @@ const (
 // UNAUTHENTICATED for a missing or wrong token; PERMISSION_DENIED for a
 // caller the listener never accepts (a remote caller of a loopback-only
 // listener); RESOURCE_EXHAUSTED when too many watch streams are open;
-// UNAVAILABLE while the server shuts down.
+// UNAVAILABLE while the server shuts down; UNIMPLEMENTED from ListHolders
+// on a server that does not keep leases.
 type AdminServiceClient interface {
 	// ListBulkheads returns every bulkhead, sorted by name.
 	ListBulkheads(ctx context.Context, in *ListBulkheadsRequest, opts ...grpc.CallOption) (*ListBulkheadsResponse, error)
@@ -188,7 +189,8 @@ func (c *adminServiceClient) ListHolders(ctx context.Context, in *ListHoldersReq
 // UNAUTHENTICATED for a missing or wrong token; PERMISSION_DENIED for a
 // caller the listener never accepts (a remote caller of a loopback-only
 // listener); RESOURCE_EXHAUSTED when too many watch streams are open;
-// UNAVAILABLE while the server shuts down.
+// UNAVAILABLE while the server shuts down; UNIMPLEMENTED from ListHolders
+// on a server that does not keep leases.
 type AdminServiceServer interface {
 	// ListBulkheads returns every bulkhead, sorted by name.
 	ListBulkheads(context.Context, *ListBulkheadsRequest) (*ListBulkheadsResponse, error)
