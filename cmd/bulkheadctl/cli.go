@@ -83,7 +83,7 @@ type command struct {
 }
 
 func commands() []*command {
-	return []*command{statusCmd(), getCmd(), setCmd(), resetCmd(), watchCmd()}
+	return []*command{statusCmd(), getCmd(), holdersCmd(), setCmd(), resetCmd(), watchCmd()}
 }
 
 func findCommand(name string) *command {

@@ -15,18 +15,21 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin/admintest"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// env is an admin server over a fake controller, on a loopback port.
+// env is an admin server over a fake controller and an empty ledger, on
+// a loopback port.
 type env struct {
-	fake *admintest.Fake
-	clk  *clock.Fake
-	srv  *admin.Server
-	addr string
+	fake   *admintest.Fake
+	clk    *clock.Fake
+	ledger *permit.Memory
+	srv    *admin.Server
+	addr   string
 }
 
 func newEnv(t *testing.T, authOpts ...admin.AuthOption) *env {
@@ -36,6 +39,7 @@ func newEnv(t *testing.T, authOpts ...admin.AuthOption) *env {
 		t.Fatal(err)
 	}
 	e := &env{clk: clock.NewFake(t0)}
+	e.ledger = permit.NewMemory(e.clk)
 	e.fake = admintest.NewFake(e.clk.Now, map[string]bulkhead.Settings{
 		"catalog": {MaxConcurrent: 10, MaxQueue: 20, MaxWait: 500 * time.Millisecond, ReserveCritical: 0.2, ReserveNormal: 0.1},
 		"auth":    {MaxConcurrent: 1, MaxQueue: 5},
@@ -48,7 +52,7 @@ func newEnv(t *testing.T, authOpts ...admin.AuthOption) *env {
 		st.Outcomes = &admin.Outcomes{Success: 1, Failure: 1}
 		st.Tenants = 2
 	})
-	e.srv = admin.New(e.fake, auth, admintest.Logger(), admin.WithClock(e.clk))
+	e.srv = admin.New(e.fake, auth, admintest.Logger(), admin.WithClock(e.clk), admin.WithLeases(e.ledger))
 	e.addr = admintest.Start(t, e.srv)
 	return e
 }

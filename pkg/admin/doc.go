@@ -9,7 +9,10 @@
 // refused calls. The run-time state (effective settings, overrides and
 // their relation to the config file) is owned by the Controller it is given
 // (pkg/control in the daemon). Changes are logged by the Controller, with
-// the actor this package derives from the caller's credentials.
+// the actor this package derives from the caller's credentials. The
+// holders of a bulkhead's permits are read from the Leases it is given
+// (the daemon's permit ledger), at most MaxHolders at a time and never
+// with their tokens.
 //
 // # Run-time changes and the config file
 //

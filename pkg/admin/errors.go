@@ -114,6 +114,8 @@ func toStatus(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, errStopping):
 		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, errNoLeases):
+		return status.Error(codes.Unimplemented, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
 	default:
@@ -162,6 +164,8 @@ func httpStatus(c codes.Code) int {
 		return 499 // client closed request
 	case codes.DeadlineExceeded:
 		return http.StatusGatewayTimeout
+	case codes.Unimplemented:
+		return http.StatusNotImplemented
 	default:
 		return http.StatusInternalServerError
 	}

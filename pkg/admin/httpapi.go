@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -17,7 +18,7 @@ import (
 const (
 	pathList  = "/v1/bulkheads"
 	pathWatch = "/v1/bulkheads:watch"
-	pathItem  = "/v1/bulkheads/" // + NAME, NAME:reset, NAME/override
+	pathItem  = "/v1/bulkheads/" // + NAME, NAME:reset, NAME/override, NAME/holders
 )
 
 // errorBody is every JSON error response.
@@ -76,6 +77,12 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
+		if name, ok := strings.CutSuffix(rest, "/holders"); ok && validName(name) {
+			if allow(w, r, http.MethodGet) {
+				s.holders(w, r, name)
+			}
+			return
+		}
 		if name, ok := strings.CutSuffix(rest, ":reset"); ok && validName(name) {
 			if allow(w, r, http.MethodPost) {
 				s.reset(w, r, name)
@@ -96,7 +103,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusNotFound, errorBody{Error: "no such endpoint: " + r.Method + " " + p +
-		" (see GET /v1/bulkheads, GET|PATCH /v1/bulkheads/NAME, POST /v1/bulkheads/NAME:reset, GET /v1/bulkheads:watch)"})
+		" (see GET /v1/bulkheads, GET|PATCH /v1/bulkheads/NAME, POST /v1/bulkheads/NAME:reset, GET /v1/bulkheads/NAME/holders, GET /v1/bulkheads:watch)"})
 }
 
 // validName accepts a non-empty path segment; the Controller decides
@@ -158,6 +165,32 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	prev := NewView(resp.GetPrevious())
 	writeJSON(w, http.StatusOK, itemJSON{Bulkhead: NewView(resp.GetBulkhead()), Previous: &prev})
+}
+
+// holders answers the oldest holders of name's permits; the query's limit
+// is ListHolders' (absent: 0).
+func (s *Server) holders(w http.ResponseWriter, r *http.Request, name string) {
+	req := &adminv1.ListHoldersRequest{Name: name}
+	if q := r.URL.Query().Get("limit"); q != "" {
+		n, err := strconv.ParseInt(q, 10, 64)
+		if err != nil {
+			inv := &invalidError{}
+			inv.add("limit", "not an integer: "+strconv.Quote(q))
+			s.writeError(w, r, inv)
+			return
+		}
+		if _, err := holdersLimit(n); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		req.Limit = int32(n) // within [0, MaxHolders]
+	}
+	resp, err := s.svc.ListHolders(r.Context(), req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, NewHoldersView(name, resp))
 }
 
 // watchJSON streams newline-delimited JSON, one {"time", "bulkheads"}

@@ -25,6 +25,7 @@ const maxBody = 64 << 10
 // Controller, behind one Authenticator.
 type Server struct {
 	ctl         Controller
+	leases      Leases // nil: ListHolders is unimplemented
 	auth        *Authenticator
 	log         *slog.Logger
 	clock       clock.Clock

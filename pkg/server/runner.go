@@ -151,7 +151,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	if err := admin.CheckListen(cfg.Listen.Admin, auth, r.adminTLS); err != nil {
 		return nil, err
 	}
-	r.admin = admin.New(r.Control, auth, log.With("component", "admin"))
+	r.admin = admin.New(r.Control, auth, log.With("component", "admin"), admin.WithLeases(r.Ledger))
 	if _, err := r.Control.Reload(cfg); err != nil {
 		return nil, err
 	}

@@ -3,8 +3,9 @@
 //
 // The same operations are served as JSON over HTTP on the same listener
 // (see pkg/admin): GET /v1/bulkheads, GET /v1/bulkheads/{name},
-// PATCH /v1/bulkheads/{name}, POST /v1/bulkheads/{name}:reset and
-// GET /v1/bulkheads:watch?interval=1s.
+// PATCH /v1/bulkheads/{name}, POST /v1/bulkheads/{name}:reset,
+// GET /v1/bulkheads:watch?interval=1s and
+// GET /v1/bulkheads/{name}/holders?limit=100.
 //
 // # Run-time changes and the config file
 //
@@ -59,6 +60,115 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// Priority is a request's class.
+type Priority int32
+
+const (
+	// Unknown: the permit was adopted (see Holder.Source), and the periodic
+	// access log it was adopted from does not carry the class.
+	Priority_PRIORITY_UNSPECIFIED Priority = 0
+	Priority_PRIORITY_CRITICAL    Priority = 1
+	Priority_PRIORITY_NORMAL      Priority = 2
+	Priority_PRIORITY_BEST_EFFORT Priority = 3
+)
+
+// Enum value maps for Priority.
+var (
+	Priority_name = map[int32]string{
+		0: "PRIORITY_UNSPECIFIED",
+		1: "PRIORITY_CRITICAL",
+		2: "PRIORITY_NORMAL",
+		3: "PRIORITY_BEST_EFFORT",
+	}
+	Priority_value = map[string]int32{
+		"PRIORITY_UNSPECIFIED": 0,
+		"PRIORITY_CRITICAL":    1,
+		"PRIORITY_NORMAL":      2,
+		"PRIORITY_BEST_EFFORT": 3,
+	}
+)
+
+func (x Priority) Enum() *Priority {
+	p := new(Priority)
+	*p = x
+	return p
+}
+
+func (x Priority) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Priority) Descriptor() protoreflect.EnumDescriptor {
+	return file_bulkhead_admin_v1_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (Priority) Type() protoreflect.EnumType {
+	return &file_bulkhead_admin_v1_admin_proto_enumTypes[0]
+}
+
+func (x Priority) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Priority.Descriptor instead.
+func (Priority) EnumDescriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+// How the server came to hold the permit.
+type Holder_Source int32
+
+const (
+	Holder_SOURCE_UNSPECIFIED Holder_Source = 0
+	// Granted by this process in answer to an ext_authz Check.
+	Holder_SOURCE_GRANTED Holder_Source = 1
+	// Adopted from a periodic access-log entry of a request this process
+	// did not know: one admitted before a restart of the daemon, or one
+	// whose lease had expired while the request still ran.
+	Holder_SOURCE_ADOPTED Holder_Source = 2
+)
+
+// Enum value maps for Holder_Source.
+var (
+	Holder_Source_name = map[int32]string{
+		0: "SOURCE_UNSPECIFIED",
+		1: "SOURCE_GRANTED",
+		2: "SOURCE_ADOPTED",
+	}
+	Holder_Source_value = map[string]int32{
+		"SOURCE_UNSPECIFIED": 0,
+		"SOURCE_GRANTED":     1,
+		"SOURCE_ADOPTED":     2,
+	}
+)
+
+func (x Holder_Source) Enum() *Holder_Source {
+	p := new(Holder_Source)
+	*p = x
+	return p
+}
+
+func (x Holder_Source) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Holder_Source) Descriptor() protoreflect.EnumDescriptor {
+	return file_bulkhead_admin_v1_admin_proto_enumTypes[1].Descriptor()
+}
+
+func (Holder_Source) Type() protoreflect.EnumType {
+	return &file_bulkhead_admin_v1_admin_proto_enumTypes[1]
+}
+
+func (x Holder_Source) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Holder_Source.Descriptor instead.
+func (Holder_Source) EnumDescriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{18, 0}
+}
 
 // Settings are the tunables of one bulkhead.
 type Settings struct {
@@ -1138,6 +1248,224 @@ func (x *WatchBulkheadsResponse) GetBulkheads() []*Bulkhead {
 	return nil
 }
 
+type ListHoldersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// How many holders to return, oldest first: 0 means 100; at most 1000.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListHoldersRequest) Reset() {
+	*x = ListHoldersRequest{}
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListHoldersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListHoldersRequest) ProtoMessage() {}
+
+func (x *ListHoldersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListHoldersRequest.ProtoReflect.Descriptor instead.
+func (*ListHoldersRequest) Descriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListHoldersRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ListHoldersRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// Holder is one live permit: its lease, without its token.
+type Holder struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Envoy node that holds the permit; empty when unknown.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// The request's class; PRIORITY_UNSPECIFIED for an adopted permit.
+	Priority Priority      `protobuf:"varint,2,opt,name=priority,proto3,enum=bulkhead.admin.v1.Priority" json:"priority,omitempty"`
+	Source   Holder_Source `protobuf:"varint,3,opt,name=source,proto3,enum=bulkhead.admin.v1.Holder_Source" json:"source,omitempty"`
+	// When the permit was granted or adopted.
+	Acquired *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=acquired,proto3" json:"acquired,omitempty"`
+	// The last renewal by a periodic access-log entry; unset when never
+	// renewed.
+	Renewed *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=renewed,proto3" json:"renewed,omitempty"`
+	// When the lease ends unless it is renewed or released first (a lease
+	// past it is reclaimed by the next sweep).
+	Expires *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires,proto3" json:"expires,omitempty"`
+	// How long the permit has been held, at ListHoldersResponse.time.
+	Age           *durationpb.Duration `protobuf:"bytes,7,opt,name=age,proto3" json:"age,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Holder) Reset() {
+	*x = Holder{}
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Holder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Holder) ProtoMessage() {}
+
+func (x *Holder) ProtoReflect() protoreflect.Message {
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Holder.ProtoReflect.Descriptor instead.
+func (*Holder) Descriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Holder) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *Holder) GetPriority() Priority {
+	if x != nil {
+		return x.Priority
+	}
+	return Priority_PRIORITY_UNSPECIFIED
+}
+
+func (x *Holder) GetSource() Holder_Source {
+	if x != nil {
+		return x.Source
+	}
+	return Holder_SOURCE_UNSPECIFIED
+}
+
+func (x *Holder) GetAcquired() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Acquired
+	}
+	return nil
+}
+
+func (x *Holder) GetRenewed() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Renewed
+	}
+	return nil
+}
+
+func (x *Holder) GetExpires() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Expires
+	}
+	return nil
+}
+
+func (x *Holder) GetAge() *durationpb.Duration {
+	if x != nil {
+		return x.Age
+	}
+	return nil
+}
+
+type ListHoldersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the leases were read, by the server's clock: compare acquired,
+	// renewed and expires with it rather than with the client's clock.
+	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// The permits the bulkhead holds in all (at least len(holders)).
+	Total int64 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	// The oldest holders first, at most the request's limit.
+	Holders       []*Holder `protobuf:"bytes,3,rep,name=holders,proto3" json:"holders,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListHoldersResponse) Reset() {
+	*x = ListHoldersResponse{}
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListHoldersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListHoldersResponse) ProtoMessage() {}
+
+func (x *ListHoldersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListHoldersResponse.ProtoReflect.Descriptor instead.
+func (*ListHoldersResponse) Descriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListHoldersResponse) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *ListHoldersResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *ListHoldersResponse) GetHolders() []*Holder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
 var File_bulkhead_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_bulkhead_admin_v1_admin_proto_rawDesc = "" +
@@ -1219,13 +1547,38 @@ const file_bulkhead_admin_v1_admin_proto_rawDesc = "" +
 	"\binterval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\binterval\"\x83\x01\n" +
 	"\x16WatchBulkheadsResponse\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x129\n" +
-	"\tbulkheads\x18\x02 \x03(\v2\x1b.bulkhead.admin.v1.BulkheadR\tbulkheads2\x84\x04\n" +
+	"\tbulkheads\x18\x02 \x03(\v2\x1b.bulkhead.admin.v1.BulkheadR\tbulkheads\">\n" +
+	"\x12ListHoldersRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\xaa\x03\n" +
+	"\x06Holder\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x127\n" +
+	"\bpriority\x18\x02 \x01(\x0e2\x1b.bulkhead.admin.v1.PriorityR\bpriority\x128\n" +
+	"\x06source\x18\x03 \x01(\x0e2 .bulkhead.admin.v1.Holder.SourceR\x06source\x126\n" +
+	"\bacquired\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bacquired\x124\n" +
+	"\arenewed\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\arenewed\x124\n" +
+	"\aexpires\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\x12+\n" +
+	"\x03age\x18\a \x01(\v2\x19.google.protobuf.DurationR\x03age\"H\n" +
+	"\x06Source\x12\x16\n" +
+	"\x12SOURCE_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eSOURCE_GRANTED\x10\x01\x12\x12\n" +
+	"\x0eSOURCE_ADOPTED\x10\x02\"\x90\x01\n" +
+	"\x13ListHoldersResponse\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x03R\x05total\x123\n" +
+	"\aholders\x18\x03 \x03(\v2\x19.bulkhead.admin.v1.HolderR\aholders*j\n" +
+	"\bPriority\x12\x18\n" +
+	"\x14PRIORITY_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11PRIORITY_CRITICAL\x10\x01\x12\x13\n" +
+	"\x0fPRIORITY_NORMAL\x10\x02\x12\x18\n" +
+	"\x14PRIORITY_BEST_EFFORT\x10\x032\xe2\x04\n" +
 	"\fAdminService\x12b\n" +
 	"\rListBulkheads\x12'.bulkhead.admin.v1.ListBulkheadsRequest\x1a(.bulkhead.admin.v1.ListBulkheadsResponse\x12\\\n" +
 	"\vGetBulkhead\x12%.bulkhead.admin.v1.GetBulkheadRequest\x1a&.bulkhead.admin.v1.GetBulkheadResponse\x12e\n" +
 	"\x0eUpdateBulkhead\x12(.bulkhead.admin.v1.UpdateBulkheadRequest\x1a).bulkhead.admin.v1.UpdateBulkheadResponse\x12b\n" +
 	"\rResetBulkhead\x12'.bulkhead.admin.v1.ResetBulkheadRequest\x1a(.bulkhead.admin.v1.ResetBulkheadResponse\x12g\n" +
-	"\x0eWatchBulkheads\x12(.bulkhead.admin.v1.WatchBulkheadsRequest\x1a).bulkhead.admin.v1.WatchBulkheadsResponse0\x01BCZAgithub.com/bulkhead-mesh/bulkhead/proto/bulkhead/admin/v1;adminv1b\x06proto3"
+	"\x0eWatchBulkheads\x12(.bulkhead.admin.v1.WatchBulkheadsRequest\x1a).bulkhead.admin.v1.WatchBulkheadsResponse0\x01\x12\\\n" +
+	"\vListHolders\x12%.bulkhead.admin.v1.ListHoldersRequest\x1a&.bulkhead.admin.v1.ListHoldersResponseBCZAgithub.com/bulkhead-mesh/bulkhead/proto/bulkhead/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_bulkhead_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -1239,66 +1592,82 @@ func file_bulkhead_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_bulkhead_admin_v1_admin_proto_rawDescData
 }
 
-var file_bulkhead_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_bulkhead_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_bulkhead_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_bulkhead_admin_v1_admin_proto_goTypes = []any{
-	(*Settings)(nil),               // 0: bulkhead.admin.v1.Settings
-	(*Override)(nil),               // 1: bulkhead.admin.v1.Override
-	(*PriorityCounts)(nil),         // 2: bulkhead.admin.v1.PriorityCounts
-	(*RejectedCounts)(nil),         // 3: bulkhead.admin.v1.RejectedCounts
-	(*Counters)(nil),               // 4: bulkhead.admin.v1.Counters
-	(*Outcomes)(nil),               // 5: bulkhead.admin.v1.Outcomes
-	(*Bulkhead)(nil),               // 6: bulkhead.admin.v1.Bulkhead
-	(*ListBulkheadsRequest)(nil),   // 7: bulkhead.admin.v1.ListBulkheadsRequest
-	(*ListBulkheadsResponse)(nil),  // 8: bulkhead.admin.v1.ListBulkheadsResponse
-	(*GetBulkheadRequest)(nil),     // 9: bulkhead.admin.v1.GetBulkheadRequest
-	(*GetBulkheadResponse)(nil),    // 10: bulkhead.admin.v1.GetBulkheadResponse
-	(*UpdateBulkheadRequest)(nil),  // 11: bulkhead.admin.v1.UpdateBulkheadRequest
-	(*UpdateBulkheadResponse)(nil), // 12: bulkhead.admin.v1.UpdateBulkheadResponse
-	(*ResetBulkheadRequest)(nil),   // 13: bulkhead.admin.v1.ResetBulkheadRequest
-	(*ResetBulkheadResponse)(nil),  // 14: bulkhead.admin.v1.ResetBulkheadResponse
-	(*WatchBulkheadsRequest)(nil),  // 15: bulkhead.admin.v1.WatchBulkheadsRequest
-	(*WatchBulkheadsResponse)(nil), // 16: bulkhead.admin.v1.WatchBulkheadsResponse
-	(*durationpb.Duration)(nil),    // 17: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 18: google.protobuf.Timestamp
+	(Priority)(0),                  // 0: bulkhead.admin.v1.Priority
+	(Holder_Source)(0),             // 1: bulkhead.admin.v1.Holder.Source
+	(*Settings)(nil),               // 2: bulkhead.admin.v1.Settings
+	(*Override)(nil),               // 3: bulkhead.admin.v1.Override
+	(*PriorityCounts)(nil),         // 4: bulkhead.admin.v1.PriorityCounts
+	(*RejectedCounts)(nil),         // 5: bulkhead.admin.v1.RejectedCounts
+	(*Counters)(nil),               // 6: bulkhead.admin.v1.Counters
+	(*Outcomes)(nil),               // 7: bulkhead.admin.v1.Outcomes
+	(*Bulkhead)(nil),               // 8: bulkhead.admin.v1.Bulkhead
+	(*ListBulkheadsRequest)(nil),   // 9: bulkhead.admin.v1.ListBulkheadsRequest
+	(*ListBulkheadsResponse)(nil),  // 10: bulkhead.admin.v1.ListBulkheadsResponse
+	(*GetBulkheadRequest)(nil),     // 11: bulkhead.admin.v1.GetBulkheadRequest
+	(*GetBulkheadResponse)(nil),    // 12: bulkhead.admin.v1.GetBulkheadResponse
+	(*UpdateBulkheadRequest)(nil),  // 13: bulkhead.admin.v1.UpdateBulkheadRequest
+	(*UpdateBulkheadResponse)(nil), // 14: bulkhead.admin.v1.UpdateBulkheadResponse
+	(*ResetBulkheadRequest)(nil),   // 15: bulkhead.admin.v1.ResetBulkheadRequest
+	(*ResetBulkheadResponse)(nil),  // 16: bulkhead.admin.v1.ResetBulkheadResponse
+	(*WatchBulkheadsRequest)(nil),  // 17: bulkhead.admin.v1.WatchBulkheadsRequest
+	(*WatchBulkheadsResponse)(nil), // 18: bulkhead.admin.v1.WatchBulkheadsResponse
+	(*ListHoldersRequest)(nil),     // 19: bulkhead.admin.v1.ListHoldersRequest
+	(*Holder)(nil),                 // 20: bulkhead.admin.v1.Holder
+	(*ListHoldersResponse)(nil),    // 21: bulkhead.admin.v1.ListHoldersResponse
+	(*durationpb.Duration)(nil),    // 22: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
 }
 var file_bulkhead_admin_v1_admin_proto_depIdxs = []int32{
-	17, // 0: bulkhead.admin.v1.Settings.max_wait:type_name -> google.protobuf.Duration
-	0,  // 1: bulkhead.admin.v1.Override.settings:type_name -> bulkhead.admin.v1.Settings
-	18, // 2: bulkhead.admin.v1.Override.time:type_name -> google.protobuf.Timestamp
-	2,  // 3: bulkhead.admin.v1.Counters.admitted:type_name -> bulkhead.admin.v1.PriorityCounts
-	3,  // 4: bulkhead.admin.v1.Counters.rejected:type_name -> bulkhead.admin.v1.RejectedCounts
-	0,  // 5: bulkhead.admin.v1.Bulkhead.settings:type_name -> bulkhead.admin.v1.Settings
-	0,  // 6: bulkhead.admin.v1.Bulkhead.file_settings:type_name -> bulkhead.admin.v1.Settings
-	1,  // 7: bulkhead.admin.v1.Bulkhead.override:type_name -> bulkhead.admin.v1.Override
-	2,  // 8: bulkhead.admin.v1.Bulkhead.queued:type_name -> bulkhead.admin.v1.PriorityCounts
-	4,  // 9: bulkhead.admin.v1.Bulkhead.counters:type_name -> bulkhead.admin.v1.Counters
-	17, // 10: bulkhead.admin.v1.Bulkhead.lease_ttl:type_name -> google.protobuf.Duration
-	5,  // 11: bulkhead.admin.v1.Bulkhead.outcomes:type_name -> bulkhead.admin.v1.Outcomes
-	6,  // 12: bulkhead.admin.v1.ListBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
-	6,  // 13: bulkhead.admin.v1.GetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
-	17, // 14: bulkhead.admin.v1.UpdateBulkheadRequest.max_wait:type_name -> google.protobuf.Duration
-	6,  // 15: bulkhead.admin.v1.UpdateBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
-	6,  // 16: bulkhead.admin.v1.UpdateBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
-	6,  // 17: bulkhead.admin.v1.ResetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
-	6,  // 18: bulkhead.admin.v1.ResetBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
-	17, // 19: bulkhead.admin.v1.WatchBulkheadsRequest.interval:type_name -> google.protobuf.Duration
-	18, // 20: bulkhead.admin.v1.WatchBulkheadsResponse.time:type_name -> google.protobuf.Timestamp
-	6,  // 21: bulkhead.admin.v1.WatchBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
-	7,  // 22: bulkhead.admin.v1.AdminService.ListBulkheads:input_type -> bulkhead.admin.v1.ListBulkheadsRequest
-	9,  // 23: bulkhead.admin.v1.AdminService.GetBulkhead:input_type -> bulkhead.admin.v1.GetBulkheadRequest
-	11, // 24: bulkhead.admin.v1.AdminService.UpdateBulkhead:input_type -> bulkhead.admin.v1.UpdateBulkheadRequest
-	13, // 25: bulkhead.admin.v1.AdminService.ResetBulkhead:input_type -> bulkhead.admin.v1.ResetBulkheadRequest
-	15, // 26: bulkhead.admin.v1.AdminService.WatchBulkheads:input_type -> bulkhead.admin.v1.WatchBulkheadsRequest
-	8,  // 27: bulkhead.admin.v1.AdminService.ListBulkheads:output_type -> bulkhead.admin.v1.ListBulkheadsResponse
-	10, // 28: bulkhead.admin.v1.AdminService.GetBulkhead:output_type -> bulkhead.admin.v1.GetBulkheadResponse
-	12, // 29: bulkhead.admin.v1.AdminService.UpdateBulkhead:output_type -> bulkhead.admin.v1.UpdateBulkheadResponse
-	14, // 30: bulkhead.admin.v1.AdminService.ResetBulkhead:output_type -> bulkhead.admin.v1.ResetBulkheadResponse
-	16, // 31: bulkhead.admin.v1.AdminService.WatchBulkheads:output_type -> bulkhead.admin.v1.WatchBulkheadsResponse
-	27, // [27:32] is the sub-list for method output_type
-	22, // [22:27] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	22, // 0: bulkhead.admin.v1.Settings.max_wait:type_name -> google.protobuf.Duration
+	2,  // 1: bulkhead.admin.v1.Override.settings:type_name -> bulkhead.admin.v1.Settings
+	23, // 2: bulkhead.admin.v1.Override.time:type_name -> google.protobuf.Timestamp
+	4,  // 3: bulkhead.admin.v1.Counters.admitted:type_name -> bulkhead.admin.v1.PriorityCounts
+	5,  // 4: bulkhead.admin.v1.Counters.rejected:type_name -> bulkhead.admin.v1.RejectedCounts
+	2,  // 5: bulkhead.admin.v1.Bulkhead.settings:type_name -> bulkhead.admin.v1.Settings
+	2,  // 6: bulkhead.admin.v1.Bulkhead.file_settings:type_name -> bulkhead.admin.v1.Settings
+	3,  // 7: bulkhead.admin.v1.Bulkhead.override:type_name -> bulkhead.admin.v1.Override
+	4,  // 8: bulkhead.admin.v1.Bulkhead.queued:type_name -> bulkhead.admin.v1.PriorityCounts
+	6,  // 9: bulkhead.admin.v1.Bulkhead.counters:type_name -> bulkhead.admin.v1.Counters
+	22, // 10: bulkhead.admin.v1.Bulkhead.lease_ttl:type_name -> google.protobuf.Duration
+	7,  // 11: bulkhead.admin.v1.Bulkhead.outcomes:type_name -> bulkhead.admin.v1.Outcomes
+	8,  // 12: bulkhead.admin.v1.ListBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
+	8,  // 13: bulkhead.admin.v1.GetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
+	22, // 14: bulkhead.admin.v1.UpdateBulkheadRequest.max_wait:type_name -> google.protobuf.Duration
+	8,  // 15: bulkhead.admin.v1.UpdateBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
+	8,  // 16: bulkhead.admin.v1.UpdateBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
+	8,  // 17: bulkhead.admin.v1.ResetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
+	8,  // 18: bulkhead.admin.v1.ResetBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
+	22, // 19: bulkhead.admin.v1.WatchBulkheadsRequest.interval:type_name -> google.protobuf.Duration
+	23, // 20: bulkhead.admin.v1.WatchBulkheadsResponse.time:type_name -> google.protobuf.Timestamp
+	8,  // 21: bulkhead.admin.v1.WatchBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
+	0,  // 22: bulkhead.admin.v1.Holder.priority:type_name -> bulkhead.admin.v1.Priority
+	1,  // 23: bulkhead.admin.v1.Holder.source:type_name -> bulkhead.admin.v1.Holder.Source
+	23, // 24: bulkhead.admin.v1.Holder.acquired:type_name -> google.protobuf.Timestamp
+	23, // 25: bulkhead.admin.v1.Holder.renewed:type_name -> google.protobuf.Timestamp
+	23, // 26: bulkhead.admin.v1.Holder.expires:type_name -> google.protobuf.Timestamp
+	22, // 27: bulkhead.admin.v1.Holder.age:type_name -> google.protobuf.Duration
+	23, // 28: bulkhead.admin.v1.ListHoldersResponse.time:type_name -> google.protobuf.Timestamp
+	20, // 29: bulkhead.admin.v1.ListHoldersResponse.holders:type_name -> bulkhead.admin.v1.Holder
+	9,  // 30: bulkhead.admin.v1.AdminService.ListBulkheads:input_type -> bulkhead.admin.v1.ListBulkheadsRequest
+	11, // 31: bulkhead.admin.v1.AdminService.GetBulkhead:input_type -> bulkhead.admin.v1.GetBulkheadRequest
+	13, // 32: bulkhead.admin.v1.AdminService.UpdateBulkhead:input_type -> bulkhead.admin.v1.UpdateBulkheadRequest
+	15, // 33: bulkhead.admin.v1.AdminService.ResetBulkhead:input_type -> bulkhead.admin.v1.ResetBulkheadRequest
+	17, // 34: bulkhead.admin.v1.AdminService.WatchBulkheads:input_type -> bulkhead.admin.v1.WatchBulkheadsRequest
+	19, // 35: bulkhead.admin.v1.AdminService.ListHolders:input_type -> bulkhead.admin.v1.ListHoldersRequest
+	10, // 36: bulkhead.admin.v1.AdminService.ListBulkheads:output_type -> bulkhead.admin.v1.ListBulkheadsResponse
+	12, // 37: bulkhead.admin.v1.AdminService.GetBulkhead:output_type -> bulkhead.admin.v1.GetBulkheadResponse
+	14, // 38: bulkhead.admin.v1.AdminService.UpdateBulkhead:output_type -> bulkhead.admin.v1.UpdateBulkheadResponse
+	16, // 39: bulkhead.admin.v1.AdminService.ResetBulkhead:output_type -> bulkhead.admin.v1.ResetBulkheadResponse
+	18, // 40: bulkhead.admin.v1.AdminService.WatchBulkheads:output_type -> bulkhead.admin.v1.WatchBulkheadsResponse
+	21, // 41: bulkhead.admin.v1.AdminService.ListHolders:output_type -> bulkhead.admin.v1.ListHoldersResponse
+	36, // [36:42] is the sub-list for method output_type
+	30, // [30:36] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_bulkhead_admin_v1_admin_proto_init() }
@@ -1312,13 +1681,14 @@ func file_bulkhead_admin_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bulkhead_admin_v1_admin_proto_rawDesc), len(file_bulkhead_admin_v1_admin_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   17,
+			NumEnums:      2,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_bulkhead_admin_v1_admin_proto_goTypes,
 		DependencyIndexes: file_bulkhead_admin_v1_admin_proto_depIdxs,
+		EnumInfos:         file_bulkhead_admin_v1_admin_proto_enumTypes,
 		MessageInfos:      file_bulkhead_admin_v1_admin_proto_msgTypes,
 	}.Build()
 	File_bulkhead_admin_v1_admin_proto = out.File

@@ -3,8 +3,9 @@
 //
 // The same operations are served as JSON over HTTP on the same listener
 // (see pkg/admin): GET /v1/bulkheads, GET /v1/bulkheads/{name},
-// PATCH /v1/bulkheads/{name}, POST /v1/bulkheads/{name}:reset and
-// GET /v1/bulkheads:watch?interval=1s.
+// PATCH /v1/bulkheads/{name}, POST /v1/bulkheads/{name}:reset,
+// GET /v1/bulkheads:watch?interval=1s and
+// GET /v1/bulkheads/{name}/holders?limit=100.
 //
 // # Run-time changes and the config file
 //
@@ -61,6 +62,7 @@ const (
 	AdminService_UpdateBulkhead_FullMethodName = "/bulkhead.admin.v1.AdminService/UpdateBulkhead"
 	AdminService_ResetBulkhead_FullMethodName  = "/bulkhead.admin.v1.AdminService/ResetBulkhead"
 	AdminService_WatchBulkheads_FullMethodName = "/bulkhead.admin.v1.AdminService/WatchBulkheads"
+	AdminService_ListHolders_FullMethodName    = "/bulkhead.admin.v1.AdminService/ListHolders"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -74,7 +76,8 @@ const (
 // UNAUTHENTICATED for a missing or wrong token; PERMISSION_DENIED for a
 // caller the listener never accepts (a remote caller of a loopback-only
 // listener); RESOURCE_EXHAUSTED when too many watch streams are open;
-// UNAVAILABLE while the server shuts down.
+// UNAVAILABLE while the server shuts down; UNIMPLEMENTED from ListHolders
+// on a server that does not keep leases.
 type AdminServiceClient interface {
 	// ListBulkheads returns every bulkhead, sorted by name.
 	ListBulkheads(ctx context.Context, in *ListBulkheadsRequest, opts ...grpc.CallOption) (*ListBulkheadsResponse, error)
@@ -91,6 +94,11 @@ type AdminServiceClient interface {
 	// WatchBulkheads sends every bulkhead at once, then again every
 	// interval, until the client cancels or the server shuts down.
 	WatchBulkheads(ctx context.Context, in *WatchBulkheadsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchBulkheadsResponse], error)
+	// ListHolders returns who holds a bulkhead's permits now: the oldest
+	// limit of its live leases, and how many it holds in all. A permit's
+	// token never leaves the server (it would let the caller release the
+	// permit).
+	ListHolders(ctx context.Context, in *ListHoldersRequest, opts ...grpc.CallOption) (*ListHoldersResponse, error)
 }
 
 type adminServiceClient struct {
@@ -160,6 +168,16 @@ func (c *adminServiceClient) WatchBulkheads(ctx context.Context, in *WatchBulkhe
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AdminService_WatchBulkheadsClient = grpc.ServerStreamingClient[WatchBulkheadsResponse]
 
+func (c *adminServiceClient) ListHolders(ctx context.Context, in *ListHoldersRequest, opts ...grpc.CallOption) (*ListHoldersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListHoldersResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListHolders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -171,7 +189,8 @@ type AdminService_WatchBulkheadsClient = grpc.ServerStreamingClient[WatchBulkhea
 // UNAUTHENTICATED for a missing or wrong token; PERMISSION_DENIED for a
 // caller the listener never accepts (a remote caller of a loopback-only
 // listener); RESOURCE_EXHAUSTED when too many watch streams are open;
-// UNAVAILABLE while the server shuts down.
+// UNAVAILABLE while the server shuts down; UNIMPLEMENTED from ListHolders
+// on a server that does not keep leases.
 type AdminServiceServer interface {
 	// ListBulkheads returns every bulkhead, sorted by name.
 	ListBulkheads(context.Context, *ListBulkheadsRequest) (*ListBulkheadsResponse, error)
@@ -188,6 +207,11 @@ type AdminServiceServer interface {
 	// WatchBulkheads sends every bulkhead at once, then again every
 	// interval, until the client cancels or the server shuts down.
 	WatchBulkheads(*WatchBulkheadsRequest, grpc.ServerStreamingServer[WatchBulkheadsResponse]) error
+	// ListHolders returns who holds a bulkhead's permits now: the oldest
+	// limit of its live leases, and how many it holds in all. A permit's
+	// token never leaves the server (it would let the caller release the
+	// permit).
+	ListHolders(context.Context, *ListHoldersRequest) (*ListHoldersResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -212,6 +236,9 @@ func (UnimplementedAdminServiceServer) ResetBulkhead(context.Context, *ResetBulk
 }
 func (UnimplementedAdminServiceServer) WatchBulkheads(*WatchBulkheadsRequest, grpc.ServerStreamingServer[WatchBulkheadsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchBulkheads not implemented")
+}
+func (UnimplementedAdminServiceServer) ListHolders(context.Context, *ListHoldersRequest) (*ListHoldersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListHolders not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -317,6 +344,24 @@ func _AdminService_WatchBulkheads_Handler(srv interface{}, stream grpc.ServerStr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AdminService_WatchBulkheadsServer = grpc.ServerStreamingServer[WatchBulkheadsResponse]
 
+func _AdminService_ListHolders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListHoldersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListHolders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListHolders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListHolders(ctx, req.(*ListHoldersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -339,6 +384,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResetBulkhead",
 			Handler:    _AdminService_ResetBulkhead_Handler,
+		},
+		{
+			MethodName: "ListHolders",
+			Handler:    _AdminService_ListHolders_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
