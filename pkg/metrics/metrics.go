@@ -140,9 +140,10 @@ func (m *Metrics) Waited(dependency string, d time.Duration) {
 // initDependency creates a dependency's per-request series at zero when it
 // admits its first request, so that ratios such as failure / (success +
 // failure) read 0 rather than "no data" before the first failure. Every
-// outcome, hold and expiry follows an admission.
+// outcome, hold and expiry follows an admission (an adoption creates its
+// own series, and reads 0 until the first).
 func (m *Metrics) initDependency(dependency string) {
-	for _, v := range []*prometheus.CounterVec{m.success, m.failure, m.aborted, m.expired} {
+	for _, v := range []*prometheus.CounterVec{m.success, m.failure, m.aborted, m.expired, m.leases.adopted} {
 		v.WithLabelValues(dependency)
 	}
 	m.hold.WithLabelValues(dependency)
