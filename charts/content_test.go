@@ -51,6 +51,22 @@ func decodeAs[T any](t *testing.T, d decoder, m manifest) T {
 	return v
 }
 
+// daemonConfig returns the daemon configuration of the rendered ConfigMap
+// rel-bulkhead, as pkg/config parses it.
+func daemonConfig(t *testing.T, d decoder, ms []manifest) *config.Config {
+	t.Helper()
+	cms := find(ms, "ConfigMap", "rel-bulkhead")
+	if len(cms) != 1 {
+		t.Fatalf("want one ConfigMap rel-bulkhead, got %d", len(cms))
+	}
+	cm := decodeAs[*corev1.ConfigMap](t, d, cms[0])
+	cfg, err := config.Parse("configmap rel-bulkhead", []byte(cm.Data["bulkhead.yaml"]))
+	if err != nil {
+		t.Fatalf("pkg/config refuses the rendered configuration: %v\n%s", err, cm.Data["bulkhead.yaml"])
+	}
+	return cfg
+}
+
 // The ConfigMap holds a daemon configuration that pkg/config accepts, with
 // exactly the values' bulkheads. pkg/config refuses unknown fields, so a
 // chart-only key (critical, priority, istio) passed through fails here.
@@ -58,15 +74,7 @@ func TestRenderedDaemonConfig(t *testing.T) {
 	d := newDecoder(t)
 	for _, f := range valuesFiles(t) {
 		t.Run(valuesName(f), func(t *testing.T) {
-			cms := find(render(t, f), "ConfigMap", "rel-bulkhead")
-			if len(cms) != 1 {
-				t.Fatalf("want one ConfigMap rel-bulkhead, got %d", len(cms))
-			}
-			cm := decodeAs[*corev1.ConfigMap](t, d, cms[0])
-			cfg, err := config.Parse("configmap rel-bulkhead", []byte(cm.Data["bulkhead.yaml"]))
-			if err != nil {
-				t.Fatalf("pkg/config refuses the rendered configuration: %v\n%s", err, cm.Data["bulkhead.yaml"])
-			}
+			cfg := daemonConfig(t, d, render(t, f))
 			if cfg.Listen.GRPC != "0.0.0.0:9001" || cfg.Listen.HTTP != "0.0.0.0:9090" {
 				t.Errorf("listen %+v, want all interfaces on 9001 and 9090", cfg.Listen)
 			}

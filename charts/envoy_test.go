@@ -29,32 +29,38 @@ import (
 
 // snippet is the Envoy ConfigMap's document.
 type snippet struct {
+	AccessLogOptions     map[string]any            `json:"access_log_options"`
 	AccessLog            []any                     `json:"access_log"`
 	HTTPFilters          []any                     `json:"http_filters"`
 	TypedPerFilterConfig map[string]map[string]any `json:"typed_per_filter_config"`
 	Clusters             []any                     `json:"clusters"`
+
+	raw string // the document as rendered
 }
 
 // A real Envoy accepts the plain-Envoy snippet: a bootstrap made of its
-// access log, ext_authz filter, one route per bulkhead with that
-// bulkhead's per-route block, and its cluster passes `envoy --mode
-// validate`.
+// periodic access-log option, access log, ext_authz filter, one route per
+// bulkhead with that bulkhead's per-route block, and its cluster passes
+// `envoy --mode validate`. Its flush interval is the daemon's heartbeat
+// interval.
 func TestEnvoySnippetValidatesInEnvoy(t *testing.T) {
 	envoyBin := envoyproctest.Binary(t)
 	d := newDecoder(t)
 	for _, f := range []string{filepath.Join(chartDir(t), "ci", "full-values.yaml"), filepath.Join(chartDir(t), "ci", "minimal-values.yaml")} {
 		t.Run(valuesName(f), func(t *testing.T) {
-			cm := decodeAs[*corev1.ConfigMap](t, d, find(render(t, f), "ConfigMap", "rel-bulkhead-envoy")[0])
-			var s snippet
-			if err := yaml.UnmarshalStrict([]byte(cm.Data["bulkhead-envoy.yaml"]), &s); err != nil {
-				t.Fatalf("snippet: %v\n%s", err, cm.Data["bulkhead-envoy.yaml"])
+			ms := render(t, f)
+			s := renderedSnippet(t, d, ms)
+			cfg := daemonConfig(t, d, ms)
+			if got := flushInterval(t, s.AccessLogOptions); cfg.Leases.HeartbeatInterval == 0 || got != cfg.Leases.HeartbeatInterval {
+				t.Errorf("snippet access_log_flush_interval %v, daemon's leases.heartbeat_interval %v: want them equal and on",
+					got, cfg.Leases.HeartbeatInterval)
 			}
 			want := valuesBulkheads(t, f)
 			if len(s.AccessLog) != 1 || len(s.HTTPFilters) != 1 || len(s.Clusters) != 1 || len(s.TypedPerFilterConfig) != len(want) {
 				t.Fatalf("snippet pieces: %d access logs, %d filters, %d clusters, %d per-route blocks (want 1, 1, 1, %d)",
 					len(s.AccessLog), len(s.HTTPFilters), len(s.Clusters), len(s.TypedPerFilterConfig), len(want))
 			}
-			if !strings.Contains(cm.Data["bulkhead-envoy.yaml"], "buffer_size_bytes: 0") {
+			if !strings.Contains(s.raw, "buffer_size_bytes: 0") {
 				t.Error("the access log does not set buffer_size_bytes: 0")
 			}
 			// Decode the pieces into Envoy's API types too: the names and
@@ -93,11 +99,12 @@ func TestEnvoySnippetValidatesInEnvoy(t *testing.T) {
 						"filter_chains": []any{map[string]any{"filters": []any{map[string]any{
 							"name": "envoy.filters.network.http_connection_manager",
 							"typed_config": map[string]any{
-								"@type":        "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
-								"stat_prefix":  "test",
-								"access_log":   s.AccessLog,
-								"http_filters": append(s.HTTPFilters, map[string]any{"name": "envoy.filters.http.router", "typed_config": map[string]any{"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}),
-								"route_config": map[string]any{"name": "r", "virtual_hosts": []any{map[string]any{"name": "v", "domains": []any{"*"}, "routes": routes}}},
+								"@type":              "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+								"stat_prefix":        "test",
+								"access_log_options": s.AccessLogOptions,
+								"access_log":         s.AccessLog,
+								"http_filters":       append(s.HTTPFilters, map[string]any{"name": "envoy.filters.http.router", "typed_config": map[string]any{"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}),
+								"route_config":       map[string]any{"name": "r", "virtual_hosts": []any{map[string]any{"name": "v", "domains": []any{"*"}, "routes": routes}}},
 							},
 						}}}},
 					}},
@@ -151,8 +158,10 @@ func unmarshalProto(t *testing.T, v any, m proto.Message) {
 
 // Istio: the mesh config providers decode into Istio's MeshConfig types;
 // each EnvoyFilter patch value decodes into the Envoy type it patches,
-// names its bulkhead, and (accessLog envoyFilter) adds the gRPC access log
-// with buffer_size_bytes 0 on the Bulkhead service's outbound cluster.
+// names its bulkhead, sets the connection manager's access_log_flush_interval
+// to the daemon's heartbeat interval, and (accessLog envoyFilter) adds the
+// gRPC access log with buffer_size_bytes 0 on the Bulkhead service's
+// outbound cluster.
 func TestIstioResources(t *testing.T) {
 	d := newDecoder(t)
 	for _, tc := range []struct {
@@ -168,6 +177,7 @@ func TestIstioResources(t *testing.T) {
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			ms := render(t, filepath.Join(chartDir(t), "ci", tc.file))
+			heartbeat := daemonConfig(t, d, ms).Leases.HeartbeatInterval
 			cm := decodeAs[*corev1.ConfigMap](t, d, find(ms, "ConfigMap", "rel-bulkhead-istio")[0])
 			var mc struct {
 				MeshConfig struct {
@@ -206,6 +216,7 @@ func TestIstioResources(t *testing.T) {
 			accessLogs := 0
 			for _, m := range find(ms, "EnvoyFilter", "") {
 				ef := decodeAs[*networkingv1alpha3.EnvoyFilter](t, d, m)
+				flush := time.Duration(0)
 				for _, p := range ef.GetConfigPatches() {
 					if p.GetMatch().GetContext() != networkingv1alpha3.EnvoyFilter_SIDECAR_INBOUND || p.GetPatch().GetOperation() != networkingv1alpha3.EnvoyFilter_Patch_MERGE {
 						t.Errorf("%s: patch %v: want MERGE on SIDECAR_INBOUND", m, p)
@@ -227,28 +238,25 @@ func TestIstioResources(t *testing.T) {
 							t.Errorf("%s: priority %q, want critical", m, ext["priority"])
 						}
 					case networkingv1alpha3.EnvoyFilter_NETWORK_FILTER:
+						hcm := patchedHCM(t, value)
+						flush = hcm.GetAccessLogOptions().GetAccessLogFlushInterval().AsDuration()
+						if len(hcm.GetAccessLog()) == 0 {
+							continue
+						}
 						accessLogs++
-						var h struct {
-							TypedConfig any `json:"typed_config"`
-						}
-						raw, _ := stdjson.Marshal(value)
-						if err := stdjson.Unmarshal(raw, &h); err != nil {
-							t.Fatal(err)
-						}
-						var hcm hcmv3.HttpConnectionManager
-						tc := h.TypedConfig.(map[string]any)
-						delete(tc, "@type")
-						unmarshalProto(t, tc, &hcm)
 						got := fmt.Sprint(hcm.GetAccessLog())
 						if len(hcm.GetAccessLog()) != 1 || !strings.Contains(got, "outbound|9001||rel-bulkhead.mesh.svc.cluster.local") {
 							t.Errorf("%s: access log %s", m, got)
 						}
-						if !strings.Contains(string(raw), `"buffer_size_bytes":0`) {
+						if raw, _ := stdjson.Marshal(value); !strings.Contains(string(raw), `"buffer_size_bytes":0`) {
 							t.Errorf("%s: access log without buffer_size_bytes 0", m)
 						}
 					default:
 						t.Errorf("%s: unexpected patch %v", m, p.GetApplyTo())
 					}
+				}
+				if heartbeat == 0 || flush != heartbeat {
+					t.Errorf("%s: access_log_flush_interval %v, daemon's leases.heartbeat_interval %v: want them equal and on", m, flush, heartbeat)
 				}
 			}
 			if accessLogs != tc.accessLogs {

@@ -29,6 +29,8 @@ func TestBadValuesRefused(t *testing.T) {
 		"ledger-redis.yaml":           {"/ledger", "value must be 'memory'"},
 		"istio-bad-access-log.yaml":   {"/istio/accessLog", "value must be one of 'envoyFilter', 'telemetry'"},
 		"istio-without-selector.yaml": {"/bulkheads/catalog/istio", "missing property 'selector'"},
+		"heartbeat-interval-ms.yaml":  {"/config/leases/heartbeat_interval", "'500ms' does not match pattern"},
+		"node-grace.yaml":             {"/config/leases", "additional properties 'node_grace' not allowed"},
 	}
 	files, err := filepath.Glob(filepath.Join("testdata", "bad", "*.yaml"))
 	if err != nil {

@@ -19,6 +19,8 @@ type oneBulkhead struct{}
 
 func (oneBulkhead) Snapshots() []bulkhead.Snapshot { return []bulkhead.Snapshot{{Name: "x"}} }
 
+func (oneBulkhead) Oldest() map[string]time.Time { return map[string]time.Time{"x": time.Now()} }
+
 // capture records the collectors registered on it, and registers them on
 // reg too.
 type capture struct {
@@ -54,6 +56,9 @@ func exportedNames(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	m.Waited("x", time.Millisecond) // creates the per-dependency series, histograms included
+	if err := metrics.RegisterOldest(c, oneBulkhead{}, time.Now); err != nil {
+		t.Fatal(err)
+	}
 	names := map[string]bool{}
 	for _, col := range c.collectors {
 		ch := make(chan *prometheus.Desc, 64)
@@ -141,6 +146,9 @@ func TestDashboardCoverage(t *testing.T) {
 		"bulkhead_wait_seconds_bucket", "bulkhead_permit_hold_seconds_bucket", "bulkhead_permit_release_lag_seconds_bucket", "histogram_quantile(0.99",
 		"bulkhead_success_total", "bulkhead_failure_total",
 		"bulkhead_permits_expired_total", "bulkhead_config_reloads_total",
+		"bulkhead_heartbeat_problems_total", "by (problem)",
+		"bulkhead_permits_adopted_total", "bulkhead_admissions_paused",
+		"bulkhead_oldest_permit_age_seconds",
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("no dashboard query contains %q", want)
@@ -165,6 +173,7 @@ func TestRulesCoverage(t *testing.T) {
 		"BulkheadRejections":         "warning",
 		"BulkheadSaturated":          "warning",
 		"BulkheadPermitsExpired":     "warning",
+		"BulkheadHeartbeatMissing":   "warning",
 		"BulkheadConfigReloadFailed": "warning",
 		"BulkheadDown":               "page",
 		"BulkheadAbsent":             "page",
@@ -177,6 +186,11 @@ func TestRulesCoverage(t *testing.T) {
 		}
 		if r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
 			t.Errorf("%s: needs a summary and a description", r.Name())
+		}
+		if r.Alert == "BulkheadHeartbeatMissing" &&
+			(!strings.Contains(r.Expr, "bulkhead_heartbeat_problems_total") || !strings.Contains(r.Annotations["description"], "access_log_flush_interval") ||
+				!strings.Contains(r.Annotations["description"], "leases.heartbeat_interval")) {
+			t.Errorf("%s: want it on bulkhead_heartbeat_problems_total, its description naming access_log_flush_interval and leases.heartbeat_interval", r.Alert)
 		}
 		if r.Alert == "BulkheadCriticalRejections" &&
 			(!strings.Contains(r.Expr, `criticality="critical"`) || !strings.HasSuffix(r.Expr, "> 0.01")) {

@@ -76,3 +76,16 @@ replicas would each enforce the full limit.
 {{- end }}
 {{- toYaml $out }}
 {{- end }}
+
+{{/*
+The heartbeat interval: the daemon's leases.heartbeat_interval (its default,
+1s, when unset), which every Envoy must use as its access_log_flush_interval.
+The schema keeps it in seconds ("1s", "0.5s"), a form both Go and Envoy
+read. "" when heartbeat leases are off ("0"): Envoys then send no periodic
+entries.
+*/}}
+{{- define "bulkhead.heartbeatInterval" -}}
+{{- $leases := dig "leases" dict (.Values.config | default dict) | default dict }}
+{{- $i := dig "heartbeat_interval" "1s" $leases | default "1s" | toString }}
+{{- if not (regexMatch "^0+(\\.0*)?s?$" $i) }}{{ $i }}{{ end }}
+{{- end }}
