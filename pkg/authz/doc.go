@@ -8,12 +8,14 @@
 // default, retry-after, x-bulkhead-reason, a JSON body).
 //
 // The permit is registered with the Envoy node named by the Check's gRPC
-// metadata x-bulkhead-node (NodeHeader; missing or invalid: no node), so
-// that the access-log service can release the permits of a node that died
-// (see package accesslog), and each Check tells the node tracker that its
-// node is alive. Its lease is the bulkhead's lease_ttl, or the route's own
-// context_extensions["lease_ttl"] (a Go duration, capped by
-// Policy.MaxRouteLeaseTTL; an invalid value is counted and ignored).
+// metadata x-bulkhead-node (NodeHeader; missing or invalid: no node), shown
+// as its holder. With heartbeats on (Policy.HeartbeatTTL), its lease is the
+// heartbeat TTL, renewed by the request's periodic access-log entries (see
+// package accesslog). With heartbeats off, and for a node known not to send
+// periodic entries (SilentNodes), it is the long lease: the bulkhead's
+// lease_ttl, or the route's own context_extensions["lease_ttl"] (a Go
+// duration, capped by Policy.MaxRouteLeaseTTL; an invalid value is counted
+// and ignored).
 //
 // Priority is trusted only as far as the configuration says: the route's
 // context_extensions["priority"] (else Policy.DefaultPriority) is the base
