@@ -65,7 +65,9 @@ func (r *fakeRecorder) LogEntry(result permit.EntryResult) {
 	r.mu.Unlock()
 }
 
-func (r *fakeRecorder) Adopted(dep string) { r.LogEntry(permit.EntryResult("recorded_adoption:" + dep)) }
+func (r *fakeRecorder) Adopted(dep string) {
+	r.LogEntry(permit.EntryResult("recorded_adoption:" + dep))
+}
 
 func (r *fakeRecorder) HeartbeatProblem(p permit.HeartbeatProblem) {
 	r.LogEntry(permit.EntryResult("problem:" + string(p)))
