@@ -12,13 +12,15 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
-// recordingLedger records every Release; one token is known.
+// recordingLedger records every Release, Renew and Adopt; one token is
+// known. It refuses adoptions.
 type recordingLedger struct {
-	known    string
-	released []string
+	known                      string
+	released, renewed, adopted []string
 }
 
 func (l *recordingLedger) Release(token string, _ permit.Source) (permit.Lease, permit.Result) {
@@ -31,13 +33,15 @@ func (l *recordingLedger) Release(token string, _ permit.Source) (permit.Lease, 
 }
 
 func (l *recordingLedger) Renew(token string, _ time.Duration) (permit.Lease, permit.Result) {
+	l.renewed = append(l.renewed, token)
 	if token == l.known {
 		return permit.Lease{Token: token, Bulkhead: "catalog"}, permit.Renewed
 	}
 	return permit.Lease{}, permit.Unknown
 }
 
-func (l *recordingLedger) Adopt(p permit.Releaser, token string, _ permit.Grant) (permit.Lease, error) {
+func (l *recordingLedger) Adopt(_ permit.Releaser, token string, _ permit.Grant) (permit.Lease, error) {
+	l.adopted = append(l.adopted, token)
 	return permit.Lease{}, permit.ErrInvalidToken
 }
 
@@ -60,14 +64,19 @@ func (s *fakeStream) SendAndClose(*alsv3.StreamAccessLogsResponse) error { retur
 func (s *fakeStream) Context() context.Context                           { return context.Background() }
 
 // FuzzAccessLog feeds random StreamAccessLogsMessage encodings to the
-// server, decoded (StreamAccessLogs) and read from the wire (as Register
-// serves them): no panic, and it releases exactly the tokens carried by
-// DownstreamEnd entries, each once per entry, and nothing else.
+// server, with heartbeat leases, decoded (StreamAccessLogs) and read from
+// the wire (as Register serves them): no panic; it releases exactly the
+// tokens carried by DownstreamEnd entries and renews exactly those of
+// DownstreamPeriodic entries, each once per entry; it tries to adopt only
+// renewed tokens that name the bulkhead, and a refused adoption leaves no
+// permit taken.
 func FuzzAccessLog(f *testing.F) {
 	const known = "AAAAAAAAAAAAAAAAAAAAAA"
 	for _, m := range []*alsv3.StreamAccessLogsMessage{
 		httpLogs(ident("n1"), endOf(known), endOf(known)),
 		httpLogs(nil, httpEntry(tokenMeta(known), datav3.AccessLogType_DownstreamPeriodic, 0, nil), endOf("x")),
+		// a running request this ledger does not know: adopted (refused here)
+		httpLogs(ident("n2"), httpEntry(tokenMeta("BBBBBBBBBBBBBBBBBBBBBB"), datav3.AccessLogType_DownstreamPeriodic, 0, nil)),
 		httpLogs(nil, httpEntry(nil, datav3.AccessLogType_DownstreamEnd, 503, &datav3.ResponseFlags{UpstreamRemoteReset: true})),
 		{LogEntries: &alsv3.StreamAccessLogsMessage_TcpLogs{TcpLogs: &alsv3.StreamAccessLogsMessage_TCPAccessLogEntries{
 			LogEntry: []*datav3.TCPAccessLogEntry{{}}}}},
@@ -84,19 +93,28 @@ func FuzzAccessLog(f *testing.F) {
 		if err := proto.Unmarshal(data, &msg); err != nil {
 			t.Skip()
 		}
-		var want []string
+		var want, wantRenewed []string
 		for _, e := range msg.GetHttpLogs().GetLogEntry() {
 			cp := e.GetCommonProperties()
 			tok := cp.GetMetadata().GetFilterMetadata()[permit.MetadataNamespace].GetFields()[permit.MetadataToken].GetStringValue()
-			if cp.GetAccessLogType() == datav3.AccessLogType_DownstreamEnd && tok != "" {
+			switch {
+			case tok == "":
+			case cp.GetAccessLogType() == datav3.AccessLogType_DownstreamEnd:
 				want = append(want, tok)
+			case cp.GetAccessLogType() == datav3.AccessLogType_DownstreamPeriodic:
+				wantRenewed = append(wantRenewed, tok)
 			}
 		}
 		want = append(want, want...) // the message is sent twice
+		wantRenewed = append(wantRenewed, wantRenewed...)
+		reg := bulkhead.NewRegistry()
+		if _, err := reg.Apply(map[string]bulkhead.Settings{"catalog": {MaxConcurrent: 1}}); err != nil {
+			t.Fatal(err)
+		}
 		for _, path := range []string{"decoded", "wire"} {
 			l := &recordingLedger{known: known}
 			rec := newFakeRecorder()
-			s := New(l, rec, nil)
+			s := New(l, rec, nil, WithHeartbeat(Heartbeat{Interval: time.Second, TTL: 3 * time.Second}, reg))
 			var err error
 			if path == "decoded" {
 				err = s.StreamAccessLogs(&fakeStream{msgs: []*alsv3.StreamAccessLogsMessage{&msg, &msg}})
@@ -115,6 +133,17 @@ func FuzzAccessLog(f *testing.F) {
 			}
 			if !slices.Equal(l.released, want) {
 				t.Fatalf("%s: released %q, want %q", path, l.released, want)
+			}
+			if !slices.Equal(l.renewed, wantRenewed) {
+				t.Fatalf("%s: renewed %q, want %q", path, l.renewed, wantRenewed)
+			}
+			for _, tok := range l.adopted {
+				if !slices.Contains(wantRenewed, tok) || tok == known {
+					t.Fatalf("%s: adoption of %q, not an unknown periodic token", path, tok)
+				}
+			}
+			if n := reg.Get("catalog").Snapshot().InUse; n != 0 {
+				t.Fatalf("%s: %d permits left taken by refused adoptions", path, n)
 			}
 			if rec.streams.Load() != 0 {
 				t.Fatalf("%s: open streams = %d after the stream ended", path, rec.streams.Load())

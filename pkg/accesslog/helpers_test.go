@@ -32,7 +32,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type fakeRecorder struct {
 	mu       sync.Mutex
 	outcomes map[string]map[bulkhead.Outcome]int
-	entries  map[string]int
+	entries  map[string]int // LogEntry, by result
+	others   map[string]int // Adopted and HeartbeatProblem, as "adopted:DEP", "problem:P"
 	lags     []time.Duration
 	streams  atomic.Int64
 	opened   atomic.Int64
@@ -41,7 +42,7 @@ type fakeRecorder struct {
 var _ Recorder = (*fakeRecorder)(nil)
 
 func newFakeRecorder() *fakeRecorder {
-	return &fakeRecorder{outcomes: map[string]map[bulkhead.Outcome]int{}, entries: map[string]int{}}
+	return &fakeRecorder{outcomes: map[string]map[bulkhead.Outcome]int{}, entries: map[string]int{}, others: map[string]int{}}
 }
 
 func (r *fakeRecorder) Outcome(dep string, o bulkhead.Outcome) {
@@ -66,11 +67,15 @@ func (r *fakeRecorder) LogEntry(result permit.EntryResult) {
 }
 
 func (r *fakeRecorder) Adopted(dep string) {
-	r.LogEntry(permit.EntryResult("recorded_adoption:" + dep))
+	r.mu.Lock()
+	r.others["adopted:"+dep]++
+	r.mu.Unlock()
 }
 
 func (r *fakeRecorder) HeartbeatProblem(p permit.HeartbeatProblem) {
-	r.LogEntry(permit.EntryResult("problem:" + string(p)))
+	r.mu.Lock()
+	r.others["problem:"+string(p)]++
+	r.mu.Unlock()
 }
 
 func (r *fakeRecorder) StreamOpened() { r.streams.Add(1); r.opened.Add(1) }
@@ -80,6 +85,14 @@ func (r *fakeRecorder) entryCount(result string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.entries[result]
+}
+
+// otherCount is the count of an adoption ("adopted:DEP") or a problem
+// ("problem:P").
+func (r *fakeRecorder) otherCount(what string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.others[what]
 }
 
 func (r *fakeRecorder) outcomeCount(dep string, o bulkhead.Outcome) int {
