@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -76,7 +77,10 @@ func (d *daemon) run(started chan<- error, logFile *os.File) {
 	close(d.done)
 }
 
-// waitReady polls for the address file, then for GET /readyz == 200.
+// waitReady polls for the address file, then for GET /readyz == 200 and the
+// end of the daemon's recovery window (bulkhead_admissions_paused 0 on
+// /metrics: until then it admits no one, while it would adopt requests
+// still running from before a restart).
 func (d *daemon) waitReady(ctx context.Context, addrFile string) error {
 	ctx, cancel := context.WithTimeout(ctx, daemonReadyTimeout)
 	defer cancel()
@@ -87,7 +91,7 @@ func (d *daemon) waitReady(ctx context.Context, addrFile string) error {
 		if d.httpAddr == "" {
 			d.readAddresses(addrFile)
 		}
-		if d.httpAddr != "" && ready(ctx, client, "http://"+d.httpAddr+"/readyz") {
+		if d.httpAddr != "" && ready(ctx, client, "http://"+d.httpAddr+"/readyz") && admitting(ctx, client, "http://"+d.httpAddr+"/metrics") {
 			return nil
 		}
 		select {
@@ -126,6 +130,23 @@ func ready(ctx context.Context, client *http.Client, url string) bool {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	return resp.StatusCode == http.StatusOK
+}
+
+// admitting reports whether the daemon's /metrics says admissions are not
+// paused.
+func admitting(ctx context.Context, client *http.Client, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	return err == nil && resp.StatusCode == http.StatusOK &&
+		bytes.Contains(b, []byte("\nbulkhead_admissions_paused 0\n"))
 }
 
 // stop sends SIGTERM and waits; after daemonStopTimeout it kills the group.
