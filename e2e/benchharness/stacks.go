@@ -159,6 +159,9 @@ func (e *env) startStack(ctx context.Context, spec configSpec, up envoy.Endpoint
 func smoke(ctx context.Context, st *stack) error {
 	h := newConn(st.addr, "/")
 	defer h.close()
+	if err := admitting(ctx, st, h); err != nil {
+		return err
+	}
 	for range 5 {
 		status, err := h.do(ctx)
 		if err != nil || status != 200 {
@@ -185,6 +188,28 @@ func smoke(ctx context.Context, st *stack) error {
 		case <-ctx.Done():
 			return fmt.Errorf("smoke test of %s: %v admitted, %v permits still held: %w", st.spec.Name, admitted, active, ctx.Err())
 		case <-time.After(20 * time.Millisecond): // polling, with a deadline
+		}
+	}
+}
+
+// admitting waits until st answers a 200: a daemon with heartbeats on
+// pauses admissions for its recovery window after it starts (Envoy answers
+// 503 meanwhile), which an Envoy started at once after it can fall in.
+func admitting(ctx context.Context, st *stack, h *conn) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		status, err := h.do(ctx)
+		if err == nil && status == 200 {
+			return nil
+		}
+		if err == nil && status != 503 {
+			return fmt.Errorf("smoke test of %s: status %d", st.spec.Name, status)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("smoke test of %s: no 200 (last: status %d, %v): %w", st.spec.Name, status, err, ctx.Err())
+		case <-time.After(100 * time.Millisecond): // polling, with a deadline
 		}
 	}
 }
