@@ -119,9 +119,10 @@ compose-config:
 demo: deps-demo envoy build
 	ENVOY_BIN=$(ENVOY_BIN) ./bin/bulkhead-demo $(if $(DURATION),--duration $(DURATION))
 
-## bench: micro-benchmarks, then floor / no-op ext_authz / bulkhead / Envoy breaker through real Envoys
-##        (about 7 min on 2 cores; results in docs/perf, see docs/performance.md).
-##        BENCH_QUICK=1: a short run (about 2 min) into tmp/bench-quick; BENCH_OUT=DIR to choose the folder.
+## bench: micro-benchmarks, then floor / no-op ext_authz / bulkhead / Envoy breaker through real Envoys,
+##        then the heartbeat leases' cost (heartbeats on and off)
+##        (about 9 min on 2 cores; results in docs/perf, see docs/performance.md).
+##        BENCH_QUICK=1: a short run (about 3.5 min) into tmp/bench-quick; BENCH_OUT=DIR to choose the folder.
 bench: envoy
 	ENVOY_BIN=$(ENVOY_BIN) $(GO) run ./e2e/benchharness \
 		-out $(or $(BENCH_OUT),$(if $(BENCH_QUICK),tmp/bench-quick,docs/perf)) $(if $(BENCH_QUICK),-quick)

@@ -5,9 +5,11 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/template"
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
 // Config names: the four configurations of the issue, then the diagnostic
@@ -19,6 +21,21 @@ const (
 	Breaker  = "envoy-breaker"
 	NoopALS  = "noop-authz+als"
 	Batched  = "bulkhead-batched"
+	// The heartbeat phase's pair: the shipped configuration with heartbeat
+	// leases on and off, each with a daemon of its own.
+	HeartbeatOn  = "bulkhead-heartbeat-on"
+	HeartbeatOff = "bulkhead-heartbeat-off"
+)
+
+// The sidecars, by what configSpec.sidecar names: the no-op server bare or
+// with the bulkhead's metadata, and the daemons (the one of Bulkhead and
+// Batched, and the heartbeat phase's two).
+const (
+	sidecarNoop         = "noop"
+	sidecarNoopMetadata = "noop-metadata"
+	sidecarDaemon       = "daemon"
+	sidecarHeartbeatOn  = "daemon-heartbeat-on"
+	sidecarHeartbeatOff = "daemon-heartbeat-off"
 )
 
 // routeName is the upstream cluster, the bulkhead key and the metric label.
@@ -33,12 +50,15 @@ const limit = 1000
 type configSpec struct {
 	Name    string
 	Title   string // one line for the report
-	sidecar string // "", "noop", "noop-metadata" or "daemon": the gRPC server Envoy calls
+	sidecar string // "" or a sidecar* constant: the gRPC server Envoy calls
 	// The template's knobs (unused for Bulkhead, rendered by package envoy).
 	extAuthz, accessLog bool
 	maxRequests         int
 	// batched: the shipped configuration with the access log buffered.
 	batched bool
+	// noHeartbeat: the shipped configuration without the periodic access
+	// log (envoy.Params.NoHeartbeat), for a daemon with heartbeats off.
+	noHeartbeat bool
 	// diagnostic configurations are not run at the floor's rates (beyond
 	// what any ext_authz configuration carries on a small machine).
 	diagnostic bool
@@ -49,20 +69,37 @@ type configSpec struct {
 func configSpecs(diagnostic bool) []configSpec {
 	specs := []configSpec{
 		{Name: Floor, Title: "Envoy straight to the upstream (no filter, no access log)"},
-		{Name: Noop, Title: "Envoy + ext_authz to a no-op server (bare ext_authz hop)", sidecar: "noop", extAuthz: true},
-		{Name: Bulkhead, Title: "Envoy + the bulkhead (ext_authz + gRPC access log, envoy/front-proxy.yaml.tmpl)", sidecar: "daemon"},
+		{Name: Noop, Title: "Envoy + ext_authz to a no-op server (bare ext_authz hop)", sidecar: sidecarNoop, extAuthz: true},
+		{Name: Bulkhead, Title: "Envoy + the bulkhead (ext_authz + gRPC access log, envoy/front-proxy.yaml.tmpl)", sidecar: sidecarDaemon},
 		{Name: Breaker, Title: fmt.Sprintf("Envoy's own circuit breaker (cluster max_requests %d)", limit), maxRequests: limit},
 	}
 	if diagnostic {
 		specs = append(specs, configSpec{Name: Batched,
 			Title:   "diagnostic: the bulkhead with the access log batched (buffer_size_bytes 16384, buffer_flush_interval 1ms)",
-			sidecar: "daemon", batched: true, diagnostic: true})
+			sidecar: sidecarDaemon, batched: true, diagnostic: true})
 		specs = append(specs, configSpec{Name: NoopALS,
 			Title:   "diagnostic: the bulkhead's protocol with a no-op server (ext_authz answering the same metadata + gRPC access log)",
-			sidecar: "noop-metadata", extAuthz: true, accessLog: true, diagnostic: true})
+			sidecar: sidecarNoopMetadata, extAuthz: true, accessLog: true, diagnostic: true})
 	}
 	return specs
 }
+
+// heartbeatSpecs are the heartbeat phase's configurations: on, then off.
+// Both are the shipped bootstrap in front of a daemon of their own, so
+// that the pair differs in the heartbeat setting only (Envoy's periodic
+// access log and the daemon's leases.heartbeat_interval).
+func heartbeatSpecs() []configSpec {
+	return []configSpec{
+		{Name: HeartbeatOn, sidecar: sidecarHeartbeatOn, Title: fmt.Sprintf(
+			"heartbeat phase: the bulkhead as shipped, heartbeats on (access_log_flush_interval and leases.heartbeat_interval %v), a daemon of its own",
+			permit.DefaultHeartbeatInterval)},
+		{Name: HeartbeatOff, sidecar: sidecarHeartbeatOff, noHeartbeat: true,
+			Title: "heartbeat phase: the bulkhead with heartbeats off (no periodic access log, leases.heartbeat_interval 0), a daemon of its own"},
+	}
+}
+
+// daemon reports whether spec's sidecar is a bulkhead daemon.
+func (spec configSpec) daemon() bool { return strings.HasPrefix(spec.sidecar, sidecarDaemon) }
 
 //go:embed proxy.yaml.tmpl
 var proxyTemplate string
@@ -86,10 +123,10 @@ type proxyParams struct {
 // render returns the Envoy bootstrap of spec: upstream is the test
 // upstream, sidecar the gRPC server of spec.sidecar.
 func (spec configSpec) render(upstream, sidecar envoy.Endpoint) ([]byte, error) {
-	if spec.sidecar == "daemon" {
+	if spec.daemon() {
 		// The shipped configuration, exactly as users run it.
 		b, err := envoy.Render(envoy.Params{
-			ListenerPort: 0, AdminPort: 0, Bulkhead: sidecar,
+			ListenerPort: 0, AdminPort: 0, Bulkhead: sidecar, NoHeartbeat: spec.noHeartbeat,
 			Routes: []envoy.Route{{Name: routeName, Prefix: "/", Upstream: upstream}},
 		})
 		if err != nil || !spec.batched {
@@ -116,11 +153,20 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint) ([]byte, error) 
 	return buf.Bytes(), nil
 }
 
-// daemonConfig is the bulkhead daemon's configuration for the benchmark.
-func daemonConfig() string {
+// daemonConfig is the configuration of the daemon that sidecar names: the
+// shipped defaults for sidecarDaemon; the heartbeat phase's daemons set
+// leases.heartbeat_interval, to Envoy's default interval or to 0 (off).
+func daemonConfig(sidecar string) string {
+	leases := ""
+	switch sidecar {
+	case sidecarHeartbeatOn:
+		leases = fmt.Sprintf("leases: {heartbeat_interval: %v}\n", permit.DefaultHeartbeatInterval)
+	case sidecarHeartbeatOff:
+		leases = "leases: {heartbeat_interval: 0s}\n"
+	}
 	return fmt.Sprintf(`listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0", admin: "127.0.0.1:0"}
 log: {level: info}
-bulkheads:
+%sbulkheads:
   %s: {max_concurrent: %d, max_queue: %d, max_wait: 500ms}
-`, routeName, limit, limit)
+`, leases, routeName, limit, limit)
 }

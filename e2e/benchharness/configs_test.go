@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc/envoyproctest"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
 // TestConfigsRender renders every configuration, checks the lines each one
@@ -19,7 +21,7 @@ import (
 func TestConfigsRender(t *testing.T) {
 	up, side := envoy.Endpoint{Host: "127.0.0.1", Port: 8081}, envoy.Endpoint{Host: "127.0.0.1", Port: 9001}
 	rendered := map[string]string{}
-	for _, spec := range configSpecs(true) {
+	for _, spec := range append(configSpecs(true), heartbeatSpecs()...) {
 		b, err := spec.render(up, side)
 		if err != nil {
 			t.Fatalf("%s: %v", spec.Name, err)
@@ -36,10 +38,12 @@ func TestConfigsRender(t *testing.T) {
 	}{
 		{Floor, []string{"envoy.filters.http.router"}, []string{"ext_authz", "access_log", "circuit_breakers"}},
 		{Noop, []string{"envoy.filters.http.ext_authz", "timeout: 1s", "bulkhead: \"bench\""}, []string{"access_log"}},
-		{Bulkhead, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0"}, []string{"buffer_flush_interval"}},
+		{Bulkhead, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0", "access_log_flush_interval: 1s"}, []string{"buffer_flush_interval"}},
 		{Breaker, []string{"max_requests: 1000"}, []string{"ext_authz", "access_log"}},
 		{Batched, []string{"buffer_size_bytes: 16384", "buffer_flush_interval: 0.001s"}, []string{"buffer_size_bytes: 0"}},
 		{NoopALS, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0"}, nil},
+		{HeartbeatOn, []string{"envoy.filters.http.ext_authz", "access_log_flush_interval: 1s"}, nil},
+		{HeartbeatOff, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0"}, []string{"access_log_flush_interval"}},
 	}
 	for _, tt := range tests {
 		got := rendered[tt.config]
@@ -70,11 +74,26 @@ func TestConfigsRender(t *testing.T) {
 }
 
 func TestDaemonConfigParses(t *testing.T) {
-	cfg, err := config.Parse("bench.yaml", []byte(daemonConfig()))
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		sidecar  string
+		interval time.Duration
+	}{
+		{sidecarDaemon, permit.DefaultHeartbeatInterval},
+		{sidecarHeartbeatOn, permit.DefaultHeartbeatInterval},
+		{sidecarHeartbeatOff, 0},
 	}
-	if b, ok := cfg.Bulkheads[routeName]; !ok || b.Settings.MaxConcurrent != limit {
-		t.Fatalf("bulkheads = %+v", cfg.Bulkheads)
+	for _, tt := range tests {
+		t.Run(tt.sidecar, func(t *testing.T) {
+			cfg, err := config.Parse("bench.yaml", []byte(daemonConfig(tt.sidecar)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, ok := cfg.Bulkheads[routeName]; !ok || b.Settings.MaxConcurrent != limit {
+				t.Fatalf("bulkheads = %+v", cfg.Bulkheads)
+			}
+			if got := cfg.Leases.HeartbeatInterval; got != tt.interval {
+				t.Fatalf("leases.heartbeat_interval = %v, want %v", got, tt.interval)
+			}
+		})
 	}
 }

@@ -19,13 +19,19 @@
 //     measured from each request's intended send time (coordinated
 //     omission corrected); CPU per 1,000 requests of every process from
 //     /proc; the daemon's memory from its /metrics; the release lag from
-//     its permit hold-time histogram.
+//     its permit hold-time histogram;
+//  3. the heartbeat phase: the shipped configuration with heartbeat leases
+//     on and off (Envoy's periodic access log and the daemon's
+//     leases.heartbeat_interval; each of the two with a daemon of its own),
+//     rounds alternating, under short requests (1 ms upstream, open loop)
+//     and long ones (2 s upstream, 200 in flight): daemon and Envoy CPU per
+//     request and per periodic entry.
 //
 // Results: results.md, results.json, latency.png and hotpath-profile.txt in
 // the -out folder. Absolute figures depend on the machine and on whatever
 // else runs on it; compare configurations within one run.
 //
-// Ownership: the harness owns every process it starts (the daemon and the
+// Ownership: the harness owns every process it starts (the daemons and the
 // no-op server are built from source into a temporary directory) and stops
 // them, Envoys included, before it exits; each dies with the harness if it
 // is killed (parent-death signal). Nothing here is safe for concurrent use

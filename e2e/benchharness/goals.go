@@ -26,7 +26,9 @@ type Results struct {
 	DaemonIdle    *DaemonMemory `json:"daemon_idle,omitempty"`
 	DaemonPeakRSS int64         `json:"daemon_peak_rss_bytes,omitempty"`
 	Micro         []Micro       `json:"micro,omitempty"`
-	Problems      []string      `json:"problems,omitempty"`
+	// Heartbeat is the heartbeat phase's figures, per mix (from Phases).
+	Heartbeat []HeartbeatCost `json:"heartbeat,omitempty"`
+	Problems  []string        `json:"problems,omitempty"`
 }
 
 // ConfigInfo names a configuration in the report.
@@ -183,6 +185,11 @@ func (r *Results) evaluate() {
 		}
 	}
 	gs = append(gs, g)
+
+	r.Heartbeat = heartbeatCosts(r.Phases)
+	if r.Plan.Heartbeat != nil {
+		gs = append(gs, heartbeatGoal(r.Heartbeat))
+	}
 	r.Goals = gs
 }
 

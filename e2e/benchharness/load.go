@@ -37,9 +37,16 @@ type marker func(end bool)
 const errorBackoff = 10 * time.Millisecond
 
 // runClosed is the closed loop: conns workers, each with its own
-// connection, send back to back (a new request as soon as the last one is
-// answered) for warmup, then for window while measured.
+// connection, send GET / back to back (a new request as soon as the last
+// one is answered) for warmup, then for window while measured.
 func runClosed(ctx context.Context, addr string, conns int, warmup, window time.Duration, mark marker) loadStats {
+	return runClosedPath(ctx, addr, "/", conns, 0, warmup, window, mark)
+}
+
+// runClosedPath is runClosed for GET path, with the workers' first
+// requests spread over stagger (worker w starts at stagger*w/conns), so
+// that long requests do not all end at once, window after window.
+func runClosedPath(ctx context.Context, addr, path string, conns int, stagger, warmup, window time.Duration, mark marker) loadStats {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var completed, errs, nonOK atomic.Int64
@@ -48,8 +55,9 @@ func runClosed(ctx context.Context, addr string, conns int, warmup, window time.
 	var wg sync.WaitGroup
 	for w := range conns {
 		wg.Go(func() {
-			h := newConn(addr, "/")
+			h := newConn(addr, path)
 			defer h.close()
+			pause(ctx, stagger*time.Duration(w)/time.Duration(conns))
 			for ctx.Err() == nil {
 				start := time.Now()
 				status, err := h.do(ctx)
@@ -98,6 +106,11 @@ func runClosed(ctx context.Context, addr string, conns int, warmup, window time.
 // as wrk2 does). Requests due in the window are measured. Sending stops at
 // window end + grace; requests still unsent then are censored.
 func runOpen(ctx context.Context, addr string, rate float64, conns int, warmup, window, grace time.Duration, mark marker) loadStats {
+	return runOpenPath(ctx, addr, "/", rate, conns, warmup, window, grace, mark)
+}
+
+// runOpenPath is runOpen for GET path.
+func runOpenPath(ctx context.Context, addr, path string, rate float64, conns int, warmup, window, grace time.Duration, mark marker) loadStats {
 	var completed, errs, nonOK, censored atomic.Int64
 	begin := time.Now().Add(50 * time.Millisecond) // time for every worker to start
 	from, end := begin.Add(warmup), begin.Add(warmup+window)
@@ -108,7 +121,7 @@ func runOpen(ctx context.Context, addr string, rate float64, conns int, warmup, 
 	var wg sync.WaitGroup
 	for w := range conns {
 		wg.Go(func() {
-			h := newConn(addr, "/")
+			h := newConn(addr, path)
 			defer h.close()
 			timer := time.NewTimer(time.Hour)
 			defer timer.Stop()

@@ -28,6 +28,7 @@ type options struct {
 	micro      bool
 	e2e        bool
 	diagnostic bool
+	loops      bool
 	configs    string
 	envoyBin   string
 	plan       Plan
@@ -38,10 +39,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("benchharness", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.out, "out", "docs/perf", "results folder (results.md, results.json, latency.png, hotpath-profile.txt)")
-	fs.BoolVar(&o.quick, "quick", false, "a short run (about a minute and a half): indicative figures only")
+	fs.BoolVar(&o.quick, "quick", false, "a short run (about three minutes and a half): indicative figures only")
 	fs.BoolVar(&o.micro, "micro", true, "run the Go micro-benchmarks and profile the daemon's hot path")
 	fs.BoolVar(&o.e2e, "e2e", true, "run the load harness through real Envoys")
 	fs.BoolVar(&o.diagnostic, "diagnostic", true, "also measure no-op ext_authz + access log (tells Envoy's access-log cost apart)")
+	fs.BoolVar(&o.loops, "loops", true, "run the closed and open loops (false: only the heartbeat phase, if on)")
+	heartbeat := fs.Bool("heartbeat", true, "measure the heartbeat leases' cost (the bulkhead with heartbeats on and off)")
+	hbRate := fs.Float64("heartbeat-rate", 0, "the heartbeat phase's short-request rate, req/s (default: half the bulkhead's closed-loop best, or 1000)")
+	hbRounds := fs.Int("heartbeat-rounds", 0, "heartbeat phase rounds per setting (default: the plan's)")
 	fs.StringVar(&o.configs, "configs", "", "comma-separated configurations to measure (default: all; the floor is always measured)")
 	fs.StringVar(&o.envoyBin, "envoy", "", "Envoy binary (default: $ENVOY_BIN, .venv/bin/envoy, then PATH)")
 	delay := fs.Duration("upstream-delay", 0, "the upstream's fixed service time")
@@ -74,6 +79,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.plan.OpenWindow = *openWin
 	case *openWin < 0:
 		o.plan.Fractions = nil
+	}
+	if !*heartbeat {
+		o.plan.Heartbeat = nil
+	} else {
+		if *hbRate > 0 {
+			o.plan.Heartbeat.Rate = *hbRate
+		}
+		if *hbRounds > 0 {
+			o.plan.Heartbeat.Rounds = *hbRounds
+		}
 	}
 	return o, nil
 }
@@ -157,19 +172,30 @@ func runHarness(ctx context.Context, log *slog.Logger, o options, dir string, re
 		}
 	}
 	res.Machine.Envoy = envoyVersion(ctx, bin)
-	specs := configSpecs(o.diagnostic)
+	var specs, heartbeat []configSpec
+	if o.loops {
+		specs = configSpecs(o.diagnostic)
+	}
 	if o.configs != "" {
 		keep := strings.Split(o.configs, ",")
 		specs = slices.DeleteFunc(specs, func(s configSpec) bool { return s.Name != Floor && !slices.Contains(keep, s.Name) })
 	}
-	for _, s := range specs {
+	if o.plan.Heartbeat != nil {
+		heartbeat = heartbeatSpecs()
+	}
+	for _, s := range slices.Concat(specs, heartbeat) {
 		res.Configs = append(res.Configs, ConfigInfo{Name: s.Name, Title: s.Title})
 	}
-	e, err := startEnv(ctx, log, dir, bin, o.plan.UpstreamDelay, specs)
+	e, err := startEnv(ctx, log, dir, bin, o.plan.UpstreamDelay, specs, heartbeat)
 	if err != nil {
 		return err
 	}
 	defer func() {
+		if d := e.sidecars[sidecarDaemon]; d != nil {
+			if _, peak, merr := memory(d.PID()); merr == nil {
+				res.DaemonPeakRSS = peak
+			}
+		}
 		if serr := e.stop(); serr != nil && err == nil {
 			err = serr
 		}
@@ -177,11 +203,19 @@ func runHarness(ctx context.Context, log *slog.Logger, o options, dir string, re
 	if res.DaemonIdle, err = e.idleMemory(ctx); err != nil {
 		return err
 	}
-	res.Phases, err = e.runLoad(ctx, o.plan)
-	if _, peak, merr := memory(e.daemon.PID()); merr == nil {
-		res.DaemonPeakRSS = peak
+	if o.loops {
+		if res.Phases, err = e.runLoad(ctx, o.plan); err != nil {
+			return err
+		}
 	}
-	return err
+	if hp := o.plan.Heartbeat; hp != nil {
+		rate := hp.shortRate(res.bestClosed(Bulkhead))
+		log.Info("heartbeat cost", "short_rate", rate, "rounds", hp.Rounds)
+		phases, err := e.runHeartbeat(ctx, o.plan, rate)
+		res.Phases = append(res.Phases, phases...)
+		return err
+	}
+	return nil
 }
 
 func writeResults(dir string, r *Results) error {
@@ -203,8 +237,8 @@ func writeResults(dir string, r *Results) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if len(r.Phases) == 0 {
-		return nil
+	if !slices.ContainsFunc(r.Phases, func(p Phase) bool { return p.Loop == "open" }) {
+		return nil // nothing to plot (-loops=false, or no open loop)
 	}
 	return writePlot(filepath.Join(dir, "latency.png"), r)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
@@ -13,7 +14,8 @@ import (
 // Phase is one load run against one configuration.
 type Phase struct {
 	Config    string  `json:"config"`
-	Loop      string  `json:"loop"` // "closed" or "open"
+	Loop      string  `json:"loop"`          // "closed", "open" or LoopHeartbeat
+	Mix       string  `json:"mix,omitempty"` // LoopHeartbeat: MixShort or MixLong
 	Round     int     `json:"round,omitempty"`
 	Base      string  `json:"rate_base,omitempty"`     // open loop: BaseFloor or BaseCommon
 	Fraction  float64 `json:"load_fraction,omitempty"` // open loop: of the base's maximum
@@ -38,13 +40,21 @@ type Phase struct {
 	OtherLoad float64       `json:"other_load_cores"`
 	Daemon    *DaemonMemory `json:"daemon,omitempty"`
 	Lag       *ReleaseLag   `json:"release_lag,omitempty"`
-	Problems  []string      `json:"problems,omitempty"`
+	// AccessLog is the access-log entries the daemon handled in the window,
+	// by result (bulkhead_access_log_entries_total): "renewed" counts the
+	// periodic entries (heartbeats).
+	AccessLog map[string]int64 `json:"access_log_entries,omitempty"`
+	Problems  []string         `json:"problems,omitempty"`
 }
 
 // CPUUse is one process's CPU over a phase's window.
 type CPUUse struct {
 	Cores   float64 `json:"cores"`              // CPU seconds per second
 	MsPer1k float64 `json:"ms_per_1k_requests"` // CPU milliseconds per 1,000 requests
+	// UsPerRequest is CPU microseconds per request from the threads'
+	// nanosecond counters (threadsCPU), not /proc/PID/stat's 10 ms ticks:
+	// the figure to use when the window holds little CPU.
+	UsPerRequest float64 `json:"us_per_request,omitempty"`
 }
 
 // DaemonMemory is read from the daemon's own /metrics at a phase's end.
@@ -58,7 +68,8 @@ type DaemonMemory struct {
 // reading is the state of a stack at one end of a phase's window.
 type reading struct {
 	cpu      map[string]time.Duration
-	others   time.Duration // machine busy + stolen - every process of the run
+	threads  map[string]time.Duration // threadsCPU, by role
+	others   time.Duration            // machine busy + stolen - every process of the run
 	at       time.Time
 	metrics  *testbed.Metrics // the daemon's, or nil
 	upServed int64
@@ -78,12 +89,10 @@ func (e *env) pids(st *stack) map[string]int {
 // allPIDs are every process of the run: this one, the sidecars, every Envoy.
 func (e *env) allPIDs() []int {
 	pids := []int{os.Getpid()}
-	for _, c := range []*child{e.noop, e.noopMeta, e.daemon} {
-		if c != nil {
-			pids = append(pids, c.PID())
-		}
+	for _, c := range e.sidecars {
+		pids = append(pids, c.PID())
 	}
-	for _, st := range e.stacks {
+	for _, st := range slices.Concat(e.stacks, e.heartbeat) {
 		pids = append(pids, st.proxy.PID())
 	}
 	return pids
@@ -93,7 +102,7 @@ func (e *env) allPIDs() []int {
 // CPU window (before the CPU at the start, after it at the end), so that
 // the scrape's own cost is not charged to the requests.
 func (e *env) read(ctx context.Context, st *stack, end bool) reading {
-	r := reading{cpu: map[string]time.Duration{}}
+	r := reading{cpu: map[string]time.Duration{}, threads: map[string]time.Duration{}}
 	scrape := func() {
 		if url := st.metricsURL(); url != "" && r.err == nil {
 			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -110,6 +119,10 @@ func (e *env) read(ctx context.Context, st *stack, end bool) reading {
 			r.err = fmt.Errorf("%s: %w", role, err)
 		}
 		r.cpu[role] = d
+		if d, err = threadsCPU(pid); err != nil && r.err == nil {
+			r.err = fmt.Errorf("%s: %w", role, err)
+		}
+		r.threads[role] = d
 	}
 	r.upServed, r.upBusy = e.upstream.Stats()
 	r.at = time.Now()
@@ -164,6 +177,8 @@ func (e *env) measure(ctx context.Context, st *stack, p Phase, load func(marker)
 		u := CPUUse{Cores: round3(d.Seconds() / s.Window.Seconds())}
 		if s.Requests > 0 {
 			u.MsPer1k = round3(float64(d.Milliseconds()) / (float64(s.Requests) / 1000))
+			td := r[1].threads[role] - r[0].threads[role]
+			u.UsPerRequest = round3(float64(td) / float64(time.Microsecond) / float64(s.Requests))
 		}
 		p.CPU[role] = u
 	}
@@ -175,6 +190,7 @@ func (e *env) measure(ctx context.Context, st *stack, p Phase, load func(marker)
 			Goroutines:     sum(m, "go_goroutines"),
 		}
 		if r[0].metrics != nil {
+			p.AccessLog = entriesDelta(r[0].metrics, m)
 			served := r[1].upServed - r[0].upServed
 			var upMean time.Duration
 			if served > 0 {
@@ -192,6 +208,21 @@ func (e *env) measure(ctx context.Context, st *stack, p Phase, load func(marker)
 		p.Problems = append(p.Problems, fmt.Sprintf("%d errors, %d non-200 responses", s.Errors, s.NonOK))
 	}
 	return p
+}
+
+// entriesDelta is bulkhead_access_log_entries_total between two scrapes,
+// by result; results that did not move are left out.
+func entriesDelta(before, after *testbed.Metrics) map[string]int64 {
+	const name = "bulkhead_access_log_entries_total"
+	out := map[string]int64{}
+	for _, s := range after.Samples(name) {
+		res := s.Labels["result"]
+		prev, _ := before.Value(name, map[string]string{"result": res})
+		if d := int64(math.Round(s.Value - prev)); d != 0 {
+			out[res] = d
+		}
+	}
+	return out
 }
 
 func sum(m *testbed.Metrics, name string) float64 { return m.Sum(name, nil) }

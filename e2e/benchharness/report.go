@@ -136,6 +136,8 @@ func writeMarkdown(w io.Writer, r *Results) error {
 		}
 	}
 
+	writeHeartbeat(&b, r)
+
 	if len(r.Micro) > 0 {
 		p("\n## Micro-benchmarks\n\nMedian of %d run(s) of -benchtime %s; in process, one core per P (GOMAXPROCS %d).\n\n", r.Plan.BenchCount, r.Plan.BenchTime, r.Machine.Cores)
 		p("| package | benchmark | ns/op | B/op | allocs/op |\n|---|---|---|---|---|\n")
@@ -197,8 +199,11 @@ func (r *Results) reported() []*Phase {
 }
 
 func phaseName(p Phase) string {
-	if p.Loop == "closed" {
+	switch p.Loop {
+	case "closed":
 		return fmt.Sprintf("closed loop, round %d", p.Round)
+	case LoopHeartbeat:
+		return fmt.Sprintf("heartbeat cost, %s requests, round %d", p.Mix, p.Round)
 	}
 	return fmt.Sprintf("open loop %.0f%% of %s (%.0f req/s), round %d", 100*p.Fraction, p.Base, p.TargetRPS, p.Round)
 }

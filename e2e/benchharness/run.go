@@ -28,6 +28,8 @@ type Plan struct {
 	OpenGrace  time.Duration `json:"open_grace_ns"`
 	// UpstreamDelay is the upstream's fixed service time.
 	UpstreamDelay time.Duration `json:"upstream_delay_ns"`
+	// Heartbeat is the heartbeat phase's plan; nil: no heartbeat phase.
+	Heartbeat *HeartbeatPlan `json:"heartbeat,omitempty"`
 	// Micro-benchmarks: -benchtime and -count.
 	BenchTime  string `json:"bench_time"`
 	BenchCount int    `json:"bench_count"`
@@ -38,6 +40,7 @@ func fullPlan() Plan {
 		Rounds: 3, ClosedConns: 32, ClosedWarmup: time.Second, ClosedWindow: 3 * time.Second,
 		Fractions: []float64{0.25, 0.50, 0.75}, OpenRounds: 3, OpenConns: 64,
 		OpenWarmup: 500 * time.Millisecond, OpenWindow: 3 * time.Second, OpenGrace: 2 * time.Second,
+		Heartbeat: fullHeartbeatPlan(),
 		BenchTime: "300ms", BenchCount: 5,
 	}
 }
@@ -48,6 +51,7 @@ func quickPlan() Plan {
 		Rounds: 1, ClosedConns: 32, ClosedWarmup: 500 * time.Millisecond, ClosedWindow: 2 * time.Second,
 		Fractions: []float64{0.25, 0.50, 0.75}, OpenRounds: 1, OpenConns: 64,
 		OpenWarmup: 500 * time.Millisecond, OpenWindow: 2 * time.Second, OpenGrace: time.Second,
+		Heartbeat: quickHeartbeatPlan(),
 		BenchTime: "100ms", BenchCount: 1,
 	}
 }

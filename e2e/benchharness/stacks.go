@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +19,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
 )
 
-// env is everything the run starts: one upstream, the two sidecars, and one
+// env is everything the run starts: one upstream, the sidecars, and one
 // Envoy per configuration, all on 127.0.0.1 and all up for the whole run so
 // that the configurations can be measured in turn, interleaved.
 type env struct {
@@ -26,10 +27,11 @@ type env struct {
 	dir      string
 	envoyBin string
 	upstream *upstream
-	noop     *child // answers a bare OK
-	noopMeta *child // answers OK with the bulkhead's metadata
-	daemon   *child
-	stacks   []*stack
+	// sidecars by configSpec.sidecar; only those some configuration calls.
+	sidecars map[string]*child
+	stacks   []*stack // the configurations of the closed and open loops
+	// heartbeat are the heartbeat phase's pair (on, off), or none.
+	heartbeat []*stack
 }
 
 // stack is one configuration: its Envoy and the sidecar that Envoy calls.
@@ -43,16 +45,17 @@ type stack struct {
 
 // metricsURL is the daemon's /metrics, or "" for other configurations.
 func (s *stack) metricsURL() string {
-	if s.spec.sidecar != "daemon" {
+	if !s.spec.daemon() {
 		return ""
 	}
 	return "http://" + s.side.addrs["http"] + "/metrics"
 }
 
-// startEnv builds the daemon and the no-op server, then starts everything.
-// On error, whatever was started is stopped.
-func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin string, delay time.Duration, specs []configSpec) (_ *env, err error) {
-	e := &env{log: log, dir: dir, envoyBin: envoyBin}
+// startEnv builds the daemon and the no-op server, then starts everything:
+// specs are the configurations of the closed and open loops, heartbeat
+// those of the heartbeat phase. On error, whatever was started is stopped.
+func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin string, delay time.Duration, specs, heartbeat []configSpec) (_ *env, err error) {
+	e := &env{log: log, dir: dir, envoyBin: envoyBin, sidecars: map[string]*child{}}
 	defer func() {
 		if err != nil {
 			e.stop()
@@ -73,57 +76,26 @@ func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin string, delay
 	if e.upstream, err = newUpstream(delay); err != nil {
 		return nil, err
 	}
-	if e.noop, err = startChild(ctx, "noopauthz", filepath.Join(dir, "noopauthz"), dir, []string{"grpc"}); err != nil {
-		return nil, err
-	}
-	if e.noopMeta, err = startChild(ctx, "noopauthz-metadata", filepath.Join(dir, "noopauthz"), dir, []string{"grpc"}, "--metadata"); err != nil {
-		return nil, err
-	}
-	cfg := filepath.Join(dir, "bulkhead.yaml")
-	if err := os.WriteFile(cfg, []byte(daemonConfig()), 0o600); err != nil {
-		return nil, err
-	}
-	if e.daemon, err = startChild(ctx, "bulkhead", filepath.Join(dir, "bulkhead"), dir, []string{"grpc", "http"}, "--config", cfg); err != nil {
-		return nil, err
+	for _, spec := range slices.Concat(specs, heartbeat) {
+		if spec.sidecar == "" || e.sidecars[spec.sidecar] != nil {
+			continue
+		}
+		if e.sidecars[spec.sidecar], err = e.startSidecar(ctx, spec); err != nil {
+			return nil, err
+		}
 	}
 	up, err := endpoint(e.upstream.Addr())
 	if err != nil {
 		return nil, err
 	}
-	for _, spec := range specs {
-		st := &stack{spec: spec}
-		switch spec.sidecar {
-		case "noop":
-			st.side = e.noop
-		case "noop-metadata":
-			st.side = e.noopMeta
-		case "daemon":
-			st.side = e.daemon
+	for i, spec := range slices.Concat(specs, heartbeat) {
+		st, err := e.startStack(ctx, spec, up)
+		if st != nil && i < len(specs) {
+			e.stacks = append(e.stacks, st)
+		} else if st != nil {
+			e.heartbeat = append(e.heartbeat, st)
 		}
-		var side envoy.Endpoint
-		if st.side != nil {
-			if side, err = endpoint(st.side.addrs["grpc"]); err != nil {
-				return nil, err
-			}
-		}
-		bootstrap, err := spec.render(up, side)
 		if err != nil {
-			return nil, err
-		}
-		if st.log, err = os.Create(filepath.Join(dir, "envoy-"+spec.Name+".log")); err != nil {
-			return nil, err
-		}
-		st.proxy, err = envoyproc.Start(ctx, envoyproc.Options{Binary: envoyBin, ConfigYAML: bootstrap,
-			Concurrency: 2, Stderr: st.log})
-		if err != nil {
-			st.log.Close()
-			return nil, fmt.Errorf("envoy %s: %w", spec.Name, err)
-		}
-		e.stacks = append(e.stacks, st)
-		if st.addr, err = st.proxy.ListenerAddr(ctx, "front"); err != nil {
-			return nil, fmt.Errorf("envoy %s: %w", spec.Name, err)
-		}
-		if err := smoke(ctx, st); err != nil {
 			return nil, err
 		}
 		log.Info("configuration up", "config", spec.Name, "envoy", st.addr)
@@ -131,11 +103,65 @@ func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin string, delay
 	return e, nil
 }
 
+// startSidecar starts the gRPC server spec calls: a no-op server, or a
+// daemon with its configuration (daemonConfig).
+func (e *env) startSidecar(ctx context.Context, spec configSpec) (*child, error) {
+	switch spec.sidecar {
+	case sidecarNoop:
+		return startChild(ctx, "noopauthz", filepath.Join(e.dir, "noopauthz"), e.dir, []string{"grpc"})
+	case sidecarNoopMetadata:
+		return startChild(ctx, "noopauthz-metadata", filepath.Join(e.dir, "noopauthz"), e.dir, []string{"grpc"}, "--metadata")
+	}
+	if !spec.daemon() {
+		return nil, fmt.Errorf("configuration %s: unknown sidecar %q", spec.Name, spec.sidecar)
+	}
+	name := strings.Replace(spec.sidecar, sidecarDaemon, "bulkhead", 1)
+	cfg := filepath.Join(e.dir, name+".yaml")
+	if err := os.WriteFile(cfg, []byte(daemonConfig(spec.sidecar)), 0o600); err != nil {
+		return nil, err
+	}
+	return startChild(ctx, name, filepath.Join(e.dir, "bulkhead"), e.dir, []string{"grpc", "http"}, "--config", cfg)
+}
+
+// startStack starts spec's Envoy in front of upstream and smoke-tests it.
+// The stack is returned once its Envoy runs, with an error or not, so that
+// the caller stops it.
+func (e *env) startStack(ctx context.Context, spec configSpec, up envoy.Endpoint) (*stack, error) {
+	st := &stack{spec: spec, side: e.sidecars[spec.sidecar]}
+	var side envoy.Endpoint
+	if st.side != nil {
+		var err error
+		if side, err = endpoint(st.side.addrs["grpc"]); err != nil {
+			return nil, err
+		}
+	}
+	bootstrap, err := spec.render(up, side)
+	if err != nil {
+		return nil, err
+	}
+	if st.log, err = os.Create(filepath.Join(e.dir, "envoy-"+spec.Name+".log")); err != nil {
+		return nil, err
+	}
+	st.proxy, err = envoyproc.Start(ctx, envoyproc.Options{Binary: e.envoyBin, ConfigYAML: bootstrap,
+		Concurrency: 2, Stderr: st.log})
+	if err != nil {
+		st.log.Close()
+		return nil, fmt.Errorf("envoy %s: %w", spec.Name, err)
+	}
+	if st.addr, err = st.proxy.ListenerAddr(ctx, "front"); err != nil {
+		return st, fmt.Errorf("envoy %s: %w", spec.Name, err)
+	}
+	return st, smoke(ctx, st)
+}
+
 // smoke sends a few requests through st and wants 200s; for the bulkhead it
 // also wants every permit back.
 func smoke(ctx context.Context, st *stack) error {
 	h := newConn(st.addr, "/")
 	defer h.close()
+	if err := admitting(ctx, st, h); err != nil {
+		return err
+	}
 	for range 5 {
 		status, err := h.do(ctx)
 		if err != nil || status != 200 {
@@ -166,10 +192,32 @@ func smoke(ctx context.Context, st *stack) error {
 	}
 }
 
+// admitting waits until st answers a 200: a daemon with heartbeats on
+// pauses admissions for its recovery window after it starts (Envoy answers
+// 503 meanwhile), which an Envoy started at once after it can fall in.
+func admitting(ctx context.Context, st *stack, h *conn) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		status, err := h.do(ctx)
+		if err == nil && status == 200 {
+			return nil
+		}
+		if err == nil && status != 503 {
+			return fmt.Errorf("smoke test of %s: status %d", st.spec.Name, status)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("smoke test of %s: no 200 (last: status %d, %v): %w", st.spec.Name, status, err, ctx.Err())
+		case <-time.After(100 * time.Millisecond): // polling, with a deadline
+		}
+	}
+}
+
 // stop stops every Envoy, then the sidecars and the upstream.
 func (e *env) stop() error {
 	var errs []error
-	for _, st := range e.stacks {
+	for _, st := range slices.Concat(e.stacks, e.heartbeat) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := st.proxy.Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("envoy %s: %w", st.spec.Name, err))
@@ -177,11 +225,9 @@ func (e *env) stop() error {
 		cancel()
 		st.log.Close() // after Envoy exited: nothing writes to it any more
 	}
-	for _, c := range []*child{e.daemon, e.noop, e.noopMeta} {
-		if c != nil {
-			if err := c.stop(); err != nil {
-				errs = append(errs, err)
-			}
+	for _, c := range e.sidecars {
+		if err := c.stop(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if e.upstream != nil {

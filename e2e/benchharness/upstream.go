@@ -14,7 +14,8 @@ import (
 )
 
 // upstream is the benchmark's HTTP/1.1 server: every request gets the same
-// small 200 after a fixed delay. It is a bare keep-alive loop rather than
+// small 200 after a fixed delay, or after the delay its path names
+// (delayPath: the heartbeat phase's 1 ms and 2 s requests). It is a bare keep-alive loop rather than
 // net/http so that it takes as little of the machine's two cores as it can
 // (the proxy, not the upstream, is under test). It measures its own service
 // time, the "upstream's own duration" of the release lag.
@@ -85,7 +86,8 @@ func (u *upstream) serve(c net.Conn) {
 	}()
 	br := bufio.NewReaderSize(c, 4096)
 	for {
-		if err := readRequest(br); err != nil {
+		delay, named, err := readRequest(br)
+		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				u.mu.Lock()
 				u.lastErr = err
@@ -93,9 +95,12 @@ func (u *upstream) serve(c net.Conn) {
 			}
 			return
 		}
+		if !named {
+			delay = u.delay
+		}
 		start := time.Now()
-		if u.delay > 0 {
-			time.Sleep(u.delay) // the upstream's work, not synchronisation
+		if delay > 0 {
+			time.Sleep(delay) // the upstream's work, not synchronisation
 		}
 		u.busyNs.Add(int64(time.Since(start)))
 		u.served.Add(1)
@@ -105,22 +110,48 @@ func (u *upstream) serve(c net.Conn) {
 	}
 }
 
+// delayPrefix starts a path that names the upstream's service time for the
+// request: delayPath(2*time.Second) is "/delay/2s".
+const delayPrefix = "/delay/"
+
+func delayPath(d time.Duration) string { return delayPrefix + d.String() }
+
+// requestDelay reads the service time a request line names (GET
+// /delay/2s HTTP/1.1); false when it names none.
+func requestDelay(line []byte) (time.Duration, bool) {
+	f := bytes.Fields(line)
+	if len(f) != 3 {
+		return 0, false
+	}
+	v, ok := bytes.CutPrefix(f[1], []byte(delayPrefix))
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(string(v))
+	if err != nil || d < 0 {
+		return 0, false
+	}
+	return d, true
+}
+
 // readRequest consumes one request: the head, then a content-length body
-// (Envoy forwards GETs without one). Chunked bodies are not expected.
-func readRequest(br *bufio.Reader) error {
+// (Envoy forwards GETs without one). Chunked bodies are not expected. It
+// returns the service time the request line names, if any.
+func readRequest(br *bufio.Reader) (delay time.Duration, named bool, err error) {
 	first := true
 	length := 0
 	for {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
 			if first && len(line) == 0 {
-				return io.EOF
+				return 0, false, io.EOF
 			}
-			return fmt.Errorf("%w: %w", errBadRequest, err)
+			return 0, false, fmt.Errorf("%w: %w", errBadRequest, err)
 		}
 		line = bytes.TrimRight(line, "\r\n")
 		if first {
 			first = false
+			delay, named = requestDelay(line)
 			continue
 		}
 		if len(line) == 0 {
@@ -128,19 +159,19 @@ func readRequest(br *bufio.Reader) error {
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
-			return fmt.Errorf("%w: header line %q", errBadRequest, line)
+			return 0, false, fmt.Errorf("%w: header line %q", errBadRequest, line)
 		}
 		switch {
 		case bytes.EqualFold(name, []byte("content-length")):
 			if length, err = strconv.Atoi(string(bytes.TrimSpace(value))); err != nil || length < 0 {
-				return fmt.Errorf("%w: content-length %q", errBadRequest, value)
+				return 0, false, fmt.Errorf("%w: content-length %q", errBadRequest, value)
 			}
 		case bytes.EqualFold(name, []byte("transfer-encoding")):
-			return fmt.Errorf("%w: transfer-encoding %q", errBadRequest, value)
+			return 0, false, fmt.Errorf("%w: transfer-encoding %q", errBadRequest, value)
 		}
 	}
-	_, err := br.Discard(length)
-	return err
+	_, err = br.Discard(length)
+	return delay, named, err
 }
 
 // Close stops accepting, closes every connection and waits for their loops.
