@@ -1,0 +1,13 @@
+// Package testkit holds the fixtures that tests of several packages share,
+// so that each lives once: a certificate authority issuing server and
+// client certificates (CA), files written and rotated the way secret
+// managers do (WriteFile, Replace), a buffer safe for a concurrent writer
+// and reader (SyncBuffer), and gRPC servers on an in-memory listener
+// (ServeBufconn).
+//
+// It is for tests only: only _test.go files (and other test-helper
+// packages) may import it, never code that ships in a binary; its own
+// test checks that. Its helpers take a testing.TB, fail the test on error
+// and clean up when the test ends. SyncBuffer is safe for concurrent use;
+// a CA may issue from several goroutines.
+package testkit
