@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -57,24 +56,6 @@ func newEnv(t *testing.T, authOpts ...admin.AuthOption) *env {
 	return e
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // result is one run of bulkheadctl.
 type result struct {
 	code           int
@@ -83,7 +64,7 @@ type result struct {
 
 // invocation runs bulkheadctl in the background.
 type invocation struct {
-	stdout, stderr *syncBuffer
+	stdout, stderr *testkit.SyncBuffer
 	done           chan int
 }
 
@@ -99,7 +80,7 @@ func (inv *invocation) wait(t *testing.T) result {
 }
 
 func start(ctx context.Context, vars map[string]string, tty bool, args ...string) *invocation {
-	inv := &invocation{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan int, 1)}
+	inv := &invocation{stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}, done: make(chan int, 1)}
 	getenv := func(k string) string { return vars[k] }
 	go func() { inv.done <- run(ctx, args, getenv, inv.stdout, inv.stderr, tty) }()
 	return inv

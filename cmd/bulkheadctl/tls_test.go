@@ -11,17 +11,18 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin/admintest"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestMTLS(t *testing.T) {
-	ca := admintest.NewCA(t, "admin-ca")
+	ca := testkit.NewCA(t, "admin-ca")
 	dir := t.TempDir()
 	scert, skey := ca.Issue(t, "bulkhead", true)
 	ccert, ckey := ca.Issue(t, "alice", false)
-	caFile := admintest.WriteFile(t, dir, "ca.crt", ca.PEM)
-	certFile, keyFile := admintest.WriteFile(t, dir, "c.crt", ccert), admintest.WriteFile(t, dir, "c.key", ckey)
+	caFile := testkit.WriteFile(t, dir, "ca.crt", ca.PEM)
+	certFile, keyFile := testkit.WriteFile(t, dir, "c.crt", ccert), testkit.WriteFile(t, dir, "c.key", ckey)
 	tlsFiles, err := creds.NewTLS("admin", creds.Files{
-		CertFile: admintest.WriteFile(t, dir, "s.crt", scert), KeyFile: admintest.WriteFile(t, dir, "s.key", skey), ClientCAFile: caFile,
+		CertFile: testkit.WriteFile(t, dir, "s.crt", scert), KeyFile: testkit.WriteFile(t, dir, "s.key", skey), ClientCAFile: caFile,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package accesslog
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestDownstreamEndReleasesOnce(t *testing.T) {
@@ -118,7 +118,7 @@ func TestTCPEntriesIgnored(t *testing.T) {
 }
 
 func TestIdentifierOnlyInFirstMessage(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e := newEnv(t, func(s *Server) { s.log = log })
 	t1, t2, t3 := e.grant(t), e.grant(t), e.grant(t)
@@ -285,22 +285,4 @@ func TestOutcomeRecordedForReleasedEntries(t *testing.T) {
 			t.Errorf("outcome %d: %d, want %d", o, got, want)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
