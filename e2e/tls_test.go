@@ -50,7 +50,7 @@ bulkheads:
 `,
 		envoy: func(p *envoy.Params) {
 			p.ExtAuthzTimeout = 5 * time.Second
-			p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: daemonCAFile, ServerName: daemonServerName,
+			p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: daemonCAFile, ServerName: testkit.ServerName,
 				CertFile: envoyCertFile, KeyFile: envoyKeyFile}
 		},
 	})

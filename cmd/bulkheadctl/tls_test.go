@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -30,18 +29,7 @@ func TestMTLS(t *testing.T) {
 	auth, _ := admin.NewAuthenticator()
 	fake := admintest.NewFake(time.Now, map[string]bulkhead.Settings{"auth": {MaxConcurrent: 1}})
 	srv := admin.New(fake, auth, admintest.Logger())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln, tlsFiles) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	addr := ln.Addr().String()
+	addr := admintest.StartTLS(t, srv, tlsFiles)
 
 	tests := []struct {
 		name  string

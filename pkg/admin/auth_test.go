@@ -1,12 +1,10 @@
 package admin_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -172,20 +170,7 @@ func TestMTLS(t *testing.T) {
 		t.Errorf("CheckListen with mTLS: %v", err)
 	}
 	f := newFixture(t, mustAuth(t))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.srv.Serve(ctx, ln, tlsFiles) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	addr := ln.Addr().String()
+	addr := admintest.StartTLS(t, f.srv, tlsFiles)
 
 	ccert, ckey := ca.Issue(t, "alice", false)
 	c := dial(t, addr, grpc.WithTransportCredentials(credentials.NewTLS(ca.ClientTLS(t, ccert, ckey))))
