@@ -97,23 +97,11 @@ func (e *env) ctl(t *testing.T, args ...string) result {
 // waiting for its next reading, after calling mutate.
 func (e *env) advanceWhenWaiting(t *testing.T, d time.Duration, mutate func()) {
 	t.Helper()
-	waitFor(t, "a watch stream to wait for its interval", func() bool { return e.clk.Timers() > 0 })
+	testkit.Eventually(t, "a watch stream to wait for its interval", func() bool { return e.clk.Timers() > 0 })
 	if mutate != nil {
 		mutate()
 	}
 	e.clk.Advance(d)
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func closedAddr(t *testing.T) string {

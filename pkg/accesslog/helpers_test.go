@@ -189,17 +189,6 @@ func ident(node string) *alsv3.StreamAccessLogsMessage_Identifier {
 	return &alsv3.StreamAccessLogsMessage_Identifier{Node: &corev3.Node{Id: node}, LogName: "bulkhead"}
 }
 
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(time.Millisecond) // polling with a deadline, not synchronisation by sleep
-	}
-}
-
 // viewOf is what the server reads of e, from its encoding; it fails the
 // test when that differs from what it reads of the decoded entry.
 func viewOf(t *testing.T, e *datav3.HTTPAccessLogEntry) *entry {

@@ -168,18 +168,6 @@ func forKey(key string) *authv3.CheckRequest {
 	return checkReq(map[string]string{"bulkhead": key}, nil)
 }
 
-// waitFor polls cond until it holds, failing the test after 5s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(time.Millisecond) // polling with a deadline, not synchronisation by sleep
-	}
-}
-
 func snap(t testing.TB, reg *bulkhead.Registry, key string) bulkhead.Snapshot {
 	t.Helper()
 	l := reg.Get(key)

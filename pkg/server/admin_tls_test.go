@@ -52,7 +52,7 @@ func TestAdminTLSReload(t *testing.T) {
 	}
 	waitSerial := func(what string, want *big.Int) {
 		t.Helper()
-		waitFor(t, what, func() bool {
+		testkit.Eventually(t, what, func() bool {
 			got, err := testkit.ServedSerial(addr, client)
 			return err == nil && got.Cmp(want) == 0
 		})

@@ -113,7 +113,7 @@ func TestGRPCTLSReload(t *testing.T) {
 
 	waitSerial := func(what string, want *big.Int) {
 		t.Helper()
-		waitFor(t, what, func() bool {
+		testkit.Eventually(t, what, func() bool {
 			got, err := testkit.ServedSerial(addr, client)
 			return err == nil && got.Cmp(want) == 0
 		})
@@ -165,7 +165,7 @@ func TestGRPCTLSReload(t *testing.T) {
 	// connections, one from the new CA is accepted.
 	newEnvoyCA := testkit.NewCA(t, "envoy CA 2")
 	testkit.Replace(t, p.clientCA, newEnvoyCA.PEM)
-	waitFor(t, "the old client certificate refused", func() bool { return healthOver(t, addr, client) != nil })
+	testkit.Eventually(t, "the old client certificate refused", func() bool { return healthOver(t, addr, client) != nil })
 	c2, k2 := newEnvoyCA.Issue(t, "front-proxy", false)
 	if err := healthOver(t, addr, p.serverCA.ClientTLS(t, c2, k2)); err != nil {
 		t.Fatalf("client certificate of the new CA: %v", err)

@@ -102,17 +102,6 @@ func wait[T any](t *testing.T, ch <-chan T) T {
 	}
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond) // polling with a deadline, not synchronisation
-	}
-}
-
 func async(f func() error) <-chan error {
 	ch := make(chan error, 1)
 	go func() { ch <- f() }()
