@@ -20,6 +20,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // faultStack is a stack whose daemon and Envoy a test may kill (SIGKILL) and
@@ -33,7 +34,7 @@ type faultStack struct {
 	dir    string
 	daemon *daemonProc
 	gen    int // daemon generation, for distinct address files
-	envLog syncBuffer
+	envLog testkit.SyncBuffer
 }
 
 // daemonProc is one bulkhead process.

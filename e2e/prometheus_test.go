@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // findPrometheus returns the prometheus binary (PATH, then
@@ -69,7 +71,7 @@ scrape_configs:
 	for attempt := 0; attempt < 3; attempt++ {
 		addr := freePort(t)
 		p := &prometheus{t: t, base: "http://" + addr}
-		var out syncBuffer
+		var out testkit.SyncBuffer
 		cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, fmt.Sprint("data", attempt)),
 			"--web.listen-address="+addr, "--log.level=warn")
 		cmd.Stdout, cmd.Stderr = &out, &out

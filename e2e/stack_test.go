@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -23,6 +22,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 var (
@@ -81,7 +81,7 @@ type stack struct {
 	envoy     *envoyproc.Proc
 	cfgPath   string
 	// daemonLog is everything the bulkhead daemon printed.
-	daemonLog syncBuffer
+	daemonLog testkit.SyncBuffer
 	daemon    *exec.Cmd
 	mu        sync.Mutex // guards limits
 }
@@ -134,7 +134,7 @@ func startStack(t testing.TB, bulkheadYAML string, mod func(*envoy.Params)) *sta
 	if err != nil {
 		t.Fatal(err)
 	}
-	var envoyLog syncBuffer
+	var envoyLog testkit.SyncBuffer
 	e, err := envoyproc.Start(ctx, envoyproc.Options{Binary: envoyBin, ConfigYAML: bootstrap, Concurrency: 2, Stderr: &envoyLog})
 	if err != nil {
 		t.Fatalf("envoy: %v\n%s", err, envoyLog.String())
@@ -325,24 +325,6 @@ func tail(s string, n int) string {
 		return "..." + s[len(s)-n:]
 	}
 	return s
-}
-
-// syncBuffer is a bytes.Buffer safe for a process writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // rewriteConfig replaces the daemon's config file the way editors and

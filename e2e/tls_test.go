@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // Issue 6: mutual TLS between Envoy and the daemon. The daemon requires a
@@ -31,13 +32,14 @@ import (
 // existing connection keeps working, and a restarted Envoy connects anew.
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	daemonCA, envoyCA := newTestCA(t, "bulkhead CA"), newTestCA(t, "envoy CA")
-	srvCert, srvKey, firstSerial := daemonCA.issue(t, "bulkhead", true)
-	envoyCert, envoyKey, _ := envoyCA.issue(t, "front-proxy", false)
-	certFile, keyFile := writeFile(t, dir, "tls.crt", srvCert), writeFile(t, dir, "tls.key", srvKey)
-	clientCAFile := writeFile(t, dir, "envoy-ca.crt", envoyCA.pem)
-	daemonCAFile := writeFile(t, dir, "bulkhead-ca.crt", daemonCA.pem)
-	envoyCertFile, envoyKeyFile := writeFile(t, dir, "envoy.crt", envoyCert), writeFile(t, dir, "envoy.key", envoyKey)
+	daemonCA, envoyCA := testkit.NewCA(t, "bulkhead CA"), testkit.NewCA(t, "envoy CA")
+	srvCert, srvKey := daemonCA.Issue(t, "bulkhead", true)
+	firstSerial := testkit.Serial(t, srvCert)
+	envoyCert, envoyKey := envoyCA.Issue(t, "front-proxy", false)
+	certFile, keyFile := testkit.WriteFile(t, dir, "tls.crt", srvCert), testkit.WriteFile(t, dir, "tls.key", srvKey)
+	clientCAFile := testkit.WriteFile(t, dir, "envoy-ca.crt", envoyCA.PEM)
+	daemonCAFile := testkit.WriteFile(t, dir, "bulkhead-ca.crt", daemonCA.PEM)
+	envoyCertFile, envoyKeyFile := testkit.WriteFile(t, dir, "envoy.crt", envoyCert), testkit.WriteFile(t, dir, "envoy.key", envoyKey)
 
 	const limit = 4
 	fs := startFaultStack(t, faultSpec{
@@ -48,7 +50,7 @@ bulkheads:
 `,
 		envoy: func(p *envoy.Params) {
 			p.ExtAuthzTimeout = 5 * time.Second
-			p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: daemonCAFile, ServerName: daemonServerName,
+			p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: daemonCAFile, ServerName: testkit.ServerName,
 				CertFile: envoyCertFile, KeyFile: envoyKeyFile}
 		},
 	})
@@ -87,13 +89,13 @@ bulkheads:
 	}
 
 	// 2. Refused: no client certificate, another CA's, no TLS at all.
-	strangerCert, strangerKey, _ := newTestCA(t, "stranger CA").issue(t, "front-proxy", false)
+	strangerCert, strangerKey := testkit.NewCA(t, "stranger CA").Issue(t, "front-proxy", false)
 	for _, c := range []struct {
 		name  string
 		creds credentials.TransportCredentials
 	}{
-		{"no client certificate", credentials.NewTLS(clientTLS(t, daemonCA, nil, nil))},
-		{"another CA's client certificate", credentials.NewTLS(clientTLS(t, daemonCA, strangerCert, strangerKey))},
+		{"no client certificate", credentials.NewTLS(daemonCA.ClientTLS(t, nil, nil))},
+		{"another CA's client certificate", credentials.NewTLS(daemonCA.ClientTLS(t, strangerCert, strangerKey))},
 		{"plaintext", insecure.NewCredentials()},
 	} {
 		err := checkWith(ctx, t, fs.grpcAddr, c.creds)
@@ -101,27 +103,28 @@ bulkheads:
 			t.Errorf("%s: Check = %v, want refused (Unavailable)", c.name, err)
 		}
 	}
-	withCert := credentials.NewTLS(clientTLS(t, envoyCA, nil, nil)) // trusts the wrong CA for the server
+	withCert := credentials.NewTLS(envoyCA.ClientTLS(t, nil, nil)) // trusts the wrong CA for the server
 	if err := checkWith(ctx, t, fs.grpcAddr, withCert); err == nil {
 		t.Error("a client that does not trust the daemon's CA completed a Check")
 	}
-	if err := healthWith(ctx, t, fs.grpcAddr, credentials.NewTLS(clientTLS(t, daemonCA, envoyCert, envoyKey))); err != nil {
+	if err := healthWith(ctx, t, fs.grpcAddr, credentials.NewTLS(daemonCA.ClientTLS(t, envoyCert, envoyKey))); err != nil {
 		t.Errorf("a Go client with Envoy's certificate: %v", err)
 	}
 
 	// 3. Rotate the daemon's certificate: same CA, new serial, renamed over.
 	pid := fs.daemon.cmd.Process.Pid
-	newCert, newKey, newSerial := daemonCA.issue(t, "bulkhead", true)
-	replaceFile(t, keyFile, newKey)
-	replaceFile(t, certFile, newCert)
-	dialCfg := clientTLS(t, daemonCA, envoyCert, envoyKey)
+	newCert, newKey := daemonCA.Issue(t, "bulkhead", true)
+	newSerial := testkit.Serial(t, newCert)
+	testkit.Replace(t, keyFile, newKey)
+	testkit.Replace(t, certFile, newCert)
+	dialCfg := daemonCA.ClientTLS(t, envoyCert, envoyKey)
 	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer pcancel()
 	poll(t, pctx, "the new certificate served to a new connection", func() bool {
-		got, err := servedSerial(fs.grpcAddr, dialCfg)
+		got, err := testkit.ServedSerial(fs.grpcAddr, dialCfg)
 		return err == nil && got.Cmp(newSerial) == 0
 	})
-	if got, err := servedSerial(fs.grpcAddr, dialCfg); err != nil || got.Cmp(firstSerial) == 0 {
+	if got, err := testkit.ServedSerial(fs.grpcAddr, dialCfg); err != nil || got.Cmp(firstSerial) == 0 {
 		t.Fatalf("after rotation: serial %v, %v", got, err)
 	}
 	if fs.daemon.cmd.Process.Pid != pid {

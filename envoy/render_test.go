@@ -15,8 +15,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
-	"github.com/bulkhead-mesh/bulkhead/pkg/admin/admintest"
 	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc/envoyproctest"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // paramSets are rendered and checked by every test below, and validated by
@@ -24,11 +24,11 @@ import (
 func paramSets(t *testing.T) map[string]envoy.Params {
 	t.Helper()
 	dir := t.TempDir()
-	ca := admintest.NewCA(t, "bulkhead CA")
+	ca := testkit.NewCA(t, "bulkhead CA")
 	certPEM, keyPEM := ca.Issue(t, "front-proxy", false)
-	caFile := admintest.WriteFile(t, dir, "ca.crt", ca.PEM)
-	certFile := admintest.WriteFile(t, dir, "envoy.crt", certPEM)
-	keyFile := admintest.WriteFile(t, dir, "envoy.key", keyPEM)
+	caFile := testkit.WriteFile(t, dir, "ca.crt", ca.PEM)
+	certFile := testkit.WriteFile(t, dir, "envoy.crt", certPEM)
+	keyFile := testkit.WriteFile(t, dir, "envoy.key", keyPEM)
 
 	mtls := envoy.DemoParams()
 	mtls.ListenerPort, mtls.AdminPort = 0, 0

@@ -1,41 +1,23 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestMain(m *testing.M) {
 	// signal.NotifyContext starts the os/signal loop, which lives forever.
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("os/signal.signal_recv"), goleak.IgnoreAnyFunction("os/signal.loop"))
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestRunExitCodes(t *testing.T) {
@@ -69,7 +51,7 @@ func TestRunExitCodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr syncBuffer
+			var stdout, stderr testkit.SyncBuffer
 			code := run(tt.args, &stdout, &stderr)
 			if code != tt.code {
 				t.Fatalf("run(%q) = %d, want %d\nstdout: %s\nstderr: %s", tt.args, code, tt.code, stdout.String(), stderr.String())
@@ -94,7 +76,7 @@ func TestRunExitCodes(t *testing.T) {
 // The daemon serves until SIGTERM and then exits 0.
 func TestRunServesUntilSIGTERM(t *testing.T) {
 	addrFile := filepath.Join(t.TempDir(), "addr.json")
-	var stdout, stderr syncBuffer
+	var stdout, stderr testkit.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run([]string{"--config", "testdata/good.yaml", "--address-file", addrFile, "--log-level", "info"}, &stdout, &stderr)

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -57,24 +56,6 @@ func newEnv(t *testing.T, authOpts ...admin.AuthOption) *env {
 	return e
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // result is one run of bulkheadctl.
 type result struct {
 	code           int
@@ -83,7 +64,7 @@ type result struct {
 
 // invocation runs bulkheadctl in the background.
 type invocation struct {
-	stdout, stderr *syncBuffer
+	stdout, stderr *testkit.SyncBuffer
 	done           chan int
 }
 
@@ -99,7 +80,7 @@ func (inv *invocation) wait(t *testing.T) result {
 }
 
 func start(ctx context.Context, vars map[string]string, tty bool, args ...string) *invocation {
-	inv := &invocation{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan int, 1)}
+	inv := &invocation{stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}, done: make(chan int, 1)}
 	getenv := func(k string) string { return vars[k] }
 	go func() { inv.done <- run(ctx, args, getenv, inv.stdout, inv.stderr, tty) }()
 	return inv
@@ -116,23 +97,11 @@ func (e *env) ctl(t *testing.T, args ...string) result {
 // waiting for its next reading, after calling mutate.
 func (e *env) advanceWhenWaiting(t *testing.T, d time.Duration, mutate func()) {
 	t.Helper()
-	waitFor(t, "a watch stream to wait for its interval", func() bool { return e.clk.Timers() > 0 })
+	testkit.Eventually(t, "a watch stream to wait for its interval", func() bool { return e.clk.Timers() > 0 })
 	if mutate != nil {
 		mutate()
 	}
 	e.clk.Advance(d)
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func closedAddr(t *testing.T) string {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -11,17 +10,18 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin/admintest"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestMTLS(t *testing.T) {
-	ca := admintest.NewCA(t, "admin-ca")
+	ca := testkit.NewCA(t, "admin-ca")
 	dir := t.TempDir()
 	scert, skey := ca.Issue(t, "bulkhead", true)
 	ccert, ckey := ca.Issue(t, "alice", false)
-	caFile := admintest.WriteFile(t, dir, "ca.crt", ca.PEM)
-	certFile, keyFile := admintest.WriteFile(t, dir, "c.crt", ccert), admintest.WriteFile(t, dir, "c.key", ckey)
+	caFile := testkit.WriteFile(t, dir, "ca.crt", ca.PEM)
+	certFile, keyFile := testkit.WriteFile(t, dir, "c.crt", ccert), testkit.WriteFile(t, dir, "c.key", ckey)
 	tlsFiles, err := creds.NewTLS("admin", creds.Files{
-		CertFile: admintest.WriteFile(t, dir, "s.crt", scert), KeyFile: admintest.WriteFile(t, dir, "s.key", skey), ClientCAFile: caFile,
+		CertFile: testkit.WriteFile(t, dir, "s.crt", scert), KeyFile: testkit.WriteFile(t, dir, "s.key", skey), ClientCAFile: caFile,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -29,18 +29,7 @@ func TestMTLS(t *testing.T) {
 	auth, _ := admin.NewAuthenticator()
 	fake := admintest.NewFake(time.Now, map[string]bulkhead.Settings{"auth": {MaxConcurrent: 1}})
 	srv := admin.New(fake, auth, admintest.Logger())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln, tlsFiles) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	addr := ln.Addr().String()
+	addr := admintest.StartTLS(t, srv, tlsFiles)
 
 	tests := []struct {
 		name  string

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestWatch(t *testing.T) {
@@ -51,7 +52,7 @@ func TestWatchCtrlC(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	inv := start(ctx, nil, false, "watch", "--addr", e.addr)
-	waitFor(t, "the first table", func() bool { return strings.Contains(inv.stdout.String(), "catalog") })
+	testkit.Eventually(t, "the first table", func() bool { return strings.Contains(inv.stdout.String(), "catalog") })
 	cancel()
 	r := inv.wait(t)
 	if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "BULKHEAD") {

@@ -3,7 +3,6 @@ package accesslog_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,8 +16,6 @@ import (
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -30,6 +27,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
 
@@ -52,7 +50,7 @@ type benchDaemon struct {
 	reg    *bulkhead.Registry
 	ledger *permit.Memory // nil for the no-op server
 	count  *entryCounter
-	lis    *bufconn.Listener
+	server *testkit.Bufconn // the services, on an in-memory listener
 }
 
 // entryCounter counts the access-log entries a server handled, so that a
@@ -129,15 +127,7 @@ func newBenchDaemon(tb testing.TB, server string) *benchDaemon {
 			authz.Register(gs, az)
 		}
 	}
-	d.lis = bufconn.Listen(1 << 20)
-	served := make(chan error, 1)
-	go func() { served <- gs.Serve(d.lis) }()
-	tb.Cleanup(func() {
-		gs.Stop()
-		if err := <-served; err != nil {
-			tb.Errorf("Serve: %v", err)
-		}
-	})
+	d.server = testkit.ServeBufconn(tb, gs)
 	return d
 }
 
@@ -176,19 +166,6 @@ func (s noopALS) StreamAccessLogs(stream alsv3.AccessLogService_StreamAccessLogs
 			s.count.add()
 		}
 	}
-}
-
-// dial opens a client connection (one per Envoy worker), closed at cleanup.
-func (d *benchDaemon) dial(tb testing.TB) *grpc.ClientConn {
-	tb.Helper()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return d.lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { conn.Close() })
-	return conn
 }
 
 // open starts an access-log stream; its first message will carry the
@@ -297,7 +274,7 @@ func BenchmarkAccessLog(b *testing.B) {
 			ss := make([]alsv3.AccessLogService_StreamAccessLogsClient, streams)
 			opened := d.count.expect(streams)
 			for i := range ss {
-				ss[i] = d.open(b, d.dial(b))
+				ss[i] = d.open(b, d.server.Dial(b))
 				if err := ss[i].Send(envoyEntry("", true)); err != nil { // identifier, no token
 					b.Fatal(err)
 				}
@@ -356,7 +333,7 @@ func BenchmarkHotPath(b *testing.B) {
 
 func hotPath(b *testing.B, server string) {
 	d := newBenchDaemon(b, server)
-	conn := d.dial(b)
+	conn := d.server.Dial(b)
 	client := authv3.NewAuthorizationClient(conn)
 	stream := d.open(b, conn)
 	reached := d.count.expect(b.N + 1)

@@ -3,7 +3,6 @@ package accesslog
 import (
 	"bytes"
 	"context"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,8 +13,6 @@ import (
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -23,6 +20,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
 
@@ -124,27 +122,13 @@ func newEnv(t *testing.T, srvOpts ...func(*Server)) *env {
 	return e
 }
 
+// serve runs srv on a bufconn gRPC server and returns a client connection;
+// both are stopped when the test ends.
 func serve(t *testing.T, srv *Server) *grpc.ClientConn {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer(wire.ServerCodec())
 	Register(gs, srv)
-	served := make(chan error, 1)
-	go func() { served <- gs.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("NewClient: %v", err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		gs.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return conn
+	return testkit.ServeBufconn(t, gs).Dial(t)
 }
 
 // grant takes a permit of catalog and registers it; it returns the token.
@@ -216,17 +200,6 @@ func httpLogs(id *alsv3.StreamAccessLogsMessage_Identifier, entries ...*datav3.H
 
 func ident(node string) *alsv3.StreamAccessLogsMessage_Identifier {
 	return &alsv3.StreamAccessLogsMessage_Identifier{Node: &corev3.Node{Id: node}, LogName: "bulkhead"}
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(time.Millisecond) // polling with a deadline, not synchronisation by sleep
-	}
 }
 
 // viewOf is what the server reads of e, from its encoding; it fails the

@@ -1,7 +1,6 @@
 package accesslog
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestDownstreamEndReleasesOnce(t *testing.T) {
@@ -118,7 +118,7 @@ func TestTCPEntriesIgnored(t *testing.T) {
 }
 
 func TestIdentifierOnlyInFirstMessage(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e := newEnv(t, func(s *Server) { s.log = log })
 	t1, t2, t3 := e.grant(t), e.grant(t), e.grant(t)
@@ -189,7 +189,7 @@ func TestConcurrentStreams(t *testing.T) {
 	if s := e.reg.Get("catalog").Snapshot(); s.Released != streams*perStream || s.DuplicateReleases != 0 {
 		t.Fatalf("limiter: released %d, duplicates %d", s.Released, s.DuplicateReleases)
 	}
-	waitFor(t, "streams closed", func() bool { return e.rec.streams.Load() == 0 })
+	testkit.Eventually(t, "streams closed", func() bool { return e.rec.streams.Load() == 0 })
 	if e.rec.opened.Load() != streams {
 		t.Fatalf("opened %d streams, want %d", e.rec.opened.Load(), streams)
 	}
@@ -207,12 +207,12 @@ func TestStreamEnds(t *testing.T) {
 		if err := stream.Send(httpLogs(ident("n"))); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "stream open", func() bool { return e.rec.streams.Load() == 1 })
+		testkit.Eventually(t, "stream open", func() bool { return e.rec.streams.Load() == 1 })
 		resp, err := stream.CloseAndRecv()
 		if err != nil || resp == nil {
 			t.Fatalf("CloseAndRecv = %v, %v; want a response", resp, err)
 		}
-		waitFor(t, "stream closed", func() bool { return e.rec.streams.Load() == 0 })
+		testkit.Eventually(t, "stream closed", func() bool { return e.rec.streams.Load() == 0 })
 	})
 	t.Run("client cancels", func(t *testing.T) {
 		e := newEnv(t)
@@ -225,9 +225,9 @@ func TestStreamEnds(t *testing.T) {
 		if err := stream.Send(httpLogs(ident("n"), endOf(token))); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "entry handled", func() bool { return e.rec.entryCount("released") == 1 })
+		testkit.Eventually(t, "entry handled", func() bool { return e.rec.entryCount("released") == 1 })
 		cancel()
-		waitFor(t, "stream closed", func() bool { return e.rec.streams.Load() == 0 })
+		testkit.Eventually(t, "stream closed", func() bool { return e.rec.streams.Load() == 0 })
 		if e.ledger.Len() != 0 {
 			t.Fatal("lease not released")
 		}
@@ -285,22 +285,4 @@ func TestOutcomeRecordedForReleasedEntries(t *testing.T) {
 			t.Errorf("outcome %d: %d, want %d", o, got, want)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

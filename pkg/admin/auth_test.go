@@ -1,12 +1,10 @@
 package admin_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +23,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin"
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin/admintest"
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 	adminv1 "github.com/bulkhead-mesh/bulkhead/proto/bulkhead/admin/v1"
 )
 
@@ -140,7 +139,7 @@ func TestTokenFileReread(t *testing.T) {
 
 func TestAuthenticatorErrors(t *testing.T) {
 	dir := t.TempDir()
-	empty := admintest.WriteFile(t, dir, "empty", []byte(" \n"))
+	empty := testkit.WriteFile(t, dir, "empty", []byte(" \n"))
 	for name, opt := range map[string]admin.AuthOption{
 		"empty token":      admin.WithToken("  "),
 		"empty token file": admin.WithTokenFile(empty),
@@ -156,13 +155,13 @@ func TestAuthenticatorErrors(t *testing.T) {
 }
 
 func TestMTLS(t *testing.T) {
-	ca, other := admintest.NewCA(t, "admin-ca"), admintest.NewCA(t, "other-ca")
+	ca, other := testkit.NewCA(t, "admin-ca"), testkit.NewCA(t, "other-ca")
 	dir := t.TempDir()
 	scert, skey := ca.Issue(t, "bulkhead", true)
 	tlsFiles, err := creds.NewTLS("admin", creds.Files{
-		CertFile:     admintest.WriteFile(t, dir, "s.crt", scert),
-		KeyFile:      admintest.WriteFile(t, dir, "s.key", skey),
-		ClientCAFile: admintest.WriteFile(t, dir, "ca.crt", ca.PEM),
+		CertFile:     testkit.WriteFile(t, dir, "s.crt", scert),
+		KeyFile:      testkit.WriteFile(t, dir, "s.key", skey),
+		ClientCAFile: testkit.WriteFile(t, dir, "ca.crt", ca.PEM),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -171,23 +170,10 @@ func TestMTLS(t *testing.T) {
 		t.Errorf("CheckListen with mTLS: %v", err)
 	}
 	f := newFixture(t, mustAuth(t))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.srv.Serve(ctx, ln, tlsFiles) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	addr := ln.Addr().String()
+	addr := admintest.StartTLS(t, f.srv, tlsFiles)
 
 	ccert, ckey := ca.Issue(t, "alice", false)
-	c := dial(t, addr, grpc.WithTransportCredentials(credentials.NewTLS(clientTLS(t, ca, ccert, ckey))))
+	c := dial(t, addr, grpc.WithTransportCredentials(credentials.NewTLS(ca.ClientTLS(t, ccert, ckey))))
 	up, err := c.UpdateBulkhead(testCtx(t), &adminv1.UpdateBulkheadRequest{Name: "auth", MaxConcurrent: proto.Int32(2)})
 	if err != nil {
 		t.Fatalf("gRPC with a client certificate: %v", err)
@@ -196,7 +182,7 @@ func TestMTLS(t *testing.T) {
 		t.Errorf("actor %q", a)
 	}
 
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: clientTLS(t, ca, ccert, ckey)}}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientTLS(t, ccert, ckey)}}
 	defer hc.CloseIdleConnections()
 	if r := do(t, hc, "GET", "https://"+addr+"/v1/bulkheads/auth", "", nil); r.code != 200 {
 		t.Errorf("JSON with a client certificate: %d %s", r.code, r.raw)
@@ -204,8 +190,8 @@ func TestMTLS(t *testing.T) {
 
 	ocert, okey := other.Issue(t, "mallory", false)
 	for name, cfg := range map[string]*tls.Config{
-		"no client certificate":            clientTLS(t, ca, nil, nil),
-		"certificate of another authority": clientTLS(t, ca, ocert, okey),
+		"no client certificate":            ca.ClientTLS(t, nil, nil),
+		"certificate of another authority": ca.ClientTLS(t, ocert, okey),
 	} {
 		c := dial(t, addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 		_, err := c.ListBulkheads(testCtx(t), &adminv1.ListBulkheadsRequest{})
@@ -227,14 +213,14 @@ func mustAuth(t *testing.T, opts ...admin.AuthOption) *admin.Authenticator {
 func TestCheckListen(t *testing.T) {
 	token := mustAuth(t, admin.WithToken("x"))
 	none := mustAuth(t)
-	ca, dir := admintest.NewCA(t, "ca"), t.TempDir()
+	ca, dir := testkit.NewCA(t, "ca"), t.TempDir()
 	c, k := ca.Issue(t, "s", true)
-	files := creds.Files{CertFile: admintest.WriteFile(t, dir, "s.crt", c), KeyFile: admintest.WriteFile(t, dir, "s.key", k)}
+	files := creds.Files{CertFile: testkit.WriteFile(t, dir, "s.crt", c), KeyFile: testkit.WriteFile(t, dir, "s.key", k)}
 	plainTLS, err := creds.NewTLS("admin", files)
 	if err != nil {
 		t.Fatal(err)
 	}
-	files.ClientCAFile = admintest.WriteFile(t, dir, "ca.crt", ca.PEM)
+	files.ClientCAFile = testkit.WriteFile(t, dir, "ca.crt", ca.PEM)
 	mutualTLS, err := creds.NewTLS("admin", files)
 	if err != nil {
 		t.Fatal(err)

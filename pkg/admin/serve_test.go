@@ -14,6 +14,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin"
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin/admintest"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 	adminv1 "github.com/bulkhead-mesh/bulkhead/proto/bulkhead/admin/v1"
 )
 
@@ -50,7 +51,7 @@ func TestServeShutdownEndsWatches(t *testing.T) {
 	if !sc.Scan() {
 		t.Fatal("no first line")
 	}
-	eventually(t, "two watchers", func() bool { return f.srv.Watchers() == 2 })
+	testkit.Eventually(t, "two watchers", func() bool { return f.srv.Watchers() == 2 })
 
 	began := time.Now()
 	cancel()

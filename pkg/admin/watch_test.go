@@ -16,6 +16,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin"
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin/admintest"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 	adminv1 "github.com/bulkhead-mesh/bulkhead/proto/bulkhead/admin/v1"
 )
 
@@ -37,7 +38,7 @@ func TestWatchGRPC(t *testing.T) {
 	if len(first.GetBulkheads()) != 2 || !first.GetTime().AsTime().Equal(t0) {
 		t.Fatalf("first: %v", first)
 	}
-	eventually(t, "the watch to wait for its interval", func() bool { return clk.Timers() == 1 })
+	testkit.Eventually(t, "the watch to wait for its interval", func() bool { return clk.Timers() == 1 })
 	f.fake.Mutate("catalog", func(st *admin.Status) { st.Snapshot.InUse = 5 })
 	clk.Advance(2 * time.Second)
 	second, err := stream.Recv()
@@ -49,7 +50,7 @@ func TestWatchGRPC(t *testing.T) {
 	}
 
 	cancel() // the client goes away: the server's loop must end
-	eventually(t, "the watch stream to end on the server", func() bool { return f.srv.Watchers() == 0 })
+	testkit.Eventually(t, "the watch stream to end on the server", func() bool { return f.srv.Watchers() == 0 })
 }
 
 func TestWatchJSON(t *testing.T) {
@@ -85,13 +86,13 @@ func TestWatchJSON(t *testing.T) {
 	if l := next(); len(l.Bulkheads) != 2 || l.Bulkheads[1].Settings.MaxWait != "500ms" {
 		t.Fatalf("first line: %+v", l)
 	}
-	eventually(t, "the watch to wait for its interval", func() bool { return clk.Timers() == 1 })
+	testkit.Eventually(t, "the watch to wait for its interval", func() bool { return clk.Timers() == 1 })
 	clk.Advance(100 * time.Millisecond)
 	if l := next(); !l.Time.Equal(t0.Add(100 * time.Millisecond)) {
 		t.Fatalf("second line at %v", l.Time)
 	}
 	resp.Body.Close() // the client goes away
-	eventually(t, "the watch stream to end on the server", func() bool { return f.srv.Watchers() == 0 })
+	testkit.Eventually(t, "the watch stream to end on the server", func() bool { return f.srv.Watchers() == 0 })
 }
 
 func TestWatchEndsOnStop(t *testing.T) {

@@ -3,7 +3,6 @@ package authz_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -11,14 +10,13 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
 
@@ -190,7 +188,9 @@ func BenchmarkCheckParallel(b *testing.B) {
 // deadline Envoy sets (1s).
 func BenchmarkCheckGRPC(b *testing.B) {
 	s := newBenchStack(b, 1, 1<<20)
-	client := authv3.NewAuthorizationClient(serveBufconn(b, s.srv))
+	gs := grpc.NewServer(wire.ServerCodec())
+	authz.Register(gs, s.srv)
+	client := authv3.NewAuthorizationClient(testkit.ServeBufconn(b, gs).Dial(b))
 	b.ReportAllocs()
 	for b.Loop() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -201,28 +201,4 @@ func BenchmarkCheckGRPC(b *testing.B) {
 		}
 		s.ledger.Release(resp.GetDynamicMetadata().GetFields()[permit.MetadataToken].GetStringValue(), permit.AccessLog)
 	}
-}
-
-// serveBufconn serves srv over bufconn until the benchmark ends.
-func serveBufconn(tb testing.TB, srv *authz.Server) *grpc.ClientConn {
-	tb.Helper()
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer(wire.ServerCodec())
-	authz.Register(gs, srv)
-	served := make(chan error, 1)
-	go func() { served <- gs.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		conn.Close()
-		gs.Stop()
-		if err := <-served; err != nil {
-			tb.Errorf("Serve: %v", err)
-		}
-	})
-	return conn
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestCheckAdmits(t *testing.T) {
@@ -84,7 +85,7 @@ func TestCheckRejections(t *testing.T) {
 		defer cancel()
 
 		low := checkAsync(ctx, e.client, checkReq(map[string]string{"bulkhead": "catalog", "priority": "best_effort"}, nil))
-		waitFor(t, "best_effort queued", func() bool { return snap(t, e.reg, "catalog").Queued[bulkhead.BestEffort] == 1 })
+		testkit.Eventually(t, "best_effort queued", func() bool { return snap(t, e.reg, "catalog").Queued[bulkhead.BestEffort] == 1 })
 		high := checkAsync(ctx, e.client, checkReq(map[string]string{"bulkhead": "catalog", "priority": "critical"}, nil))
 
 		r := recvResult(t, low)
@@ -92,7 +93,7 @@ func TestCheckRejections(t *testing.T) {
 		if d.headers["retry-after"] != "3" {
 			t.Errorf("retry-after = %q, want 3", d.headers["retry-after"])
 		}
-		waitFor(t, "critical queued", func() bool { return snap(t, e.reg, "catalog").Queued[bulkhead.Critical] == 1 })
+		testkit.Eventually(t, "critical queued", func() bool { return snap(t, e.reg, "catalog").Queued[bulkhead.Critical] == 1 })
 		held[0].Release()
 		r = recvResult(t, high)
 		token := wantAdmitted(t, r.resp, r.err, "catalog")
@@ -109,7 +110,7 @@ func TestCheckRejections(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		ch := checkAsync(ctx, e.client, forKey("catalog"))
-		waitFor(t, "wait timer armed", func() bool { return fake.Timers() == 1 })
+		testkit.Eventually(t, "wait timer armed", func() bool { return fake.Timers() == 1 })
 		fake.Advance(time.Second)
 		r := recvResult(t, ch)
 		wantDenial(t, r.resp, r.err, 503, "timeout", "catalog")
@@ -129,7 +130,7 @@ func TestCheckRejections(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		ch := checkAsync(ctx, e.client, forKey("catalog"))
-		waitFor(t, "queued", func() bool { return lim.Snapshot().QueuedTotal() == 1 })
+		testkit.Eventually(t, "queued", func() bool { return lim.Snapshot().QueuedTotal() == 1 })
 		if _, err := e.reg.Apply(map[string]bulkhead.Settings{}); err != nil {
 			t.Fatal(err)
 		}

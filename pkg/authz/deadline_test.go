@@ -11,6 +11,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // A Check queued with max_wait 0 waits until its gRPC deadline less the
@@ -62,13 +63,13 @@ func TestCheckClientCancelsWhileQueued(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := checkAsync(ctx, e.client, forKey("catalog"))
-	waitFor(t, "queued", func() bool { return lim.Snapshot().QueuedTotal() == 1 })
+	testkit.Eventually(t, "queued", func() bool { return lim.Snapshot().QueuedTotal() == 1 })
 	cancel()
 	r := recvResult(t, ch)
 	if status.Code(r.err) != codes.Canceled {
 		t.Fatalf("Check = %v, %v; want Canceled", r.resp, r.err)
 	}
-	waitFor(t, "waiter gone", func() bool { s := lim.Snapshot(); return s.QueuedTotal() == 0 && s.Cancelled == 1 })
+	testkit.Eventually(t, "waiter gone", func() bool { s := lim.Snapshot(); return s.QueuedTotal() == 0 && s.Cancelled == 1 })
 	if s := lim.Snapshot(); s.InUse != 1 || s.Admitted[bulkhead.Normal] != 0 {
 		t.Fatalf("after cancel: %+v", s)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -16,12 +15,11 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
 
@@ -141,25 +139,9 @@ func newEnv(t *testing.T, cfg envConfig) *env {
 // both are stopped when the test ends.
 func serve(t *testing.T, srv *Server) *grpc.ClientConn {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer(wire.ServerCodec())
 	Register(gs, srv)
-	served := make(chan error, 1)
-	go func() { served <- gs.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("NewClient: %v", err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		gs.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return conn
+	return testkit.ServeBufconn(t, gs).Dial(t)
 }
 
 func settings(limit, queue int, wait time.Duration) bulkhead.Settings {
@@ -184,18 +166,6 @@ func fromSource(req *authv3.CheckRequest, addr string) *authv3.CheckRequest {
 
 func forKey(key string) *authv3.CheckRequest {
 	return checkReq(map[string]string{"bulkhead": key}, nil)
-}
-
-// waitFor polls cond until it holds, failing the test after 5s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(time.Millisecond) // polling with a deadline, not synchronisation by sleep
-	}
 }
 
 func snap(t testing.TB, reg *bulkhead.Registry, key string) bulkhead.Snapshot {

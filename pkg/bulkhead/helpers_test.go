@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -51,23 +53,12 @@ func acquireAsync(t *testing.T, ctx context.Context, l *Limiter, p Priority) <-c
 		pm, err := l.Acquire(ctx, p)
 		ch <- acquireResult{pm, err}
 	}()
-	waitFor(t, func() bool {
+	testkit.Eventually(t, "the condition", func() bool {
 		s := l.Snapshot()
 		return len(ch) == 1 || s.QueuedTotal() > before.QueuedTotal() ||
 			s.Rejected[ReasonShed] > before.Rejected[ReasonShed]
 	})
 	return ch
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(time.Millisecond) // polling with a deadline, not synchronisation by sleep
-	}
 }
 
 func recv(t *testing.T, ch <-chan acquireResult) acquireResult {

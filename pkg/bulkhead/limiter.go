@@ -101,6 +101,13 @@ func New(name string, s Settings, opts ...Option) (*Limiter, error) {
 // Name returns the bulkhead's key.
 func (l *Limiter) Name() string { return l.name }
 
+// Settings returns the current settings.
+func (l *Limiter) Settings() Settings {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.settings
+}
+
 // Acquire takes a permit for a request of class p. It returns at once when
 // the class ceiling allows and no waiter of equal or higher class is queued;
 // otherwise it waits in the queue until granted, until max_wait passes

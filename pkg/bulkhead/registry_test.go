@@ -66,34 +66,45 @@ func containsAll(s string, subs ...string) bool {
 
 // A bulkhead whose permits are all held, with a queue of waiters, does not
 // delay acquire/release on another bulkhead, even while the registry is
-// being rewritten.
+// being rewritten. The outcome is the same under every interleaving: the
+// waiters are queued before the workers start, and each idle bulkhead's
+// limit is the number of workers, so that no schedule can fill one; an
+// Acquire there (no queue: it never waits) is rejected only if work
+// elsewhere leaked into it.
 func TestRegistryIsolationUnderConcurrency(t *testing.T) {
+	const workers, idle, waiters = 8, 20, 16
 	r := NewRegistry()
-	want := map[string]Settings{"slow": {MaxConcurrent: 1, MaxQueue: 64}}
-	for i := range 20 {
-		want[fmt.Sprint("b", i)] = Settings{MaxConcurrent: 4}
+	// Two configurations the writers switch between: every idle bulkhead
+	// is resized, never below one permit per worker.
+	configs := [2]map[string]Settings{}
+	for c := range configs {
+		configs[c] = map[string]Settings{"slow": {MaxConcurrent: 1, MaxQueue: 64}}
+		for i := range idle {
+			configs[c][fmt.Sprint("b", i)] = Settings{MaxConcurrent: workers * (c + 1)}
+		}
 	}
-	if _, err := r.Apply(want); err != nil {
+	if _, err := r.Apply(configs[0]); err != nil {
 		t.Fatal(err)
 	}
-	hold, _ := r.Get("slow").Acquire(context.Background(), Normal)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for range 16 { // waiters parked on the saturated bulkhead
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if p, err := r.Get("slow").Acquire(ctx, Normal); err == nil {
-				p.Release()
-			}
-		}()
+	slow := r.Get("slow")
+	hold, err := slow.Acquire(context.Background(), Normal)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range 8 {
+	parked := make([]*waiter, waiters) // queued on the saturated bulkhead
+	for i := range parked {
+		if parked[i], _, err = enqueue(slow, Normal); parked[i] == nil || err != nil {
+			t.Fatalf("waiter %d not queued: %v", i, err)
+		}
+	}
+
+	var wg sync.WaitGroup
+	for i := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := range 2000 {
-				l := r.Get(fmt.Sprint("b", (i+j)%20))
+				l := r.Get(fmt.Sprint("b", (i+j)%idle))
 				p, err := l.Acquire(context.Background(), Priority(j%3))
 				if err != nil {
 					t.Errorf("acquire on an idle bulkhead: %v", err)
@@ -103,13 +114,21 @@ func TestRegistryIsolationUnderConcurrency(t *testing.T) {
 			}
 		}()
 	}
-	for range 50 { // concurrent writers: resize every bulkhead back and forth
-		if _, err := r.Apply(want); err != nil {
+	for k := range 50 { // concurrent writer: resize every idle bulkhead back and forth
+		if _, err := r.Apply(configs[k%2]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cancel()
 	wg.Wait()
+
+	if s := slow.Snapshot(); s.InUse != 1 || s.QueuedTotal() != waiters {
+		t.Fatalf("the saturated bulkhead changed: in use %d, queued %d", s.InUse, s.QueuedTotal())
+	}
+	for i, w := range parked {
+		if _, err := slow.abandon(w, context.Canceled); !errors.Is(err, context.Canceled) {
+			t.Fatalf("waiter %d: %v, want still waiting until cancelled", i, err)
+		}
+	}
 	hold.Release()
 	for _, s := range r.Snapshots() {
 		if s.InUse != 0 || s.QueuedTotal() != 0 {

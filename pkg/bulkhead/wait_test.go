@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestAcquireWaitsAndIsGranted(t *testing.T) {
@@ -36,7 +37,7 @@ func TestAcquireTimeout(t *testing.T) {
 	p, _ := l.Acquire(context.Background(), Normal)
 	defer p.Release()
 	ch := acquireAsync(t, context.Background(), l, Normal)
-	waitFor(t, func() bool { return fake.Timers() == 1 })
+	testkit.Eventually(t, "the condition", func() bool { return fake.Timers() == 1 })
 	fake.Advance(499 * time.Millisecond)
 	if len(ch) != 0 {
 		t.Fatal("returned before max_wait")
@@ -272,7 +273,7 @@ func TestAcquireBefore(t *testing.T) {
 		pm, err := l.AcquireBefore(context.Background(), Normal, fake.Now().Add(200*time.Millisecond))
 		ch <- acquireResult{pm, err}
 	}()
-	waitFor(t, func() bool { return fake.Timers() == 1 })
+	testkit.Eventually(t, "the condition", func() bool { return fake.Timers() == 1 })
 	fake.Advance(200 * time.Millisecond)
 	if r := recv(t, ch); !errors.Is(r.err, ErrTimeout) {
 		t.Fatalf("deadline-capped wait: %v", r.err)

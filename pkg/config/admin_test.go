@@ -1,24 +1,16 @@
 package config
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // The tests here that call Load change the environment: not parallel.
@@ -32,52 +24,14 @@ const testToken = "s3cr3t-T0KEN-value"
 func writePKI(t *testing.T) pki {
 	t.Helper()
 	p := pki{dir: t.TempDir()}
-	write := func(name string, data []byte) string {
-		path := filepath.Join(p.dir, name)
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	newKey := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	keyPEM := func(k *ecdsa.PrivateKey) []byte {
-		der, err := x509.MarshalPKCS8PrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
-	}
-	certPEM := func(tmpl, parent *x509.Certificate, pub, signer *ecdsa.PrivateKey) []byte {
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &pub.PublicKey, signer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	}
-	now := time.Now()
-	caKey, srvKey := newKey(), newKey()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	srvTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "bulkhead"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	p.ca = write("ca.crt", certPEM(caTmpl, caTmpl, caKey, caKey))
-	p.cert = write("tls.crt", certPEM(srvTmpl, caTmpl, srvKey, caKey))
-	p.key = write("tls.key", keyPEM(srvKey))
-	p.otherKey = write("other.key", keyPEM(newKey()))
-	p.token = write("token", []byte(testToken+"\n"))
+	ca := testkit.NewCA(t, "test CA")
+	cert, key := ca.Issue(t, "bulkhead", true)
+	_, otherKey := ca.Issue(t, "other", true)
+	p.ca = testkit.WriteFile(t, p.dir, "ca.crt", ca.PEM)
+	p.cert = testkit.WriteFile(t, p.dir, "tls.crt", cert)
+	p.key = testkit.WriteFile(t, p.dir, "tls.key", key)
+	p.otherKey = testkit.WriteFile(t, p.dir, "other.key", otherKey)
+	p.token = testkit.WriteFile(t, p.dir, "token", []byte(testToken+"\n"))
 	return p
 }
 

@@ -12,41 +12,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bulkhead-mesh/bulkhead/pkg/admin/admintest"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // pki is a server key pair and a client CA bundle on disk.
 type pki struct {
 	dir                     string
-	ca                      *admintest.CA
+	ca                      *testkit.CA
 	cert, key, otherKey, cl string
 }
 
 func writePKI(t *testing.T) *pki {
 	t.Helper()
-	p := &pki{dir: t.TempDir(), ca: admintest.NewCA(t, "bulkhead CA")}
+	p := &pki{dir: t.TempDir(), ca: testkit.NewCA(t, "bulkhead CA")}
 	cert, key := p.ca.Issue(t, "bulkhead", true)
 	_, other := p.ca.Issue(t, "other", true)
-	p.cert = admintest.WriteFile(t, p.dir, "tls.crt", cert)
-	p.key = admintest.WriteFile(t, p.dir, "tls.key", key)
-	p.otherKey = admintest.WriteFile(t, p.dir, "other.key", other)
-	p.cl = admintest.WriteFile(t, p.dir, "client-ca.crt", admintest.NewCA(t, "client CA").PEM)
+	p.cert = testkit.WriteFile(t, p.dir, "tls.crt", cert)
+	p.key = testkit.WriteFile(t, p.dir, "tls.key", key)
+	p.otherKey = testkit.WriteFile(t, p.dir, "other.key", other)
+	p.cl = testkit.WriteFile(t, p.dir, "client-ca.crt", testkit.NewCA(t, "client CA").PEM)
 	return p
-}
-
-// replace writes data to path the way secret rotation does: a new file
-// renamed over the old one.
-func replace(t *testing.T, path string, data []byte) {
-	t.Helper()
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // recorder records loads.
@@ -159,8 +146,8 @@ func TestTLSChecksOncePerInterval(t *testing.T) {
 	}
 	first := leafSerial()
 	cert, key := p.ca.Issue(t, "bulkhead", true)
-	replace(t, p.key, key)
-	replace(t, p.cert, cert)
+	testkit.Replace(t, p.key, key)
+	testkit.Replace(t, p.cert, cert)
 	clk.Advance(999 * time.Millisecond)
 	for range 100 {
 		if leafSerial().Cmp(first) != 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/isolation"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 var errBoom = errors.New("boom")
@@ -57,7 +58,7 @@ func TestDoOutcomes(t *testing.T) {
 					t.Fatalf("fallback got %v, want %v", fbErr, tt.wantFallback)
 				}
 				// Whatever happened, the permit is back and the bulkhead works.
-				eventually(t, "the permit is back", func() bool { return b.Snapshot().InUse == 0 })
+				testkit.Eventually(t, "the permit is back", func() bool { return b.Snapshot().InUse == 0 })
 				if v, err := isolation.Do(context.Background(), b, func(context.Context) (int, error) { return 7, nil }, nil, bulkhead.Normal); v != 7 || err != nil {
 					t.Fatalf("next call = %v, %v", v, err)
 				}
@@ -123,7 +124,7 @@ func TestCancelWhileQueued(t *testing.T) {
 					return nil
 				})
 			})
-			eventually(t, "the call is queued", func() bool { return b.Snapshot().QueuedTotal() == 1 })
+			testkit.Eventually(t, "the call is queued", func() bool { return b.Snapshot().QueuedTotal() == 1 })
 			cancel()
 			if err := recv(t, queued); !errors.Is(err, context.Canceled) {
 				t.Fatalf("queued call: %v", err)
@@ -166,7 +167,7 @@ func TestObserver(t *testing.T) {
 		_ = b.Execute(context.Background(), bulkhead.Normal, func(context.Context) error { return errBoom })
 		_ = b.Execute(context.Background(), bulkhead.Normal, func(context.Context) error { panic("x") })
 		// The pool reports Finished after the caller has its result.
-		eventually(t, "three calls finished", func() bool { _, f, _ := obs.counts(b.Name()); return f == 3 })
+		testkit.Eventually(t, "three calls finished", func() bool { _, f, _ := obs.counts(b.Name()); return f == 3 })
 		if a, f, bad := obs.counts(b.Name()); a != 3 || f != 3 || bad != 2 {
 			t.Fatalf("%s: admitted %d finished %d failed %d", b.Name(), a, f, bad)
 		}

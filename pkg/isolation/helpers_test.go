@@ -57,18 +57,6 @@ func (g *gate) awaitEntered(t testing.TB, n int) {
 	}
 }
 
-// eventually polls cond until it holds or a generous deadline passes.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond) // polling with a deadline, not synchronisation
-	}
-}
-
 func mustLimiter(t testing.TB, name string, s bulkhead.Settings) *bulkhead.Limiter {
 	t.Helper()
 	l, err := bulkhead.New(name, s)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/isolation"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // TestResizeGrow: growing starts workers and queued calls start at once.
@@ -20,7 +21,7 @@ func TestResizeGrow(t *testing.T) {
 		calls = append(calls, async(func() error { return p.Execute(context.Background(), bulkhead.Normal, g.wait) }))
 	}
 	g.awaitEntered(t, 1)
-	eventually(t, "two calls queued", func() bool { return p.Snapshot().QueuedTotal() == 2 })
+	testkit.Eventually(t, "two calls queued", func() bool { return p.Snapshot().QueuedTotal() == 2 })
 	if err := p.Resize(bulkhead.Settings{MaxConcurrent: 3, MaxQueue: 4}); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestResizeShrink(t *testing.T) {
 		queued = append(queued, async(func() error {
 			return p.Execute(context.Background(), bulkhead.Normal, func(context.Context) error { return nil })
 		}))
-		eventually(t, "queued", func() bool { return p.Snapshot().QueuedTotal() == i+1 })
+		testkit.Eventually(t, "queued", func() bool { return p.Snapshot().QueuedTotal() == i+1 })
 	}
 	if err := p.Resize(bulkhead.Settings{MaxConcurrent: 1, MaxQueue: 1}); err != nil {
 		t.Fatal(err)
@@ -69,7 +70,7 @@ func TestResizeShrink(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "surplus workers stopped", func() bool { st := p.Stats(); return st.Workers == 1 && st.Idle == 1 })
+	testkit.Eventually(t, "surplus workers stopped", func() bool { st := p.Stats(); return st.Workers == 1 && st.Idle == 1 })
 }
 
 func TestResizeRefusesInvalid(t *testing.T) {
@@ -94,10 +95,10 @@ func TestCloseGraceful(t *testing.T) {
 	running := async(func() error { return p.Execute(context.Background(), bulkhead.Normal, g.wait) })
 	g.awaitEntered(t, 1)
 	queued := async(func() error { return p.Execute(context.Background(), bulkhead.Normal, g.wait) })
-	eventually(t, "queued", func() bool { return p.Snapshot().QueuedTotal() == 1 })
+	testkit.Eventually(t, "queued", func() bool { return p.Snapshot().QueuedTotal() == 1 })
 
 	closed := async(func() error { return p.Close(context.Background()) })
-	eventually(t, "closing", func() bool { return p.Snapshot().Closed })
+	testkit.Eventually(t, "closing", func() bool { return p.Snapshot().Closed })
 	if err := p.Execute(context.Background(), bulkhead.Normal, g.wait); !errors.Is(err, bulkhead.ErrClosed) {
 		t.Fatalf("new call while closing: %v", err)
 	}
@@ -137,7 +138,7 @@ func TestCloseForced(t *testing.T) {
 	})
 	g.awaitEntered(t, 1)
 	queued := async(func() error { return p.Execute(context.Background(), bulkhead.Normal, g.wait) })
-	eventually(t, "queued", func() bool { return p.Snapshot().QueuedTotal() == 1 })
+	testkit.Eventually(t, "queued", func() bool { return p.Snapshot().QueuedTotal() == 1 })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

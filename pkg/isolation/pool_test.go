@@ -12,6 +12,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/isolation"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestNewPoolInvalidSettings(t *testing.T) {
@@ -106,7 +107,7 @@ func TestCallTimeout(t *testing.T) {
 		})
 	})
 	// Timers: the running caller's, and the queued caller's limiter wait.
-	eventually(t, "both callers wait", func() bool { return clk.Timers() == 2 })
+	testkit.Eventually(t, "both callers wait", func() bool { return clk.Timers() == 2 })
 	clk.Advance(time.Second)
 	if err := recv(t, running); !errors.Is(err, isolation.ErrCallTimeout) {
 		t.Fatalf("running call: %v", err)
@@ -119,7 +120,7 @@ func TestCallTimeout(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	stubborn.Open()
-	eventually(t, "the worker is back", func() bool { return p.Stats().Idle == 1 })
+	testkit.Eventually(t, "the worker is back", func() bool { return p.Stats().Idle == 1 })
 	if c, _ := cause.Load().(error); !errors.Is(c, isolation.ErrCallTimeout) {
 		t.Fatalf("the call's context cause = %v", c)
 	}
@@ -138,7 +139,7 @@ func TestCancelWhileRunning(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	// A worker parks itself before it gives its permit back: wait for both.
-	eventually(t, "the worker is back and its permit released", func() bool {
+	testkit.Eventually(t, "the worker is back and its permit released", func() bool {
 		st := p.Stats()
 		return st.Idle == 1 && st.Snapshot.InUse == 0
 	})
@@ -167,7 +168,7 @@ func TestPoolPriorities(t *testing.T) {
 	}
 	submit := func(prio bulkhead.Priority, queuedBefore int) <-chan error {
 		ch := async(func() error { return p.Execute(context.Background(), prio, record(prio)) })
-		eventually(t, "queued", func() bool { return p.Snapshot().QueuedTotal() == queuedBefore+1 })
+		testkit.Eventually(t, "queued", func() bool { return p.Snapshot().QueuedTotal() == queuedBefore+1 })
 		return ch
 	}
 	be := submit(bulkhead.BestEffort, 0)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestSweepExpires(t *testing.T) {
@@ -87,7 +89,7 @@ func TestRunSweepsOnClock(t *testing.T) {
 	// Two ticks: the first (t0+0.5s) finds nothing expired, the second
 	// (t0+1s) expires the lease.
 	for tick := range 2 {
-		waitFor(t, fmt.Sprintf("Run to arm timer %d", tick), func() bool { return clk.Timers() == 1 })
+		testkit.Eventually(t, fmt.Sprintf("Run to arm timer %d", tick), func() bool { return clk.Timers() == 1 })
 		clk.Advance(500 * time.Millisecond)
 	}
 	select {

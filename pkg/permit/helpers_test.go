@@ -85,15 +85,3 @@ func newFakeLedger(opts ...Option) (*Memory, *clock.Fake) {
 	clk := clock.NewFake(t0)
 	return NewMemory(clk, opts...), clk
 }
-
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}

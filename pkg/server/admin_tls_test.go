@@ -1,14 +1,14 @@
 package server
 
 import (
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // adminYAML is a config whose admin listener serves mutual TLS from p's
@@ -22,16 +22,6 @@ bulkheads:
 `, p.cert, p.key, p.clientCA)
 }
 
-func certSerial(t *testing.T, certPEM []byte) *big.Int {
-	t.Helper()
-	block, _ := pem.Decode(certPEM)
-	c, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.SerialNumber
-}
-
 // The admin listener follows admin.tls as the gRPC listener follows
 // listen.grpc_tls: rotated files serve the next connection without a
 // restart, a change that does not load keeps the last good certificate and
@@ -40,8 +30,8 @@ func TestAdminTLSReload(t *testing.T) {
 	p := writeServerPKI(t)
 	rn := start(t, parseConfig(t, p.adminYAML()), withTLSCheckInterval(5*time.Millisecond))
 	addr := rn.addrs["admin"]
-	client := p.clientConfig(t, p.envoyCert, p.envoyKey)
-	first, err := serial(addr, client)
+	client := p.serverCA.ClientTLS(t, p.envoyCert, p.envoyKey)
+	first, err := testkit.ServedSerial(addr, client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,29 +52,29 @@ func TestAdminTLSReload(t *testing.T) {
 	}
 	waitSerial := func(what string, want *big.Int) {
 		t.Helper()
-		waitFor(t, what, func() bool {
-			got, err := serial(addr, client)
+		testkit.Eventually(t, what, func() bool {
+			got, err := testkit.ServedSerial(addr, client)
 			return err == nil && got.Cmp(want) == 0
 		})
 	}
 
 	// Renamed over, key first: the mismatched pair in between is not served.
 	cert2, key2 := p.serverCA.Issue(t, "bulkhead", true)
-	replace(t, p.key, key2)
-	if got, err := serial(addr, client); err != nil || got.Cmp(first) != 0 {
+	testkit.Replace(t, p.key, key2)
+	if got, err := testkit.ServedSerial(addr, client); err != nil || got.Cmp(first) != 0 {
 		t.Fatalf("mid-rotation: serial %v, %v; want the old %v", got, err, first)
 	}
-	replace(t, p.cert, cert2)
-	waitSerial("the rotated admin certificate served", certSerial(t, cert2))
+	testkit.Replace(t, p.cert, cert2)
+	waitSerial("the rotated admin certificate served", testkit.Serial(t, cert2))
 	if code := listBulkheads(); code != http.StatusOK {
 		t.Fatalf("admin API after the rotation: %d", code)
 	}
 
 	// A broken certificate keeps the last good one, counted once.
 	failuresBefore := counter(t, rn, "bulkhead_admin_tls_reloads_total", "failure")
-	replace(t, p.cert, []byte("not a certificate"))
+	testkit.Replace(t, p.cert, []byte("not a certificate"))
 	for range 3 {
-		if got, err := serial(addr, client); err != nil || got.Cmp(certSerial(t, cert2)) != 0 {
+		if got, err := testkit.ServedSerial(addr, client); err != nil || got.Cmp(testkit.Serial(t, cert2)) != 0 {
 			t.Fatalf("with a broken certificate file: serial %v, %v; want the last good one", got, err)
 		}
 	}
@@ -92,9 +82,9 @@ func TestAdminTLSReload(t *testing.T) {
 		t.Errorf("admin reload failures %v -> %v, want one more", failuresBefore, got)
 	}
 	cert3, key3 := p.serverCA.Issue(t, "bulkhead", true)
-	replace(t, p.key, key3)
-	replace(t, p.cert, cert3)
-	waitSerial("a good certificate after a broken one", certSerial(t, cert3))
+	testkit.Replace(t, p.key, key3)
+	testkit.Replace(t, p.cert, cert3)
+	waitSerial("a good certificate after a broken one", testkit.Serial(t, cert3))
 
 	if got := counter(t, rn, "bulkhead_admin_tls_reloads_total", "success"); got < 3 {
 		t.Errorf("admin reloads{success} = %v, want at least 3 (start, two rotations)", got)
@@ -111,7 +101,7 @@ func TestAdminTLSReload(t *testing.T) {
 func TestAdminTLSUnusableAtStart(t *testing.T) {
 	p := writeServerPKI(t)
 	_, key := p.serverCA.Issue(t, "bulkhead", true)
-	replace(t, p.key, key) // a key, but not the certificate's
+	testkit.Replace(t, p.key, key) // a key, but not the certificate's
 	_, err := New(parseConfig(t, p.adminYAML()), slogDiscard())
 	if err == nil || !strings.Contains(err.Error(), "admin.tls: ") || !strings.Contains(err.Error(), p.key) ||
 		!strings.Contains(err.Error(), "private key does not match public key") {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -76,7 +77,7 @@ func startRecovering(t *testing.T, cfg *config.Config, opts ...Option) *running 
 			t.Error("Run did not return")
 		}
 	})
-	waitFor(t, "address file", func() bool {
+	testkit.Eventually(t, "address file", func() bool {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return false
@@ -119,15 +120,4 @@ func (rn *running) get(t *testing.T, path string) (int, string) {
 		t.Fatalf("GET %s: %v", path, err)
 	}
 	return resp.StatusCode, string(b)
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(2 * time.Millisecond) // polling with a deadline, not synchronisation by sleep
-	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // Hostile input on the access-log stream: what a client that can reach the
@@ -221,9 +222,9 @@ bulkheads:
 			t.Fatalf("adopted = %v, want 1", got)
 		}
 	}
-	waitFor(t, "the forged permit's lease to end", func() bool { return inUse(rn, "catalog") == 0 })
+	testkit.Eventually(t, "the forged permit's lease to end", func() bool { return inUse(rn, "catalog") == 0 })
 	// After the adoption period nothing unknown is adopted, from any node.
-	waitFor(t, "the adoption period to pass", func() bool { return time.Since(start) > 600*time.Millisecond })
+	testkit.Eventually(t, "the adoption period to pass", func() bool { return time.Since(start) > 600*time.Millisecond })
 	before := counter(t, rn, "bulkhead_permits_adopted_total", "catalog")
 	send("bad node id", periodic("BBBBBBBBBBBBBBBBBBBBBB"))
 	send("", periodic("CCCCCCCCCCCCCCCCCCCCCC"))

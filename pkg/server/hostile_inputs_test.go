@@ -17,6 +17,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // httpCheck is a Check for bulkhead key with request headers, from source.
@@ -236,7 +237,7 @@ bulkheads:
 		}()
 	}
 	queued := func() int { return rn.r.Registry.Get("catalog").Snapshot().QueuedTotal() }
-	waitFor(t, "the connection's stream bound reached", func() bool { return queued() == bound })
+	testkit.Eventually(t, "the connection's stream bound reached", func() bool { return queued() == bound })
 	// Every Check is sent; the bound holds while they wait.
 	for range 20 {
 		if q := queued(); q > bound {

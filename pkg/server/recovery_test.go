@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // A restarted daemon admits no one during its recovery window, adopts the
@@ -39,7 +40,7 @@ bulkheads:
 		}
 		checked <- resp
 	}()
-	waitFor(t, "the Check to queue", func() bool { return rn.r.Registry.Get("catalog").Snapshot().QueuedTotal() == 1 })
+	testkit.Eventually(t, "the Check to queue", func() bool { return rn.r.Registry.Get("catalog").Snapshot().QueuedTotal() == 1 })
 	// Meanwhile a request granted by the previous process reports itself.
 	const old = "AAAAAAAAAAAAAAAAAAAAAA"
 	entry := func(typ datav3.AccessLogType) *datav3.HTTPAccessLogEntry {
@@ -55,10 +56,10 @@ bulkheads:
 	if err := stream.Send(logMsg("front-proxy", entry(datav3.AccessLogType_DownstreamPeriodic))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the adoption", func() bool { return inUse(rn, "catalog") == 1 })
+	testkit.Eventually(t, "the adoption", func() bool { return inUse(rn, "catalog") == 1 })
 	// The window ends: the queued Check still waits, the adopted request
 	// holds the only permit.
-	waitFor(t, "the window to end", func() bool { return counter(t, rn, "bulkhead_admissions_paused", "") == 0 })
+	testkit.Eventually(t, "the window to end", func() bool { return counter(t, rn, "bulkhead_admissions_paused", "") == 0 })
 	if len(checked) != 0 || rn.r.Registry.Get("catalog").Snapshot().QueuedTotal() != 1 {
 		t.Fatal("a Check was admitted past the limit with a request adopted")
 	}

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func checkReq(key string) *authv3.CheckRequest {
@@ -147,7 +148,7 @@ func TestShutdownWithOpenStreamAndQueuedCheck(t *testing.T) {
 		}
 		queued <- err
 	}()
-	waitFor(t, "Check queued", func() bool { return rn.r.Registry.Get("auth").Snapshot().QueuedTotal() == 1 })
+	testkit.Eventually(t, "Check queued", func() bool { return rn.r.Registry.Get("auth").Snapshot().QueuedTotal() == 1 })
 
 	stream, err := alsv3.NewAccessLogServiceClient(rn.conn).StreamAccessLogs(ctx)
 	if err != nil {
@@ -156,7 +157,7 @@ func TestShutdownWithOpenStreamAndQueuedCheck(t *testing.T) {
 	if err := stream.Send(&alsv3.StreamAccessLogsMessage{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "stream open", func() bool { return gauge(t, rn, "bulkhead_access_log_streams") == 1 })
+	testkit.Eventually(t, "stream open", func() bool { return gauge(t, rn, "bulkhead_access_log_streams") == 1 })
 	watch, err := healthpb.NewHealthClient(rn.conn).Watch(ctx, &healthpb.HealthCheckRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +223,7 @@ bulkheads:
 		}
 		answered <- resp
 	}()
-	waitFor(t, "Check queued", func() bool { return rn.r.Registry.Get("auth").Snapshot().QueuedTotal() == 1 })
+	testkit.Eventually(t, "Check queued", func() bool { return rn.r.Registry.Get("auth").Snapshot().QueuedTotal() == 1 })
 	err, took := rn.stop(t)
 	if err != nil || took > 5*time.Second {
 		t.Fatalf("Run = %v after %v", err, took)

@@ -3,11 +3,9 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,25 +16,25 @@ import (
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/bulkhead-mesh/bulkhead/pkg/admin/admintest"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // pkiFiles are a server key pair and a client CA bundle on disk.
 type pkiFiles struct {
 	dir                 string
 	cert, key, clientCA string
-	serverCA, envoyCA   *admintest.CA
+	serverCA, envoyCA   *testkit.CA
 	envoyCert, envoyKey []byte // a client certificate signed by envoyCA
 }
 
 func writeServerPKI(t *testing.T) *pkiFiles {
 	t.Helper()
-	p := &pkiFiles{dir: t.TempDir(), serverCA: admintest.NewCA(t, "bulkhead CA"), envoyCA: admintest.NewCA(t, "envoy CA")}
+	p := &pkiFiles{dir: t.TempDir(), serverCA: testkit.NewCA(t, "bulkhead CA"), envoyCA: testkit.NewCA(t, "envoy CA")}
 	cert, key := p.serverCA.Issue(t, "bulkhead", true)
-	p.cert = admintest.WriteFile(t, p.dir, "tls.crt", cert)
-	p.key = admintest.WriteFile(t, p.dir, "tls.key", key)
-	p.clientCA = admintest.WriteFile(t, p.dir, "client-ca.crt", p.envoyCA.PEM)
+	p.cert = testkit.WriteFile(t, p.dir, "tls.crt", cert)
+	p.key = testkit.WriteFile(t, p.dir, "tls.key", key)
+	p.clientCA = testkit.WriteFile(t, p.dir, "client-ca.crt", p.envoyCA.PEM)
 	p.envoyCert, p.envoyKey = p.envoyCA.Issue(t, "front-proxy", false)
 	return p
 }
@@ -50,52 +48,6 @@ func (p *pkiFiles) yaml() string {
 bulkheads:
   catalog: {max_concurrent: 2}
 `, p.cert, p.key, p.clientCA)
-}
-
-// replace writes data to path the way secret rotation does: a new file
-// renamed over the old one.
-func replace(t *testing.T, path string, data []byte) {
-	t.Helper()
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// clientConfig trusts p's server CA and presents certPEM/keyPEM (none when nil).
-func (p *pkiFiles) clientConfig(t *testing.T, certPEM, keyPEM []byte) *tls.Config {
-	t.Helper()
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(p.serverCA.PEM)
-	cfg := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
-	if certPEM != nil {
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	return cfg
-}
-
-// serial dials addr and returns the serial of the certificate the server
-// presents, or the handshake's error (with TLS 1.3 a refused client
-// certificate shows on the first read, so one is attempted).
-func serial(addr string, cfg *tls.Config) (*big.Int, error) {
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	_ = conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-	var ne net.Error
-	if _, err := conn.Read(make([]byte, 1)); err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
-		return nil, err
-	}
-	return conn.ConnectionState().PeerCertificates[0].SerialNumber, nil
 }
 
 // healthOver calls gRPC health on addr with cfg.
@@ -117,14 +69,14 @@ func TestGRPCMutualTLS(t *testing.T) {
 	rn := start(t, parseConfig(t, p.yaml()))
 	addr := rn.addrs["grpc"]
 
-	if err := healthOver(t, addr, p.clientConfig(t, p.envoyCert, p.envoyKey)); err != nil {
+	if err := healthOver(t, addr, p.serverCA.ClientTLS(t, p.envoyCert, p.envoyKey)); err != nil {
 		t.Fatalf("health with Envoy's client certificate: %v", err)
 	}
-	if err := healthOver(t, addr, p.clientConfig(t, nil, nil)); err == nil {
+	if err := healthOver(t, addr, p.serverCA.ClientTLS(t, nil, nil)); err == nil {
 		t.Fatal("a client without a certificate was served")
 	}
-	strangerCert, strangerKey := admintest.NewCA(t, "stranger CA").Issue(t, "front-proxy", false)
-	if err := healthOver(t, addr, p.clientConfig(t, strangerCert, strangerKey)); err == nil {
+	strangerCert, strangerKey := testkit.NewCA(t, "stranger CA").Issue(t, "front-proxy", false)
+	if err := healthOver(t, addr, p.serverCA.ClientTLS(t, strangerCert, strangerKey)); err == nil {
 		t.Fatal("a client certificate from another CA was accepted")
 	}
 	if err := healthOver(t, addr, &tls.Config{InsecureSkipVerify: true}); err == nil { //nolint:gosec // the point of the test
@@ -143,8 +95,8 @@ func TestGRPCTLSReload(t *testing.T) {
 	p := writeServerPKI(t)
 	rn := start(t, parseConfig(t, p.yaml()), withTLSCheckInterval(5*time.Millisecond))
 	addr := rn.addrs["grpc"]
-	client := p.clientConfig(t, p.envoyCert, p.envoyKey)
-	first, err := serial(addr, client)
+	client := p.serverCA.ClientTLS(t, p.envoyCert, p.envoyKey)
+	first, err := testkit.ServedSerial(addr, client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,8 +113,8 @@ func TestGRPCTLSReload(t *testing.T) {
 
 	waitSerial := func(what string, want *big.Int) {
 		t.Helper()
-		waitFor(t, what, func() bool {
-			got, err := serial(addr, client)
+		testkit.Eventually(t, what, func() bool {
+			got, err := testkit.ServedSerial(addr, client)
 			return err == nil && got.Cmp(want) == 0
 		})
 	}
@@ -170,12 +122,12 @@ func TestGRPCTLSReload(t *testing.T) {
 	// 1. Renamed over: key first, then certificate (between the two the pair
 	// does not match; that state is retried, not served).
 	cert2, key2 := p.serverCA.Issue(t, "bulkhead", true)
-	replace(t, p.key, key2)
-	if got, err := serial(addr, client); err != nil || got.Cmp(first) != 0 {
+	testkit.Replace(t, p.key, key2)
+	if got, err := testkit.ServedSerial(addr, client); err != nil || got.Cmp(first) != 0 {
 		t.Fatalf("mid-rotation: serial %v, %v; want the old %v", got, err, first)
 	}
-	replace(t, p.cert, cert2)
-	second := certSerial(t, cert2)
+	testkit.Replace(t, p.cert, cert2)
+	second := testkit.Serial(t, cert2)
 	if second.Cmp(first) == 0 {
 		t.Fatal("the CA issued the same serial twice")
 	}
@@ -189,33 +141,33 @@ func TestGRPCTLSReload(t *testing.T) {
 	if err := os.WriteFile(p.cert, cert3, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitSerial("the certificate written in place served", certSerial(t, cert3))
+	waitSerial("the certificate written in place served", testkit.Serial(t, cert3))
 
 	// 3. A broken certificate keeps the last good one, counted once
 	// however many handshakes see it.
 	failuresBefore := counter(t, rn, "bulkhead_grpc_tls_reloads_total", "failure")
-	replace(t, p.cert, []byte("not a certificate"))
+	testkit.Replace(t, p.cert, []byte("not a certificate"))
 	for range 3 {
-		if got, err := serial(addr, client); err != nil || got.Cmp(certSerial(t, cert3)) != 0 {
-			t.Fatalf("with a broken certificate file: serial %v, %v; want the last good %v", got, err, certSerial(t, cert3))
+		if got, err := testkit.ServedSerial(addr, client); err != nil || got.Cmp(testkit.Serial(t, cert3)) != 0 {
+			t.Fatalf("with a broken certificate file: serial %v, %v; want the last good %v", got, err, testkit.Serial(t, cert3))
 		}
 	}
 	if got := counter(t, rn, "bulkhead_grpc_tls_reloads_total", "failure"); got != failuresBefore+1 {
 		t.Errorf("reload failures %v -> %v, want one more", failuresBefore, got)
 	}
-	replace(t, p.cert, cert3) // the pair matches again: a new load
+	testkit.Replace(t, p.cert, cert3) // the pair matches again: a new load
 	cert4, key4 := p.serverCA.Issue(t, "bulkhead", true)
-	replace(t, p.key, key4)
-	replace(t, p.cert, cert4)
-	waitSerial("a good certificate after a broken one", certSerial(t, cert4))
+	testkit.Replace(t, p.key, key4)
+	testkit.Replace(t, p.cert, cert4)
+	waitSerial("a good certificate after a broken one", testkit.Serial(t, cert4))
 
 	// 4. The client CA rotates too: Envoy's old certificate is refused on new
 	// connections, one from the new CA is accepted.
-	newEnvoyCA := admintest.NewCA(t, "envoy CA 2")
-	replace(t, p.clientCA, newEnvoyCA.PEM)
-	waitFor(t, "the old client certificate refused", func() bool { return healthOver(t, addr, client) != nil })
+	newEnvoyCA := testkit.NewCA(t, "envoy CA 2")
+	testkit.Replace(t, p.clientCA, newEnvoyCA.PEM)
+	testkit.Eventually(t, "the old client certificate refused", func() bool { return healthOver(t, addr, client) != nil })
 	c2, k2 := newEnvoyCA.Issue(t, "front-proxy", false)
-	if err := healthOver(t, addr, p.clientConfig(t, c2, k2)); err != nil {
+	if err := healthOver(t, addr, p.serverCA.ClientTLS(t, c2, k2)); err != nil {
 		t.Fatalf("client certificate of the new CA: %v", err)
 	}
 
@@ -237,7 +189,7 @@ func TestGRPCTLSUnusableAtStart(t *testing.T) {
 		t.Fatalf("New = %v, want an error naming listen.grpc_tls and the key file", err)
 	}
 	_, key := p.serverCA.Issue(t, "bulkhead", true)
-	replace(t, p.key, key) // a key, but not the certificate's
+	testkit.Replace(t, p.key, key) // a key, but not the certificate's
 	_, err = New(parseConfig(t, p.yaml()), slogDiscard())
 	if err == nil || !strings.Contains(err.Error(), "private key does not match public key") {
 		t.Fatalf("New with another key = %v", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 )
 
 // Fake is an in-memory admin.Controller with the contract's semantics:
@@ -130,13 +131,19 @@ func copyStatus(st *admin.Status) admin.Status {
 // address. The cleanup stops the server and waits for it.
 func Start(t testing.TB, srv *admin.Server) string {
 	t.Helper()
+	return StartTLS(t, srv, nil)
+}
+
+// StartTLS is Start serving TLS from tlsFiles (nil: plain text).
+func StartTLS(t testing.TB, srv *admin.Server, tlsFiles *creds.TLS) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln, nil) }()
+	go func() { done <- srv.Serve(ctx, ln, tlsFiles) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {

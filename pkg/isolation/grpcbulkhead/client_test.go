@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func clientOpts(lim *bulkhead.Limiter, opts ...Option) []grpc.DialOption {
@@ -69,7 +70,7 @@ func TestClientStream(t *testing.T) {
 		t.Fatalf("second stream: %v", err)
 	}
 	cancel() // abandoned without reading to the end: the context ends it
-	eventually(t, "the cancelled stream's permit is back", func() bool { return lim.Snapshot().InUse == 0 })
+	testkit.Eventually(t, "the cancelled stream's permit is back", func() bool { return lim.Snapshot().InUse == 0 })
 
 	s2, err := client.Watch(context.Background(), &healthpb.HealthCheckRequest{})
 	if err != nil {

@@ -2,19 +2,17 @@ package grpcbulkhead
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -75,28 +73,11 @@ func (h *healthServer) Watch(_ *healthpb.HealthCheckRequest, s grpc.ServerStream
 // client dialled with dialOpts.
 func setup(t *testing.T, serverOpts []grpc.ServerOption, dialOpts ...grpc.DialOption) (healthpb.HealthClient, *healthServer) {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(serverOpts...)
 	hs := &healthServer{entered: make(chan string, 64), release: make(chan struct{})}
 	healthpb.RegisterHealthServer(srv, hs)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(lis)
-	}()
-	dialOpts = append(dialOpts,
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	conn, err := grpc.NewClient("passthrough:///bufnet", dialOpts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		hs.open()
-		_ = conn.Close()
-		srv.Stop()
-		<-served
-	})
+	conn := testkit.ServeBufconn(t, srv).Dial(t, dialOpts...)
+	t.Cleanup(hs.open) // first: let held calls end before the server stops
 	return healthpb.NewHealthClient(conn), hs
 }
 
@@ -118,17 +99,6 @@ func wait[T any](t *testing.T, ch <-chan T) T {
 		t.Fatal("timed out")
 		var zero T
 		return zero
-	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond) // polling with a deadline, not synchronisation
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func serverOpts(reg *bulkhead.Registry, opts ...Option) []grpc.ServerOption {
@@ -120,7 +121,7 @@ func TestServerStream(t *testing.T) {
 		t.Fatalf("InUse = %d", in)
 	}
 	cancel()
-	eventually(t, "the stream's permit is back", func() bool { return reg.Get("watch").Snapshot().InUse == 0 })
+	testkit.Eventually(t, "the stream's permit is back", func() bool { return reg.Get("watch").Snapshot().InUse == 0 })
 	wait(t, hs.entered)
 }
 

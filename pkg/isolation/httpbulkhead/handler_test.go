@@ -60,18 +60,6 @@ func get(path, prio string) *http.Request {
 	return r
 }
 
-// eventually polls cond until it holds or a generous deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond) // polling with a deadline, not synchronisation
-	}
-}
-
 func byPath(r *http.Request) string {
 	return map[string]string{"/catalog": "catalog", "/free": ""}[r.URL.Path]
 }

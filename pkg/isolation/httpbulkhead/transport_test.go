@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // upstream is a server on 127.0.0.1 whose handler waits on a gate and
@@ -206,7 +207,7 @@ func TestTransportCustomAndPriority(t *testing.T) {
 		}
 		first <- err
 	}()
-	eventually(t, "the first request holds its permit", func() bool { return lim.Snapshot().InUse == 1 })
+	testkit.Eventually(t, "the first request holds its permit", func() bool { return lim.Snapshot().InUse == 1 })
 	if _, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://dep/", nil)); !errors.Is(err, bulkhead.ErrQueueFull) {
 		t.Fatalf("normal request: %v", err)
 	}

@@ -1,42 +1,10 @@
 package control
 
 import (
-	"errors"
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
-
-// ErrNotFound: no bulkhead of that name.
-var ErrNotFound = errors.New("no such bulkhead")
-
-// Status is one bulkhead as the admin API shows it.
-type Status struct {
-	// Snapshot holds the effective settings, state and counters.
-	Snapshot bulkhead.Snapshot
-	LeaseTTL time.Duration
-	// FileSettings are what the configuration file says.
-	FileSettings bulkhead.Settings
-	// Override is the admin change in force, or nil when the file's
-	// settings are.
-	Override *Override
-	// Tenants is the number of live tenant sub-bulkheads.
-	Tenants int
-	// Outcomes is nil when the controller does not track outcomes.
-	Outcomes *Outcomes
-}
-
-// Outcomes count how admitted requests ended (from the access log).
-type Outcomes struct {
-	Success, Failure, Aborted uint64
-}
-
-// Override is an admin change that overrides the file for one bulkhead.
-type Override struct {
-	Settings bulkhead.Settings
-	Actor    string
-	At       time.Time
-}
 
 // Patch changes some settings of a bulkhead; nil fields keep their value.
 type Patch struct {
