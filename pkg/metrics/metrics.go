@@ -60,13 +60,6 @@ const (
 	resultFailure = "failure"
 )
 
-func resultOf(ok bool) string {
-	if ok {
-		return resultSuccess
-	}
-	return resultFailure
-}
-
 // New creates the metrics and registers them, with a collector over src,
 // on reg.
 func New(reg prometheus.Registerer, src SnapshotSource) (*Metrics, error) {
