@@ -7,7 +7,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
-// ErrNotFound: no bulkhead of that name.
+// ErrNotFound means that no bulkhead has that name.
 var ErrNotFound = errors.New("no such bulkhead")
 
 // Status is one bulkhead as the admin API shows it.

@@ -152,7 +152,7 @@ func (m *Metrics) LogEntry(result permit.EntryResult) { m.logEntries.with(string
 // StreamOpened and StreamClosed track open access-log streams.
 func (m *Metrics) StreamOpened() { m.streams.Inc() }
 
-// StreamClosed: see StreamOpened.
+// StreamClosed is StreamOpened's counterpart.
 func (m *Metrics) StreamClosed() { m.streams.Dec() }
 
 // Reload counts a configuration load by result.
