@@ -10,7 +10,7 @@ ENVOY         := $(VENV)/bin/envoy
 # Absolute, so tests and the demo find it whatever their working directory.
 ENVOY_BIN     := $(abspath $(ENVOY))
 
-.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet unit fuzz e2e soak demo bench clean
+.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet lint unit fuzz e2e soak demo bench clean
 
 all: build
 
@@ -37,8 +37,8 @@ envoy-config:
 build:
 	$(GO) build -o bin/ ./cmd/...
 
-## test: format check, vet, unit tests, then the end-to-end tests against a real Envoy
-test: deps envoy helm fmt-check vet proto-check unit fuzz e2e helm-test promtool-test
+## test: format check, vet, lint, unit tests, then the end-to-end tests against a real Envoy
+test: deps envoy helm fmt-check vet lint proto-check unit fuzz e2e helm-test promtool-test
 # In `make test` a missing helm or Prometheus fails the tests that need them.
 test: export BULKHEAD_REQUIRE_HELM := 1
 test: export BULKHEAD_REQUIRE_PROMETHEUS := 1
@@ -49,6 +49,17 @@ fmt-check:
 
 vet:
 	$(GO) vet -tags e2e ./...
+
+## lint: golangci-lint $(GOLANGCI_LINT_VERSION) with .golangci.yml (e2e/ included); built into .bin/ if missing (a few minutes)
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT         := .bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
+lint: $(GOLANGCI_LINT)
+	$(GOLANGCI_LINT) run ./...
+
+$(GOLANGCI_LINT):
+	rm -rf .bin/golangci-lint-build && mkdir -p .bin/golangci-lint-build
+	GOBIN=$(abspath .bin/golangci-lint-build) GOFLAGS=-buildvcs=false $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv .bin/golangci-lint-build/golangci-lint $(GOLANGCI_LINT) && rmdir .bin/golangci-lint-build
 
 unit: envoy
 	BULKHEAD_REQUIRE_ENVOY=1 ENVOY_BIN=$(ENVOY_BIN) $(GO) test -race -count=1 ./...

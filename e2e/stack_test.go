@@ -82,7 +82,6 @@ type stack struct {
 	cfgPath   string
 	// daemonLog is everything the bulkhead daemon printed.
 	daemonLog testkit.SyncBuffer
-	daemon    *exec.Cmd
 	mu        sync.Mutex // guards limits
 }
 

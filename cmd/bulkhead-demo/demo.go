@@ -87,7 +87,8 @@ func (d *demo) run(ctx context.Context) (err error) {
 		}
 		_ = os.RemoveAll(d.logDir)
 	}()
-	defer d.shutdown() // idempotent; the normal path calls it earlier
+	// Idempotent; the normal path calls it earlier and reports its error.
+	defer func() { err = errors.Join(err, d.shutdown()) }()
 
 	if err := d.startAll(ctx, bulkheadBin, envoyBin); err != nil {
 		if ctx.Err() != nil {

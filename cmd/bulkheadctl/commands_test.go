@@ -19,7 +19,7 @@ func TestStatus(t *testing.T) {
 			st.Snapshot.Admitted[bulkhead.Critical] += 4
 			st.Snapshot.Admitted[bulkhead.Normal] += 6
 			st.Snapshot.Rejected[bulkhead.ReasonQueueFull] += 2
-			st.Snapshot.Rejected[bulkhead.ReasonShed] += 1
+			st.Snapshot.Rejected[bulkhead.ReasonShed]++
 			st.Outcomes.Failure += 3
 		})
 	})

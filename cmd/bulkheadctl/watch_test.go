@@ -20,7 +20,7 @@ func TestWatch(t *testing.T) {
 		e.fake.Mutate("auth", func(st *admin.Status) {
 			st.Snapshot.InUse = 1
 			st.Snapshot.Admitted[bulkhead.BestEffort] += 5
-			st.Snapshot.Rejected[bulkhead.ReasonTimeout] += 1
+			st.Snapshot.Rejected[bulkhead.ReasonTimeout]++
 		})
 	})
 	check(t, "watch", inv.wait(t), 0, e.addr+`  every 2s  2026-03-01T12:00:00Z

@@ -76,17 +76,17 @@ func DataQuery(expr string) string {
 	depth := 0 // inside {...}
 	for i := 0; i < len(expr); {
 		c := expr[i]
-		switch {
-		case c == '"' || c == '\'' || c == '`':
+		switch c {
+		case '"', '\'', '`':
 			j := skipString(expr, i)
 			b.WriteString(expr[i:j])
 			i = j
 			continue
-		case c == '{':
+		case '{':
 			depth++
-		case c == '}':
+		case '}':
 			depth--
-		case c == '#':
+		case '#':
 			j := strings.IndexByte(expr[i:], '\n')
 			if j < 0 {
 				return b.String()

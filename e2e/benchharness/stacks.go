@@ -58,7 +58,7 @@ func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin string, delay
 	e := &env{log: log, dir: dir, envoyBin: envoyBin, sidecars: map[string]*child{}}
 	defer func() {
 		if err != nil {
-			e.stop()
+			err = errors.Join(err, e.stop())
 		}
 	}()
 	bins := map[string]string{
@@ -164,8 +164,11 @@ func smoke(ctx context.Context, st *stack) error {
 	}
 	for range 5 {
 		status, err := h.do(ctx)
-		if err != nil || status != 200 {
-			return fmt.Errorf("smoke test of %s: status %d, %v", st.spec.Name, status, err)
+		if err != nil {
+			return fmt.Errorf("smoke test of %s: %w", st.spec.Name, err)
+		}
+		if status != 200 {
+			return fmt.Errorf("smoke test of %s: status %d", st.spec.Name, status)
 		}
 	}
 	url := st.metricsURL()

@@ -2,6 +2,7 @@ package bulkhead
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -254,7 +255,7 @@ func (l *Limiter) abandon(w *waiter, cause error) (Permit, error) {
 		if w.err != nil {
 			return Permit{}, w.err
 		}
-		if cause == ErrTimeout {
+		if errors.Is(cause, ErrTimeout) {
 			// Granted as max_wait passed: the grant came in time.
 			return w.permit, nil
 		}
@@ -265,7 +266,7 @@ func (l *Limiter) abandon(w *waiter, cause error) (Permit, error) {
 	}
 	l.queues[w.prio].remove(w)
 	l.queued--
-	if cause == ErrTimeout {
+	if errors.Is(cause, ErrTimeout) {
 		l.stats.rejected[ReasonTimeout]++
 	} else {
 		l.stats.cancelled++

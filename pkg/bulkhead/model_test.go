@@ -187,7 +187,7 @@ func runModel(t *testing.T, data []byte) {
 				m.cancel++
 			}
 			desc = fmt.Sprintf("abandon %d (%v)", wid, cause)
-			if _, err := l.abandon(waiters[wid], cause); err != cause {
+			if _, err := l.abandon(waiters[wid], cause); !errors.Is(err, cause) {
 				t.Fatalf("step %d %s: got %v", step, desc, err)
 			}
 			delete(waiters, wid)

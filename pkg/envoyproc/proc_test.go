@@ -146,7 +146,7 @@ func TestStartErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := envoyproc.Start(tt.ctx, tt.opts)
 			if err == nil {
-				p.Kill()
+				_ = p.Kill()
 				t.Fatal("Start succeeded")
 			}
 			for _, want := range tt.want {

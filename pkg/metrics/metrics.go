@@ -60,13 +60,6 @@ const (
 	resultFailure = "failure"
 )
 
-func resultOf(ok bool) string {
-	if ok {
-		return resultSuccess
-	}
-	return resultFailure
-}
-
 // New creates the metrics and registers them, with a collector over src,
 // on reg.
 func New(reg prometheus.Registerer, src SnapshotSource) (*Metrics, error) {
@@ -159,7 +152,7 @@ func (m *Metrics) LogEntry(result permit.EntryResult) { m.logEntries.with(string
 // StreamOpened and StreamClosed track open access-log streams.
 func (m *Metrics) StreamOpened() { m.streams.Inc() }
 
-// StreamClosed: see StreamOpened.
+// StreamClosed is StreamOpened's counterpart.
 func (m *Metrics) StreamClosed() { m.streams.Dec() }
 
 // Reload counts a configuration load by result.

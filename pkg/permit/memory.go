@@ -31,7 +31,7 @@ type Memory struct {
 	closed   atomic.Bool
 }
 
-// New returns an empty ledger that reads time from clk.
+// NewMemory returns an empty ledger that reads time from clk.
 func NewMemory(clk clock.Clock, opts ...Option) *Memory {
 	o := defaultOptions()
 	for _, opt := range opts {

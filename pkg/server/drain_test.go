@@ -55,7 +55,7 @@ func TestInflight(t *testing.T) {
 func TestStreams(t *testing.T) {
 	s := newStreams()
 	want := errors.New("handler result")
-	if err := s.interceptor(nil, nil, nil, func(any, grpc.ServerStream) error { return want }); err != want {
+	if err := s.interceptor(nil, nil, nil, func(any, grpc.ServerStream) error { return want }); !errors.Is(err, want) {
 		t.Fatalf("interceptor = %v, want the handler's result", err)
 	}
 

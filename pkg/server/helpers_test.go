@@ -94,17 +94,17 @@ func startRecovering(t *testing.T, cfg *config.Config, opts ...Option) *running 
 }
 
 // stop cancels Run and returns its result and how long it took.
-func (rn *running) stop(t *testing.T) (error, time.Duration) {
+func (rn *running) stop(t *testing.T) (time.Duration, error) {
 	t.Helper()
 	begin := time.Now()
 	rn.cancel()
 	select {
 	case err := <-rn.done:
 		rn.done <- err // for the cleanup
-		return err, time.Since(begin)
+		return time.Since(begin), err
 	case <-time.After(15 * time.Second):
 		t.Fatal("Run did not return within 15s of cancel")
-		return nil, 0
+		return 0, nil
 	}
 }
 

@@ -32,7 +32,7 @@ func httpCheck(key, source string, headers map[string]string) *authv3.CheckReque
 
 // admitAs sends req and returns the class its permit was granted at, after
 // releasing it.
-func admitAs(t *testing.T, rn *running, ctx context.Context, req *authv3.CheckRequest) bulkhead.Priority {
+func admitAs(t *testing.T, ctx context.Context, rn *running, req *authv3.CheckRequest) bulkhead.Priority {
 	t.Helper()
 	resp, err := authv3.NewAuthorizationClient(rn.conn).Check(ctx, req)
 	if err != nil || resp.GetOkResponse() == nil {
@@ -54,23 +54,23 @@ bulkheads:
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	crit := map[string]string{"x-bulkhead-priority": "critical"}
-	if p := admitAs(t, rn, ctx, httpCheck("catalog", "10.1.2.3", crit)); p != bulkhead.Critical {
+	if p := admitAs(t, ctx, rn, httpCheck("catalog", "10.1.2.3", crit)); p != bulkhead.Critical {
 		t.Errorf("trusted source admitted as %v", p)
 	}
-	if p := admitAs(t, rn, ctx, httpCheck("catalog", "192.0.2.1", crit)); p != bulkhead.Normal {
+	if p := admitAs(t, ctx, rn, httpCheck("catalog", "192.0.2.1", crit)); p != bulkhead.Normal {
 		t.Errorf("untrusted raise admitted as %v, want normal", p)
 	}
-	if p := admitAs(t, rn, ctx, httpCheck("catalog", "192.0.2.1", map[string]string{"x-bulkhead-priority": "best_effort"})); p != bulkhead.BestEffort {
+	if p := admitAs(t, ctx, rn, httpCheck("catalog", "192.0.2.1", map[string]string{"x-bulkhead-priority": "best_effort"})); p != bulkhead.BestEffort {
 		t.Errorf("untrusted lowering admitted as %v, want best_effort", p)
 	}
 	for _, v := range []string{"urgent", "CRITICAL", strings.Repeat("critical", 8000), "critical\x00"} {
-		if p := admitAs(t, rn, ctx, httpCheck("catalog", "10.1.2.3", map[string]string{"x-bulkhead-priority": v})); p != bulkhead.Normal {
+		if p := admitAs(t, ctx, rn, httpCheck("catalog", "10.1.2.3", map[string]string{"x-bulkhead-priority": v})); p != bulkhead.Normal {
 			t.Errorf("invalid priority %.20q admitted as %v", v, p)
 		}
 	}
-	admitAs(t, rn, ctx, httpCheck("catalog", "192.0.2.1", map[string]string{"x-tenant": strings.Repeat("t", 60000)}))
+	admitAs(t, ctx, rn, httpCheck("catalog", "192.0.2.1", map[string]string{"x-tenant": strings.Repeat("t", 60000)}))
 	nodeCtx := metadata.AppendToOutgoingContext(ctx, authz.NodeHeader, "not a node id")
-	admitAs(t, rn, nodeCtx, httpCheck("catalog", "192.0.2.1", nil))
+	admitAs(t, nodeCtx, rn, httpCheck("catalog", "192.0.2.1", nil))
 
 	for _, c := range []struct {
 		name, label string
@@ -272,15 +272,15 @@ bulkheads:
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	crit := httpCheck("catalog", "127.0.0.1", map[string]string{"x-bulkhead-priority": "critical"})
-	if p := admitAs(t, rn, ctx, crit); p != bulkhead.Normal {
+	if p := admitAs(t, ctx, rn, crit); p != bulkhead.Normal {
 		t.Fatalf("before trusting loopback: admitted as %v", p)
 	}
 	rn.r.reload(parseConfig(t, fmt.Sprintf(yaml, `authz: {trusted_priority_sources: ["127.0.0.0/8"]}`)), nil)
-	if p := admitAs(t, rn, ctx, crit); p != bulkhead.Critical {
+	if p := admitAs(t, ctx, rn, crit); p != bulkhead.Critical {
 		t.Fatalf("after trusting loopback: admitted as %v", p)
 	}
 	rn.r.reload(parseConfig(t, fmt.Sprintf(yaml, `authz: {deny_status: 429}`)), nil)
-	if p := admitAs(t, rn, ctx, crit); p != bulkhead.Normal {
+	if p := admitAs(t, ctx, rn, crit); p != bulkhead.Normal {
 		t.Fatalf("after the trust was removed: admitted as %v", p)
 	}
 }

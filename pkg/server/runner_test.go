@@ -108,7 +108,7 @@ func TestRunServes(t *testing.T) {
 		}
 	}
 
-	if err, took := rn.stop(t); err != nil || took > 3*time.Second {
+	if took, err := rn.stop(t); err != nil || took > 3*time.Second {
 		t.Fatalf("Run after cancel = %v after %v; want nil, promptly", err, took)
 	}
 	noHandlersLeft(t)
@@ -166,7 +166,7 @@ func TestShutdownWithOpenStreamAndQueuedCheck(t *testing.T) {
 		t.Fatalf("health watch = %v, %v", hr, err)
 	}
 
-	err, took := rn.stop(t)
+	took, err := rn.stop(t)
 	if err != nil {
 		t.Fatalf("Run = %v, want nil", err)
 	}
@@ -224,7 +224,7 @@ bulkheads:
 		answered <- resp
 	}()
 	testkit.Eventually(t, "Check queued", func() bool { return rn.r.Registry.Get("auth").Snapshot().QueuedTotal() == 1 })
-	err, took := rn.stop(t)
+	took, err := rn.stop(t)
 	if err != nil || took > 5*time.Second {
 		t.Fatalf("Run = %v after %v", err, took)
 	}
@@ -315,7 +315,7 @@ func TestAddressFile(t *testing.T) {
 	if len(rn.addrs) != 3 || rn.addrs["admin"] == "" {
 		t.Fatalf("address file = %v", rn.addrs)
 	}
-	if err, _ := rn.stop(t); err != nil {
+	if _, err := rn.stop(t); err != nil {
 		t.Fatal(err)
 	}
 }

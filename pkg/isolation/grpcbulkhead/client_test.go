@@ -80,7 +80,7 @@ func TestClientStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	hs.open()
-	if _, err := s2.Recv(); err != io.EOF {
+	if _, err := s2.Recv(); !errors.Is(err, io.EOF) {
 		t.Fatalf("end of stream: %v", err)
 	}
 	if s := lim.Snapshot(); s.InUse != 0 || s.Released != 2 || s.DuplicateReleases != 0 {

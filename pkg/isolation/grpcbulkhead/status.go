@@ -26,7 +26,7 @@ type RejectedError struct {
 	RetryAfter time.Duration
 }
 
-// ErrUnknownBulkhead: the method's key names no bulkhead. Its reason is
+// ErrUnknownBulkhead means that the method's key names no bulkhead. Its reason is
 // unknown_bulkhead.
 var ErrUnknownBulkhead = errors.New("grpcbulkhead: no such bulkhead")
 
