@@ -211,7 +211,7 @@ func admitting(ctx context.Context, st *stack, h *conn) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("smoke test of %s: no 200 (last: status %d, %v): %w", st.spec.Name, status, err, ctx.Err())
+			return fmt.Errorf("smoke test of %s: no 200 (last: status %d): %w", st.spec.Name, status, errors.Join(err, ctx.Err()))
 		case <-time.After(100 * time.Millisecond): // polling, with a deadline
 		}
 	}

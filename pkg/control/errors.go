@@ -2,5 +2,5 @@ package control
 
 import "errors"
 
-// ErrNotFound: no bulkhead of that name.
+// ErrNotFound means that no bulkhead has that name.
 var ErrNotFound = errors.New("no such bulkhead")
