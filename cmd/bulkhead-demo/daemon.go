@@ -118,35 +118,33 @@ func (d *daemon) readAddresses(path string) {
 	}
 }
 
+// ready reports whether GET url answers 200.
 func ready(ctx context.Context, client *http.Client, url string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-	return resp.StatusCode == http.StatusOK
+	_, ok := get(ctx, client, url)
+	return ok
 }
 
 // admitting reports whether the daemon's /metrics says admissions are not
 // paused.
 func admitting(ctx context.Context, client *http.Client, url string) bool {
+	b, ok := get(ctx, client, url)
+	return ok && bytes.Contains(b, []byte("\nbulkhead_admissions_paused 0\n"))
+}
+
+// get returns the body (up to 4 MiB) of GET url and whether it answered
+// 200.
+func get(ctx context.Context, client *http.Client, url string) ([]byte, bool) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return false
+		return nil, false
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return false
+		return nil, false
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	return err == nil && resp.StatusCode == http.StatusOK &&
-		bytes.Contains(b, []byte("\nbulkhead_admissions_paused 0\n"))
+	return b, err == nil && resp.StatusCode == http.StatusOK
 }
 
 // stop sends SIGTERM and waits; after daemonStopTimeout it kills the group.

@@ -55,23 +55,28 @@ run-time override (who made it, when) if any, and its counters.
 	}
 }
 
-func writeBulkhead(w io.Writer, b *adminv1.Bulkhead, format string) error {
-	v := admin.NewView(b)
-	switch format {
-	case "json":
+// writeEncoded writes v as JSON ("json") or YAML (any other format).
+func writeEncoded(w io.Writer, v any, format string) error {
+	if format == "json" {
 		out, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(w, "%s\n", out)
 		return err
-	case "yaml":
-		enc := yaml.NewEncoder(w)
-		enc.SetIndent(2)
-		if err := enc.Encode(v); err != nil {
-			return err
-		}
-		return enc.Close()
+	}
+	enc := yaml.NewEncoder(w)
+	enc.SetIndent(2)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	return enc.Close()
+}
+
+func writeBulkhead(w io.Writer, b *adminv1.Bulkhead, format string) error {
+	v := admin.NewView(b)
+	if format != "table" {
+		return writeEncoded(w, v, format)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }

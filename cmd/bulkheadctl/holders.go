@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -78,21 +76,8 @@ GET /v1/bulkheads/NAME/holders; -o yaml the same in YAML.`,
 }
 
 func writeHolders(w io.Writer, v admin.HoldersView, format string) error {
-	switch format {
-	case "json":
-		out, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", out)
-		return err
-	case "yaml":
-		enc := yaml.NewEncoder(w)
-		enc.SetIndent(2)
-		if err := enc.Encode(v); err != nil {
-			return err
-		}
-		return enc.Close()
+	if format != "table" {
+		return writeEncoded(w, v, format)
 	}
 	if len(v.Holders) == 0 {
 		_, err := fmt.Fprintf(w, "%s holds no permits\n", v.Bulkhead)

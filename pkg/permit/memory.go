@@ -94,18 +94,14 @@ func (l *Memory) Grant(p Releaser, g Grant) (string, error) {
 			s.mu.Unlock()
 			continue
 		}
-		e := s.newEntry()
-		e.key = k
-		e.p = p
-		e.lease = Lease{
+		s.add(&k, p, Lease{
 			Token:    token,
 			Bulkhead: g.Bulkhead,
 			Node:     g.Node,
 			Priority: g.Priority,
 			Acquired: now,
 			Expires:  now.Add(g.TTL),
-		}
-		s.insert(e)
+		})
 		s.mu.Unlock()
 		return token, nil
 	}

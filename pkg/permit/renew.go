@@ -71,10 +71,7 @@ func (l *Memory) Adopt(p Releaser, token string, g Grant) (Lease, error) {
 		l.count.Add(-1)
 		return Lease{}, ErrLive
 	}
-	e := s.newEntry()
-	e.key = k
-	e.p = p
-	e.lease = Lease{
+	lease := Lease{
 		Token:    k.text(),
 		Bulkhead: g.Bulkhead,
 		Node:     g.Node,
@@ -84,8 +81,7 @@ func (l *Memory) Adopt(p Releaser, token string, g Grant) (Lease, error) {
 		Renewed:  now,
 		Adopted:  true,
 	}
-	s.insert(e)
-	out := e.lease
+	s.add(&k, p, lease)
 	s.mu.Unlock()
-	return out, nil
+	return lease, nil
 }

@@ -59,6 +59,13 @@ func (s *shard) newEntry() *entry {
 	return new(entry)
 }
 
+// add makes a lease of permit p under key k live. Called with s.mu held.
+func (s *shard) add(k *key, p Releaser, l Lease) {
+	e := s.newEntry()
+	e.key, e.p, e.lease = *k, p, l
+	s.insert(e)
+}
+
 // insert makes e live. Called with s.mu held.
 func (s *shard) insert(e *entry) {
 	s.live[e.key] = e

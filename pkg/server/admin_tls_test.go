@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"math/big"
 	"net/http"
 	"strings"
 	"testing"
@@ -50,13 +49,6 @@ func TestAdminTLSReload(t *testing.T) {
 	if code := listBulkheads(); code != http.StatusOK {
 		t.Fatalf("admin API over mTLS: %d", code)
 	}
-	waitSerial := func(what string, want *big.Int) {
-		t.Helper()
-		testkit.Eventually(t, what, func() bool {
-			got, err := testkit.ServedSerial(addr, client)
-			return err == nil && got.Cmp(want) == 0
-		})
-	}
 
 	// Renamed over, key first: the mismatched pair in between is not served.
 	cert2, key2 := p.serverCA.Issue(t, "bulkhead", true)
@@ -65,7 +57,7 @@ func TestAdminTLSReload(t *testing.T) {
 		t.Fatalf("mid-rotation: serial %v, %v; want the old %v", got, err, first)
 	}
 	testkit.Replace(t, p.cert, cert2)
-	waitSerial("the rotated admin certificate served", testkit.Serial(t, cert2))
+	testkit.WaitServedSerial(t, "the rotated admin certificate served", addr, client, testkit.Serial(t, cert2))
 	if code := listBulkheads(); code != http.StatusOK {
 		t.Fatalf("admin API after the rotation: %d", code)
 	}
@@ -84,7 +76,7 @@ func TestAdminTLSReload(t *testing.T) {
 	cert3, key3 := p.serverCA.Issue(t, "bulkhead", true)
 	testkit.Replace(t, p.key, key3)
 	testkit.Replace(t, p.cert, cert3)
-	waitSerial("a good certificate after a broken one", testkit.Serial(t, cert3))
+	testkit.WaitServedSerial(t, "a good certificate after a broken one", addr, client, testkit.Serial(t, cert3))
 
 	if got := counter(t, rn, "bulkhead_admin_tls_reloads_total", "success"); got < 3 {
 		t.Errorf("admin reloads{success} = %v, want at least 3 (start, two rotations)", got)

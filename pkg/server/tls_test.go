@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,14 +110,6 @@ func TestGRPCTLSReload(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	waitSerial := func(what string, want *big.Int) {
-		t.Helper()
-		testkit.Eventually(t, what, func() bool {
-			got, err := testkit.ServedSerial(addr, client)
-			return err == nil && got.Cmp(want) == 0
-		})
-	}
-
 	// 1. Renamed over: key first, then certificate (between the two the pair
 	// does not match; that state is retried, not served).
 	cert2, key2 := p.serverCA.Issue(t, "bulkhead", true)
@@ -131,7 +122,7 @@ func TestGRPCTLSReload(t *testing.T) {
 	if second.Cmp(first) == 0 {
 		t.Fatal("the CA issued the same serial twice")
 	}
-	waitSerial("the renamed-over certificate served", second)
+	testkit.WaitServedSerial(t, "the renamed-over certificate served", addr, client, second)
 
 	// 2. Written in place (same inode).
 	cert3, key3 := p.serverCA.Issue(t, "bulkhead", true)
@@ -141,7 +132,7 @@ func TestGRPCTLSReload(t *testing.T) {
 	if err := os.WriteFile(p.cert, cert3, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitSerial("the certificate written in place served", testkit.Serial(t, cert3))
+	testkit.WaitServedSerial(t, "the certificate written in place served", addr, client, testkit.Serial(t, cert3))
 
 	// 3. A broken certificate keeps the last good one, counted once
 	// however many handshakes see it.
@@ -159,7 +150,7 @@ func TestGRPCTLSReload(t *testing.T) {
 	cert4, key4 := p.serverCA.Issue(t, "bulkhead", true)
 	testkit.Replace(t, p.key, key4)
 	testkit.Replace(t, p.cert, cert4)
-	waitSerial("a good certificate after a broken one", testkit.Serial(t, cert4))
+	testkit.WaitServedSerial(t, "a good certificate after a broken one", addr, client, testkit.Serial(t, cert4))
 
 	// 4. The client CA rotates too: Envoy's old certificate is refused on new
 	// connections, one from the new CA is accepted.

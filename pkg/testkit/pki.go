@@ -156,3 +156,13 @@ func randomSerial(t testing.TB) *big.Int {
 	}
 	return n.Add(n, big.NewInt(1))
 }
+
+// WaitServedSerial waits (Eventually) until the server at addr serves the
+// certificate of serial want to a client configured with cfg.
+func WaitServedSerial(tb testing.TB, what, addr string, cfg *tls.Config, want *big.Int) {
+	tb.Helper()
+	Eventually(tb, what, func() bool {
+		got, err := ServedSerial(addr, cfg)
+		return err == nil && got.Cmp(want) == 0
+	})
+}
