@@ -39,7 +39,11 @@
 // rejected, it runs already) and its end entry releases it. Unknown tokens
 // are adopted only for one TTL and one interval after the server was built:
 // later every live permit is known or remembered, and an unknown token is a
-// forgery or forgotten.
+// forgery or forgotten. Envoy batches periodic entries and sends end entries
+// at once, so a request's last periodic entry can come after its end entry:
+// the tokens of end entries the ledger could not match (unknown in that
+// period, or already reclaimed) are remembered (endedTokens), and a late
+// periodic entry of one is a duplicate, never an adoption.
 //
 // Misconfiguration is loud (Recorder.HeartbeatProblem, SilentNodes): an end
 // entry for a permit already reclaimed (permit.EndedAfterExpiry), or a

@@ -272,6 +272,65 @@ func TestHeartbeatTwoStreamsOfOneNode(t *testing.T) {
 	}
 }
 
+// Batched periodic entries can come after their request's end entry. When
+// the ledger cannot tell that the permit ended (the daemon restarted since
+// the grant, or the lease had been reclaimed), the late entry must not adopt
+// the finished request's permit.
+func TestHeartbeatLatePeriodicAfterEnd(t *testing.T) {
+	tests := []struct {
+		name    string
+		restart bool // the token is unknown: granted by an earlier process
+	}{
+		{name: "after a restart", restart: true},
+		{name: "after the lease was reclaimed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newHBEnv(t, hb)
+			release, heartbeat := &stream{node: "envoy-1"}, &stream{node: "envoy-1"}
+			tok := "AAAAAAAAAAAAAAAAAAAAAA"
+			if !tt.restart {
+				e.clk.Advance(time.Hour)
+				tok = e.grant(t, hb.TTL, "envoy-1")
+				e.clk.Advance(hb.TTL)
+				if e.ledger.Sweep() != 1 {
+					t.Fatal("not reclaimed")
+				}
+			}
+			e.end(t, release, tok)
+			e.periodic(t, heartbeat, tok)
+			if e.inUse() != 0 || e.rec.entryCount("adopted") != 0 {
+				t.Fatalf("in use %d, adopted %d: a late periodic entry adopted an ended request's permit",
+					e.inUse(), e.rec.entryCount("adopted"))
+			}
+			if e.rec.entryCount("duplicate") != map[bool]int{true: 1, false: 2}[tt.restart] ||
+				e.rec.otherCount("problem:renewed_after_expiry") != 0 {
+				t.Fatalf("duplicate %d, renewed_after_expiry %d", e.rec.entryCount("duplicate"),
+					e.rec.otherCount("problem:renewed_after_expiry"))
+			}
+		})
+	}
+}
+
+func TestEndedTokensBounded(t *testing.T) {
+	var ended endedTokens
+	tok := func(i int) string { return fmt.Sprintf("%022d", i) }
+	for i := range maxEndedTokens {
+		ended.add(tok(i))
+	}
+	if !ended.has(tok(0)) || !ended.has(tok(maxEndedTokens-1)) {
+		t.Fatal("full: want every token remembered")
+	}
+	ended.add(tok(maxEndedTokens))
+	if ended.has(tok(0)) || !ended.has(tok(maxEndedTokens/2)) || !ended.has(tok(maxEndedTokens)) {
+		t.Fatal("past full: want the older half forgotten, the newer kept")
+	}
+	ended.add("short")
+	if ended.has("short") {
+		t.Fatal("a token no Grant issues was remembered")
+	}
+}
+
 // The nodes heard from are bounded: when full, the stale ones make room;
 // with none stale, a new node is not remembered.
 func TestHeardNodesBounded(t *testing.T) {

@@ -68,6 +68,7 @@ type Server struct {
 	adoptUntil time.Time
 	silent     *SilentNodes // nil: silent nodes are not remembered
 	nodes      *heardNodes  // the nodes that send periodic entries; nil with heartbeats off
+	ended      endedTokens  // requests ended that a late periodic entry must not adopt
 }
 
 var _ alsv3.AccessLogServiceServer = (*Server)(nil)
@@ -200,6 +201,7 @@ func (s *Server) release(st *stream, e *entry) {
 	case permit.Expired:
 		s.rec.LogEntry(permit.EntryDuplicate)
 		if s.heartbeat.On() {
+			s.ended.add(e.token)
 			s.rec.HeartbeatProblem(permit.EndedAfterExpiry)
 			// Its request ran until now: a node that heartbeats sent
 			// periodic entries within the last TTL, this one's or others'.
@@ -211,8 +213,15 @@ func (s *Server) release(st *stream, e *entry) {
 		s.rec.LogEntry(permit.EntryDuplicate)
 	default:
 		s.rec.LogEntry(permit.EntryUnknown)
+		if s.heartbeat.On() && s.adopting() {
+			s.ended.add(e.token)
+		}
 	}
 }
+
+// adopting reports whether periodic entries with unknown tokens are
+// adopted now (see adoptUntil).
+func (s *Server) adopting() bool { return s.clock.Now().Before(s.adoptUntil) }
 
 // heartbeats reports whether the node of st, which carried an end entry,
 // is known to send periodic entries: one came on st, or one came from its
@@ -245,10 +254,18 @@ func (s *Server) renew(st *stream, e *entry) {
 		s.rec.LogEntry(permit.EntryDuplicate)
 		return
 	case permit.Expired:
+		if s.ended.has(e.token) {
+			s.rec.LogEntry(permit.EntryDuplicate) // late: its request has ended
+			return
+		}
 		s.rec.HeartbeatProblem(permit.RenewedAfterExpiry)
 	default:
-		if !s.clock.Now().Before(s.adoptUntil) {
+		if !s.adopting() {
 			s.rec.LogEntry(permit.EntryUnknown)
+			return
+		}
+		if s.ended.has(e.token) {
+			s.rec.LogEntry(permit.EntryDuplicate) // late: its request has ended
 			return
 		}
 	}
