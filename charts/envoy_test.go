@@ -12,9 +12,7 @@ import (
 	"testing"
 	"time"
 
-	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -56,8 +54,8 @@ func TestEnvoySnippetValidatesInEnvoy(t *testing.T) {
 					got, cfg.Leases.HeartbeatInterval)
 			}
 			want := valuesBulkheads(t, f)
-			if len(s.AccessLog) != 1 || len(s.HTTPFilters) != 1 || len(s.Clusters) != 1 || len(s.TypedPerFilterConfig) != len(want) {
-				t.Fatalf("snippet pieces: %d access logs, %d filters, %d clusters, %d per-route blocks (want 1, 1, 1, %d)",
+			if len(s.AccessLog) != 2 || len(s.HTTPFilters) != 1 || len(s.Clusters) != 1 || len(s.TypedPerFilterConfig) != len(want) {
+				t.Fatalf("snippet pieces: %d access logs, %d filters, %d clusters, %d per-route blocks (want 2, 1, 1, %d)",
 					len(s.AccessLog), len(s.HTTPFilters), len(s.Clusters), len(s.TypedPerFilterConfig), len(want))
 			}
 			if !strings.Contains(s.raw, "buffer_size_bytes: 0") {
@@ -65,8 +63,7 @@ func TestEnvoySnippetValidatesInEnvoy(t *testing.T) {
 			}
 			// Decode the pieces into Envoy's API types too: the names and
 			// values, not only the shape, must be right.
-			var al accesslogv3.AccessLog
-			unmarshalProto(t, s.AccessLog[0], &al)
+			checkAccessLogs(t, "snippet", envoyAccessLogs(t, d, ms)["snippet"], cfg.Leases.HeartbeatInterval)
 			var filter hcmv3.HttpFilter
 			unmarshalProto(t, s.HTTPFilters[0], &filter)
 			var authz extauthzv3.ExtAuthz
@@ -160,8 +157,9 @@ func unmarshalProto(t *testing.T, v any, m proto.Message) {
 // each EnvoyFilter patch value decodes into the Envoy type it patches,
 // names its bulkhead, sets the connection manager's access_log_flush_interval
 // to the daemon's heartbeat interval, and (accessLog envoyFilter) adds the
-// gRPC access log with buffer_size_bytes 0 on the Bulkhead service's
-// outbound cluster.
+// gRPC access loggers on the Bulkhead service's outbound cluster: the
+// release logger with buffer_size_bytes 0, and the periodic entries' own,
+// batched.
 func TestIstioResources(t *testing.T) {
 	d := newDecoder(t)
 	for _, tc := range []struct {
@@ -244,9 +242,11 @@ func TestIstioResources(t *testing.T) {
 							continue
 						}
 						accessLogs++
-						got := fmt.Sprint(hcm.GetAccessLog())
-						if len(hcm.GetAccessLog()) != 1 || !strings.Contains(got, "outbound|9001||rel-bulkhead.mesh.svc.cluster.local") {
-							t.Errorf("%s: access log %s", m, got)
+						checkAccessLogs(t, m.String(), hcm.GetAccessLog(), heartbeat)
+						for _, l := range hcm.GetAccessLog() {
+							if got := fmt.Sprint(l); !strings.Contains(got, "outbound|9001||rel-bulkhead.mesh.svc.cluster.local") {
+								t.Errorf("%s: access log %s", m, got)
+							}
 						}
 						if raw, _ := stdjson.Marshal(value); !strings.Contains(string(raw), `"buffer_size_bytes":0`) {
 							t.Errorf("%s: access log without buffer_size_bytes 0", m)

@@ -3,9 +3,13 @@ package charts
 import (
 	stdjson "encoding/json"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
+	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+	alsgrpcv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
@@ -88,10 +92,84 @@ func envoyFlushIntervals(t *testing.T, d decoder, ms []manifest) map[string]time
 	return got
 }
 
+// envoyAccessLogs returns the access loggers of every rendered Envoy
+// configuration that sets some, by where it is: the plain-Envoy snippet,
+// and each EnvoyFilter that adds them (accessLog envoyFilter).
+func envoyAccessLogs(t *testing.T, d decoder, ms []manifest) map[string][]*accesslogv3.AccessLog {
+	t.Helper()
+	got := map[string][]*accesslogv3.AccessLog{}
+	decode := func(where string, logs []any) {
+		for _, l := range logs {
+			var al accesslogv3.AccessLog
+			unmarshalProto(t, l, &al)
+			got[where] = append(got[where], &al)
+		}
+	}
+	if len(find(ms, "ConfigMap", "rel-bulkhead-envoy")) == 1 {
+		decode("snippet", renderedSnippet(t, d, ms).AccessLog)
+	}
+	for _, m := range find(ms, "EnvoyFilter", "") {
+		ef := decodeAs[*networkingv1alpha3.EnvoyFilter](t, d, m)
+		for _, p := range ef.GetConfigPatches() {
+			if p.GetApplyTo() == networkingv1alpha3.EnvoyFilter_NETWORK_FILTER {
+				if logs, ok := p.GetPatch().GetValue().AsMap()["typed_config"].(map[string]any)["access_log"].([]any); ok {
+					decode(m.String(), logs)
+				}
+			}
+		}
+	}
+	return got
+}
+
+// checkAccessLogs checks the gRPC access loggers of one Envoy configuration
+// for a heartbeat interval (0: off): the release logger, unbuffered, and
+// with heartbeats on the heartbeat logger, which alone takes the periodic
+// entries, batched with a flush interval of a quarter interval (as
+// envoy/front-proxy.yaml.tmpl renders them).
+func checkAccessLogs(t *testing.T, where string, logs []*accesslogv3.AccessLog, heartbeat time.Duration) {
+	t.Helper()
+	want := 1
+	if heartbeat > 0 {
+		want = 2
+	}
+	if len(logs) != want {
+		t.Fatalf("%s: %d access loggers, want %d", where, len(logs), want)
+	}
+	for i, l := range logs {
+		var cfg alsgrpcv3.HttpGrpcAccessLogConfig
+		if err := l.GetTypedConfig().UnmarshalTo(&cfg); err != nil {
+			t.Fatalf("%s: access log %d: %v", where, i, err)
+		}
+		if err := cfg.ValidateAll(); err != nil {
+			t.Errorf("%s: access log %d: %v", where, i, err)
+		}
+		c := cfg.GetCommonConfig()
+		types := l.GetFilter().GetLogTypeFilter()
+		periodicOnly := slices.Equal(types.GetTypes(), []datav3.AccessLogType{datav3.AccessLogType_DownstreamPeriodic})
+		switch {
+		case l.GetName() != "envoy.access_loggers.http_grpc":
+			t.Errorf("%s: access log %d is %q", where, i, l.GetName())
+		case i == 0 && (c.GetLogName() != "bulkhead" || c.GetBufferSizeBytes() == nil || c.GetBufferSizeBytes().GetValue() != 0):
+			t.Errorf("%s: release logger %v: want log_name bulkhead, buffer_size_bytes 0", where, c)
+		case i == 0 && heartbeat == 0 && l.GetFilter() != nil:
+			t.Errorf("%s: release logger filter %v with heartbeats off", where, l.GetFilter())
+		case i == 0 && heartbeat > 0 && (!periodicOnly || !types.GetExclude()):
+			t.Errorf("%s: release logger filter %v: want periodic entries excluded", where, l.GetFilter())
+		case i == 1 && (!periodicOnly || types.GetExclude()):
+			t.Errorf("%s: heartbeat logger filter %v: want periodic entries only", where, l.GetFilter())
+		case i == 1 && (c.GetLogName() != "bulkhead-heartbeat" || c.GetBufferSizeBytes().GetValue() != 16384 ||
+			c.GetBufferFlushInterval().AsDuration() != heartbeat/4):
+			t.Errorf("%s: heartbeat logger %v: want log_name bulkhead-heartbeat, buffer_size_bytes 16384, buffer_flush_interval %v",
+				where, c, heartbeat/4)
+		}
+	}
+}
+
 // One setting, leases.heartbeat_interval, is both the daemon's heartbeat
 // interval and the access_log_flush_interval of every Envoy configuration
 // the chart renders (the snippet, the EnvoyFilters in both access-log
-// modes); with heartbeat leases off no Envoy sends periodic entries.
+// modes), and sets their heartbeat logger's flush interval; with heartbeat
+// leases off no Envoy sends periodic entries, nor has a heartbeat logger.
 func TestHeartbeatIntervalEverywhere(t *testing.T) {
 	d := newDecoder(t)
 	istio := filepath.Join(chartDir(t), "ci", "istio-values.yaml")
@@ -129,6 +207,13 @@ func TestHeartbeatIntervalEverywhere(t *testing.T) {
 				if flush != tc.want {
 					t.Errorf("%s: access_log_flush_interval %v, want %v (0 = not set)", where, flush, tc.want)
 				}
+			}
+			logs := envoyAccessLogs(t, d, ms)
+			if _, ok := logs["snippet"]; !ok {
+				t.Fatal("the snippet has no access log")
+			}
+			for where, l := range logs {
+				checkAccessLogs(t, where, l, tc.want)
 			}
 		})
 	}

@@ -64,6 +64,9 @@ func TestComposeEnvoyConfigUpToDate(t *testing.T) {
 	if !bytes.Contains(got, []byte("buffer_size_bytes: 0")) {
 		t.Errorf("%s: the access log must flush every entry (buffer_size_bytes: 0)", composeEnvoyPath)
 	}
+	if !bytes.Contains(got, []byte("log_name: bulkhead-heartbeat")) {
+		t.Errorf("%s: the periodic entries must have their own, batched logger", composeEnvoyPath)
+	}
 }
 
 // docker-compose.yaml loads with the compose-spec loader (what docker

@@ -8,6 +8,15 @@
 // the template rendered with DemoParams; a test fails when it is stale, and
 // `make envoy-config` (go run ./envoy/gen) regenerates it.
 //
+// The connection manager has two gRPC access loggers to the daemon: the
+// release logger sends every entry but the periodic ones at once
+// (buffer_size_bytes 0: a permit goes back as soon as its request ends), and
+// the heartbeat logger sends only the periodic entries (access_log_options.
+// access_log_flush_interval, the permits' heartbeat), batched with a flush
+// interval of a quarter heartbeat interval: many entries per gRPC message,
+// delivered well within a lease. Params.SingleAccessLog renders the older
+// form, one unbuffered logger for both, for comparison.
+//
 // With Params.BulkheadTLS the bulkhead cluster gets an UpstreamTlsContext:
 // ALPN h2, the daemon's CA, SNI and a subject-alt-name match (a DNS name, or
 // the daemon's IP address when there is no SNI), and Envoy's client

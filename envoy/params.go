@@ -110,6 +110,11 @@ type Params struct {
 	// before heartbeat leases (its long requests' permits are reclaimed
 	// under them, which the daemon detects and reports).
 	NoHeartbeat bool
+	// SingleAccessLog sends periodic entries on the release log, unbuffered
+	// like the end entries (one gRPC message each), instead of on a second,
+	// batched logger (log_name "bulkhead-heartbeat", HeartbeatFlushInterval):
+	// the form before batching, kept for comparison (the bench harness).
+	SingleAccessLog bool
 	// NoNodeMetadata leaves out the x-bulkhead-node initial_metadata of the
 	// Check, as Istio's ext_authz provider does: permits name no holder.
 	NoNodeMetadata bool
@@ -124,6 +129,23 @@ type Params struct {
 	BulkheadTLS *UpstreamTLS
 
 	// Room for later: downstream TLS settings.
+}
+
+// HeartbeatLog reports whether periodic entries have an access logger of
+// their own (heartbeats on, and not SingleAccessLog).
+func (p Params) HeartbeatLog() bool { return !p.NoHeartbeat && !p.SingleAccessLog }
+
+// HeartbeatFlushInterval is the heartbeat logger's buffer_flush_interval: a
+// quarter of the heartbeat interval (its default when 0; whole
+// milliseconds, at least one). A periodic entry then arrives at most 1.25
+// intervals after the one before, well within a lease (leases.heartbeat_ttl
+// is at least 2 intervals).
+func (p Params) HeartbeatFlushInterval() time.Duration {
+	i := p.HeartbeatInterval
+	if i == 0 {
+		i = permit.DefaultHeartbeatInterval
+	}
+	return max(time.Millisecond, (i / 4).Truncate(time.Millisecond))
 }
 
 // UpstreamTLS is how Envoy connects to the Bulkhead daemon over TLS. Envoy

@@ -60,8 +60,15 @@ func paramSets(t *testing.T) map[string]envoy.Params {
 			{Name: "root", Prefix: "/", Upstream: envoy.Endpoint{Host: "::1", Port: 8080}},
 		},
 	}
+	single := custom
+	single.SingleAccessLog = true
+	noHeartbeat := envoy.DemoParams()
+	noHeartbeat.NoHeartbeat = true
+	fast := envoy.DemoParams()
+	fast.HeartbeatInterval = 500 * time.Millisecond
 	return map[string]envoy.Params{"demo": envoy.DemoParams(), "port zero": zero, "custom": custom,
-		"mtls to an IP": mtls, "tls to a DNS name": tlsDNS, "mtls with SNI": mtlsSNI}
+		"mtls to an IP": mtls, "tls to a DNS name": tlsDNS, "mtls with SNI": mtlsSNI,
+		"single access log": single, "no heartbeat": noHeartbeat, "heartbeat 500ms": fast}
 }
 
 func TestCommittedConfigIsCurrent(t *testing.T) {
@@ -92,23 +99,7 @@ func TestRenderedShape(t *testing.T) {
 			}
 			hcm := dig(t, doc, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config")
 
-			als := dig(t, hcm, "access_log", 0)
-			if got := dig(t, als, "name"); got != "envoy.access_loggers.http_grpc" {
-				t.Errorf("access log = %v", got)
-			}
-			common := dig(t, als, "typed_config", "common_config")
-			for key, want := range map[string]any{"log_name": "bulkhead", "transport_api_version": "V3", "buffer_size_bytes": 0} {
-				if got := dig(t, common, key); got != want {
-					t.Errorf("access log %s = %v, want %v", key, got, want)
-				}
-			}
-			if got := dig(t, common, "grpc_service", "envoy_grpc", "cluster_name"); got != "bulkhead" {
-				t.Errorf("access log cluster = %v", got)
-			}
-			_, filtered := als.(map[string]any)["filter"]
-			if filtered != (p.AccessLogExcludeHeader != "") {
-				t.Errorf("access log filter present = %v, want %v", filtered, p.AccessLogExcludeHeader != "")
-			}
+			checkAccessLogs(t, p, hcm)
 
 			authz := dig(t, hcm, "http_filters", 0)
 			if got := dig(t, authz, "name"); got != "envoy.filters.http.ext_authz" {
@@ -182,6 +173,99 @@ func TestRenderedShape(t *testing.T) {
 			checkUpstreamTLS(t, p, bh.(map[string]any))
 		})
 	}
+}
+
+// checkAccessLogs checks the connection manager's periodic log and access
+// loggers: the release logger (unbuffered, end entries) and, with
+// heartbeats on and not SingleAccessLog, the heartbeat logger (periodic
+// entries only, batched), each skipping AccessLogExcludeHeader's requests.
+func checkAccessLogs(t *testing.T, p envoy.Params, hcm any) {
+	t.Helper()
+	opts, periodicLog := hcm.(map[string]any)["access_log_options"]
+	if periodicLog == p.NoHeartbeat {
+		t.Errorf("access_log_options present = %v, NoHeartbeat = %v", periodicLog, p.NoHeartbeat)
+	}
+	interval := p.HeartbeatInterval
+	if interval == 0 {
+		interval = time.Second
+	}
+	if periodicLog && dig(t, opts, "access_log_flush_interval") != protoDuration(interval) {
+		t.Errorf("access_log_flush_interval = %v, want %v", dig(t, opts, "access_log_flush_interval"), interval)
+	}
+	logs := dig(t, hcm, "access_log").([]any)
+	split := !p.NoHeartbeat && !p.SingleAccessLog
+	if want := map[bool]int{false: 1, true: 2}[split]; len(logs) != want {
+		t.Fatalf("%d access loggers, want %d", len(logs), want)
+	}
+	for i, als := range logs {
+		heartbeat := i == 1
+		if got := dig(t, als, "name"); got != "envoy.access_loggers.http_grpc" {
+			t.Errorf("access log %d = %v", i, got)
+		}
+		common := dig(t, als, "typed_config", "common_config")
+		want := map[string]any{"log_name": "bulkhead", "transport_api_version": "V3", "buffer_size_bytes": 0}
+		if heartbeat {
+			want["log_name"], want["buffer_size_bytes"] = "bulkhead-heartbeat", 16384
+			want["buffer_flush_interval"] = protoDuration(interval / 4)
+		} else if _, ok := common.(map[string]any)["buffer_flush_interval"]; ok {
+			t.Error("the release logger sets buffer_flush_interval")
+		}
+		for key, want := range want {
+			if got := dig(t, common, key); got != want {
+				t.Errorf("access log %d %s = %v, want %v", i, key, got, want)
+			}
+		}
+		if got := dig(t, common, "grpc_service", "envoy_grpc", "cluster_name"); got != "bulkhead" {
+			t.Errorf("access log %d cluster = %v", i, got)
+		}
+		// The filter: log types (split form), header (AccessLogExcludeHeader), or both.
+		var filters []any
+		if f, ok := als.(map[string]any)["filter"]; ok {
+			if and, ok := f.(map[string]any)["and_filter"]; ok {
+				filters = dig(t, and, "filters").([]any)
+			} else {
+				filters = []any{f}
+			}
+		}
+		var types, headers []any
+		for _, f := range filters {
+			if lt, ok := f.(map[string]any)["log_type_filter"]; ok {
+				types = append(types, lt)
+			}
+			if hf, ok := f.(map[string]any)["header_filter"]; ok {
+				headers = append(headers, hf)
+			}
+		}
+		if len(types)+len(headers) != len(filters) {
+			t.Errorf("access log %d: unexpected filters %v", i, filters)
+		}
+		if wantHeader := p.AccessLogExcludeHeader != ""; (len(headers) == 1) != wantHeader || len(headers) > 1 {
+			t.Errorf("access log %d header filters = %v, want one: %v", i, headers, wantHeader)
+		} else if wantHeader && (dig(t, headers[0], "header", "name") != p.AccessLogExcludeHeader ||
+			dig(t, headers[0], "header", "invert_match") != true) {
+			t.Errorf("access log %d header filter = %v", i, headers[0])
+		}
+		if !split {
+			if len(types) != 0 {
+				t.Errorf("single access log filters log types: %v", types)
+			}
+			continue
+		}
+		if len(types) != 1 {
+			t.Fatalf("access log %d: log type filters %v, want one", i, types)
+		}
+		lt := types[0].(map[string]any)
+		if got := dig(t, lt, "types").([]any); len(got) != 1 || got[0] != "DownstreamPeriodic" {
+			t.Errorf("access log %d log types = %v", i, got)
+		}
+		if exclude, _ := lt["exclude"].(bool); exclude == heartbeat {
+			t.Errorf("access log %d exclude = %v: the release logger excludes periodic entries, the heartbeat logger takes only them", i, exclude)
+		}
+	}
+}
+
+func protoDuration(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
 }
 
 // checkUpstreamTLS checks the bulkhead cluster's transport socket: present

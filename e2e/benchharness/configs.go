@@ -21,21 +21,26 @@ const (
 	Breaker  = "envoy-breaker"
 	NoopALS  = "noop-authz+als"
 	Batched  = "bulkhead-batched"
-	// The heartbeat phase's pair: the shipped configuration with heartbeat
-	// leases on and off, each with a daemon of its own.
-	HeartbeatOn  = "bulkhead-heartbeat-on"
-	HeartbeatOff = "bulkhead-heartbeat-off"
+	// The heartbeat phase's configurations, each with a daemon of its own:
+	// the shipped configuration with heartbeat leases on (periodic entries
+	// on a batched logger of their own) and off, and, to compare, on with
+	// the periodic entries on the release logger, unbuffered
+	// (envoy.Params.SingleAccessLog).
+	HeartbeatOn     = "bulkhead-heartbeat-on"
+	HeartbeatSingle = "bulkhead-heartbeat-single-log"
+	HeartbeatOff    = "bulkhead-heartbeat-off"
 )
 
 // The sidecars, by what configSpec.sidecar names: the no-op server bare or
 // with the bulkhead's metadata, and the daemons (the one of Bulkhead and
-// Batched, and the heartbeat phase's two).
+// Batched, and the heartbeat phase's three).
 const (
-	sidecarNoop         = "noop"
-	sidecarNoopMetadata = "noop-metadata"
-	sidecarDaemon       = "daemon"
-	sidecarHeartbeatOn  = "daemon-heartbeat-on"
-	sidecarHeartbeatOff = "daemon-heartbeat-off"
+	sidecarNoop            = "noop"
+	sidecarNoopMetadata    = "noop-metadata"
+	sidecarDaemon          = "daemon"
+	sidecarHeartbeatOn     = "daemon-heartbeat-on"
+	sidecarHeartbeatSingle = "daemon-heartbeat-single-log"
+	sidecarHeartbeatOff    = "daemon-heartbeat-off"
 )
 
 // routeName is the upstream cluster, the bulkhead key and the metric label.
@@ -59,6 +64,9 @@ type configSpec struct {
 	// noHeartbeat: the shipped configuration without the periodic access
 	// log (envoy.Params.NoHeartbeat), for a daemon with heartbeats off.
 	noHeartbeat bool
+	// singleLog: the shipped configuration with the periodic entries on the
+	// release logger, unbuffered (envoy.Params.SingleAccessLog).
+	singleLog bool
 	// diagnostic configurations are not run at the floor's rates (beyond
 	// what any ext_authz configuration carries on a small machine).
 	diagnostic bool
@@ -84,15 +92,20 @@ func configSpecs(diagnostic bool) []configSpec {
 	return specs
 }
 
-// heartbeatSpecs are the heartbeat phase's configurations: on, then off.
-// Both are the shipped bootstrap in front of a daemon of their own, so
-// that the pair differs in the heartbeat setting only (Envoy's periodic
-// access log and the daemon's leases.heartbeat_interval).
+// heartbeatSpecs are the heartbeat phase's configurations: on, on with a
+// single access logger, then off. All are the shipped bootstrap in front of
+// a daemon of their own, so that they differ in the heartbeat setting only
+// (Envoy's periodic access log and its logger, the daemon's
+// leases.heartbeat_interval).
 func heartbeatSpecs() []configSpec {
 	return []configSpec{
 		{Name: HeartbeatOn, sidecar: sidecarHeartbeatOn, Title: fmt.Sprintf(
-			"heartbeat phase: the bulkhead as shipped, heartbeats on (access_log_flush_interval and leases.heartbeat_interval %v), a daemon of its own",
-			permit.DefaultHeartbeatInterval)},
+			"heartbeat phase: the bulkhead as shipped, heartbeats on (access_log_flush_interval and leases.heartbeat_interval %v; "+
+				"periodic entries on a logger of their own, batched every %v), a daemon of its own",
+			permit.DefaultHeartbeatInterval, envoy.Params{}.HeartbeatFlushInterval())},
+		{Name: HeartbeatSingle, sidecar: sidecarHeartbeatSingle, singleLog: true, Title: fmt.Sprintf(
+			"heartbeat phase: heartbeats on (%v) with the periodic entries on the release logger, unbuffered like the end entries "+
+				"(envoy.Params.SingleAccessLog: one gRPC message each), a daemon of its own", permit.DefaultHeartbeatInterval)},
 		{Name: HeartbeatOff, sidecar: sidecarHeartbeatOff, noHeartbeat: true,
 			Title: "heartbeat phase: the bulkhead with heartbeats off (no periodic access log, leases.heartbeat_interval 0), a daemon of its own"},
 	}
@@ -126,7 +139,7 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint) ([]byte, error) 
 	if spec.daemon() {
 		// The shipped configuration, exactly as users run it.
 		b, err := envoy.Render(envoy.Params{
-			ListenerPort: 0, AdminPort: 0, Bulkhead: sidecar, NoHeartbeat: spec.noHeartbeat,
+			ListenerPort: 0, AdminPort: 0, Bulkhead: sidecar, NoHeartbeat: spec.noHeartbeat, SingleAccessLog: spec.singleLog,
 			Routes: []envoy.Route{{Name: routeName, Prefix: "/", Upstream: upstream}},
 		})
 		if err != nil || !spec.batched {
@@ -159,7 +172,7 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint) ([]byte, error) 
 func daemonConfig(sidecar string) string {
 	leases := ""
 	switch sidecar {
-	case sidecarHeartbeatOn:
+	case sidecarHeartbeatOn, sidecarHeartbeatSingle:
 		leases = fmt.Sprintf("leases: {heartbeat_interval: %v}\n", permit.DefaultHeartbeatInterval)
 	case sidecarHeartbeatOff:
 		leases = "leases: {heartbeat_interval: 0s}\n"

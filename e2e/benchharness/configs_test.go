@@ -38,11 +38,14 @@ func TestConfigsRender(t *testing.T) {
 	}{
 		{Floor, []string{"envoy.filters.http.router"}, []string{"ext_authz", "access_log", "circuit_breakers"}},
 		{Noop, []string{"envoy.filters.http.ext_authz", "timeout: 1s", "bulkhead: \"bench\""}, []string{"access_log"}},
-		{Bulkhead, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0", "access_log_flush_interval: 1s"}, []string{"buffer_flush_interval"}},
+		{Bulkhead, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0", "access_log_flush_interval: 1s"}, []string{"buffer_flush_interval: 0.001s"}},
 		{Breaker, []string{"max_requests: 1000"}, []string{"ext_authz", "access_log"}},
 		{Batched, []string{"buffer_size_bytes: 16384", "buffer_flush_interval: 0.001s"}, []string{"buffer_size_bytes: 0"}},
 		{NoopALS, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0"}, nil},
-		{HeartbeatOn, []string{"envoy.filters.http.ext_authz", "access_log_flush_interval: 1s"}, nil},
+		{HeartbeatOn, []string{"envoy.filters.http.ext_authz", "access_log_flush_interval: 1s", "log_name: bulkhead-heartbeat",
+			"buffer_size_bytes: 0", "buffer_size_bytes: 16384", "buffer_flush_interval: 0.25s"}, nil},
+		{HeartbeatSingle, []string{"envoy.filters.http.ext_authz", "access_log_flush_interval: 1s", "buffer_size_bytes: 0"},
+			[]string{"bulkhead-heartbeat", "buffer_flush_interval", "log_type_filter"}},
 		{HeartbeatOff, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0"}, []string{"access_log_flush_interval"}},
 	}
 	for _, tt := range tests {
@@ -80,6 +83,7 @@ func TestDaemonConfigParses(t *testing.T) {
 	}{
 		{sidecarDaemon, permit.DefaultHeartbeatInterval},
 		{sidecarHeartbeatOn, permit.DefaultHeartbeatInterval},
+		{sidecarHeartbeatSingle, permit.DefaultHeartbeatInterval},
 		{sidecarHeartbeatOff, 0},
 	}
 	for _, tt := range tests {

@@ -14,16 +14,14 @@ type HeartbeatSetting struct {
 	// threads' nanosecond counters (CPUUse.UsPerRequest).
 	DaemonUs float64 `json:"daemon_us_per_request"`
 	EnvoyUs  float64 `json:"envoy_us_per_request"`
-	// PeriodicPerRequest: periodic entries that renewed a permit
-	// (bulkhead_access_log_entries_total{result="renewed"}) per request.
+	// PeriodicPerRequest: periodic entries per request
+	// (bulkhead_access_log_entries_total{result="renewed"}, and, batched,
+	// {result="duplicate"}: see periodicEntries).
 	PeriodicPerRequest float64 `json:"periodic_entries_per_request"`
 }
 
-// HeartbeatCost is what heartbeats cost under one mix.
-type HeartbeatCost struct {
-	Mix string           `json:"mix"`
-	On  HeartbeatSetting `json:"on"`
-	Off HeartbeatSetting `json:"off"`
+// HeartbeatVsOff is a setting with heartbeats on against heartbeats off.
+type HeartbeatVsOff struct {
 	// DaemonRatio and EnvoyRatio are on / off of the medians; 0 when a
 	// setting was not measured.
 	DaemonRatio float64 `json:"daemon_ratio"`
@@ -34,6 +32,24 @@ type HeartbeatCost struct {
 	EnvoyUsPerPeriodic  *float64 `json:"envoy_us_per_periodic_entry,omitempty"`
 }
 
+// HeartbeatCost is what heartbeats cost under one mix: as shipped (On,
+// periodic entries batched on a logger of their own) and, when measured,
+// with a single unbuffered logger (Single).
+type HeartbeatCost struct {
+	Mix string           `json:"mix"`
+	On  HeartbeatSetting `json:"on"`
+	Off HeartbeatSetting `json:"off"`
+	HeartbeatVsOff
+	Single *HeartbeatSingleLog `json:"single_log,omitempty"`
+}
+
+// HeartbeatSingleLog is heartbeats on with the periodic entries on the
+// release logger, unbuffered (HeartbeatSingle), against off.
+type HeartbeatSingleLog struct {
+	Setting HeartbeatSetting `json:"setting"`
+	HeartbeatVsOff
+}
+
 // heartbeatCosts aggregates the heartbeat phase's measurements, one cost
 // per mix measured, short first. Measurements that completed no request
 // are left out.
@@ -41,24 +57,35 @@ func heartbeatCosts(phases []Phase) []HeartbeatCost {
 	var out []HeartbeatCost
 	for _, mix := range []string{MixShort, MixLong} {
 		c := HeartbeatCost{Mix: mix, On: heartbeatSetting(phases, mix, HeartbeatOn), Off: heartbeatSetting(phases, mix, HeartbeatOff)}
-		if c.On.Rounds == 0 && c.Off.Rounds == 0 {
+		single := heartbeatSetting(phases, mix, HeartbeatSingle)
+		if c.On.Rounds == 0 && c.Off.Rounds == 0 && single.Rounds == 0 {
 			continue
 		}
-		if c.On.Rounds > 0 && c.Off.Rounds > 0 {
-			if c.Off.DaemonUs > 0 {
-				c.DaemonRatio = round3(c.On.DaemonUs / c.Off.DaemonUs)
-			}
-			if c.Off.EnvoyUs > 0 {
-				c.EnvoyRatio = round3(c.On.EnvoyUs / c.Off.EnvoyUs)
-			}
-			if n := c.On.PeriodicPerRequest; n > 0 {
-				d, e := round3((c.On.DaemonUs-c.Off.DaemonUs)/n), round3((c.On.EnvoyUs-c.Off.EnvoyUs)/n)
-				c.DaemonUsPerPeriodic, c.EnvoyUsPerPeriodic = &d, &e
-			}
+		c.HeartbeatVsOff = vsOff(c.On, c.Off)
+		if single.Rounds > 0 {
+			c.Single = &HeartbeatSingleLog{Setting: single, HeartbeatVsOff: vsOff(single, c.Off)}
 		}
 		out = append(out, c)
 	}
 	return out
+}
+
+func vsOff(on, off HeartbeatSetting) HeartbeatVsOff {
+	var v HeartbeatVsOff
+	if on.Rounds == 0 || off.Rounds == 0 {
+		return v
+	}
+	if off.DaemonUs > 0 {
+		v.DaemonRatio = round3(on.DaemonUs / off.DaemonUs)
+	}
+	if off.EnvoyUs > 0 {
+		v.EnvoyRatio = round3(on.EnvoyUs / off.EnvoyUs)
+	}
+	if n := on.PeriodicPerRequest; n > 0 {
+		d, e := round3((on.DaemonUs-off.DaemonUs)/n), round3((on.EnvoyUs-off.EnvoyUs)/n)
+		v.DaemonUsPerPeriodic, v.EnvoyUsPerPeriodic = &d, &e
+	}
+	return v
 }
 
 func heartbeatSetting(phases []Phase, mix, config string) HeartbeatSetting {
@@ -70,7 +97,7 @@ func heartbeatSetting(phases []Phase, mix, config string) HeartbeatSetting {
 		rps = append(rps, p.RPS)
 		daemon = append(daemon, p.CPU["sidecar"].UsPerRequest)
 		envoy = append(envoy, p.CPU["envoy"].UsPerRequest)
-		periodic = append(periodic, float64(p.AccessLog[periodicResult])/float64(p.Requests))
+		periodic = append(periodic, float64(periodicEntries(p))/float64(p.Requests))
 	}
 	return HeartbeatSetting{Rounds: len(rps), RPS: median(rps), DaemonUs: round3(median(daemon)),
 		EnvoyUs: round3(median(envoy)), PeriodicPerRequest: round3(median(periodic))}
@@ -95,6 +122,10 @@ func heartbeatGoal(costs []HeartbeatCost) Goal {
 				what += fmt.Sprintf("; %.2f periodic entries per request, %.1f us of daemon CPU per periodic entry",
 					c.On.PeriodicPerRequest, *c.DaemonUsPerPeriodic)
 			}
+			if s := c.Single; s != nil && s.DaemonUsPerPeriodic != nil {
+				what += fmt.Sprintf(" (%.1f with a single unbuffered logger; Envoy %s vs %s)",
+					*s.DaemonUsPerPeriodic, optional(c.EnvoyUsPerPeriodic), optional(s.EnvoyUsPerPeriodic))
+			}
 			g.Note = "long requests: " + what
 		}
 	}
@@ -116,21 +147,36 @@ func writeHeartbeat(b *strings.Builder, r *Results) {
 	}
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("\n## Heartbeat cost\n\nThe shipped configuration with heartbeat leases on (Envoy's periodic access log and the daemon's ")
-	p("leases.heartbeat_interval, both 1 s) and off (neither), each with a daemon of its own, rounds alternating on and off. ")
+	p("leases.heartbeat_interval, both 1 s; the periodic entries on a logger of their own, batched) and off (neither), ")
+	p("and on with the periodic entries on the release logger, unbuffered like the end entries (single log: one gRPC message each), ")
+	p("each with a daemon of its own, rounds alternating. ")
 	p("Short: open loop at a fixed rate, the upstream answering in %v (no request lives long enough for a periodic entry: ", hp.ShortDelay)
 	p("the heartbeat mode's cost per request). Long: %d requests always in flight, the upstream answering in %v ", hp.LongConns, hp.LongDelay)
 	p("(the cost of the periodic entries themselves). CPU per request from the threads' nanosecond counters ")
 	p("(/proc/PID/task/*/schedstat), median of the rounds; per periodic entry = (on - off) / periodic entries per request.\n\n")
-	p("| mix | load | daemon us/req on | off | on/off | Envoy us/req on | off | on/off | periodic entries / req | daemon us / periodic entry | Envoy us / periodic entry |\n")
-	p("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| mix | load | heartbeats | daemon us/req | vs off | Envoy us/req | vs off | periodic entries / req | daemon us / periodic entry | Envoy us / periodic entry |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Heartbeat {
 		load := fmt.Sprintf("%d in flight, upstream %v", hp.LongConns, hp.LongDelay)
 		if c.Mix == MixShort {
 			load = fmt.Sprintf("%.0f req/s, upstream %v", r.heartbeatRate(), hp.ShortDelay)
 		}
-		p("| %s | %s | %.1f | %.1f | %s | %.1f | %.1f | %s | %.2f | %s | %s |\n", c.Mix, load,
-			c.On.DaemonUs, c.Off.DaemonUs, ratioX(c.DaemonRatio), c.On.EnvoyUs, c.Off.EnvoyUs, ratioX(c.EnvoyRatio),
-			c.On.PeriodicPerRequest, optional(c.DaemonUsPerPeriodic), optional(c.EnvoyUsPerPeriodic))
+		row := func(config string, s HeartbeatSetting, v *HeartbeatVsOff) {
+			if s.Rounds == 0 {
+				return
+			}
+			if v == nil {
+				v = &HeartbeatVsOff{}
+			}
+			p("| %s | %s | %s | %.1f | %s | %.1f | %s | %.2f | %s | %s |\n", c.Mix, load, heartbeatLabel(config),
+				s.DaemonUs, ratioX(v.DaemonRatio), s.EnvoyUs, ratioX(v.EnvoyRatio),
+				s.PeriodicPerRequest, optional(v.DaemonUsPerPeriodic), optional(v.EnvoyUsPerPeriodic))
+		}
+		row(HeartbeatOn, c.On, &c.HeartbeatVsOff)
+		if c.Single != nil {
+			row(HeartbeatSingle, c.Single.Setting, &c.Single.HeartbeatVsOff)
+		}
+		row(HeartbeatOff, c.Off, nil)
 	}
 	p("\nEvery round:\n\n| mix | round | heartbeats | req/s | daemon us/req | Envoy us/req | periodic entries | other load, cores | errors |\n")
 	p("|---|---|---|---|---|---|---|---|---|\n")
@@ -138,11 +184,22 @@ func writeHeartbeat(b *strings.Builder, r *Results) {
 		if ph.Loop != LoopHeartbeat {
 			continue
 		}
-		p("| %s | %d | %s | %.0f | %.1f | %.1f | %d | %.2f | %d |\n", ph.Mix, ph.Round,
-			map[bool]string{true: "on", false: "off"}[ph.Config == HeartbeatOn], ph.RPS,
-			ph.CPU["sidecar"].UsPerRequest, ph.CPU["envoy"].UsPerRequest, ph.AccessLog[periodicResult],
-			ph.OtherLoad, ph.Errors+ph.NonOK)
+		p("| %s | %d | %s | %.0f | %.1f | %.1f | %d | %.2f | %d |\n", ph.Mix, ph.Round, heartbeatLabel(ph.Config), ph.RPS,
+			ph.CPU["sidecar"].UsPerRequest, ph.CPU["envoy"].UsPerRequest, periodicEntries(ph), ph.OtherLoad, ph.Errors+ph.NonOK)
 	}
+}
+
+// heartbeatLabel names a heartbeat configuration in the tables.
+func heartbeatLabel(config string) string {
+	switch config {
+	case HeartbeatOn:
+		return "on, batched log"
+	case HeartbeatSingle:
+		return "on, single log"
+	case HeartbeatOff:
+		return "off"
+	}
+	return config
 }
 
 // heartbeatRate is the short mix's rate in this run.

@@ -44,7 +44,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.e2e, "e2e", true, "run the load harness through real Envoys")
 	fs.BoolVar(&o.diagnostic, "diagnostic", true, "also measure no-op ext_authz + access log (tells Envoy's access-log cost apart)")
 	fs.BoolVar(&o.loops, "loops", true, "run the closed and open loops (false: only the heartbeat phase, if on)")
-	heartbeat := fs.Bool("heartbeat", true, "measure the heartbeat leases' cost (the bulkhead with heartbeats on and off)")
+	heartbeat := fs.Bool("heartbeat", true, "measure the heartbeat leases' cost (the bulkhead with heartbeats on, on with a single access logger, and off)")
 	hbRate := fs.Float64("heartbeat-rate", 0, "the heartbeat phase's short-request rate, req/s (default: half the bulkhead's closed-loop best, or 1000)")
 	hbRounds := fs.Int("heartbeat-rounds", 0, "heartbeat phase rounds per setting (default: the plan's)")
 	fs.StringVar(&o.configs, "configs", "", "comma-separated configurations to measure (default: all; the floor is always measured)")

@@ -39,14 +39,21 @@
 // rejected, it runs already) and its end entry releases it. Unknown tokens
 // are adopted only for one TTL and one interval after the server was built:
 // later every live permit is known or remembered, and an unknown token is a
-// forgery or forgotten.
+// forgery or forgotten. Envoy batches periodic entries and sends end entries
+// at once, so a request's last periodic entry can come after its end entry:
+// the tokens of end entries the ledger could not match (unknown in that
+// period, or already reclaimed) are remembered (endedTokens), and a late
+// periodic entry of one is a duplicate, never an adoption.
 //
 // Misconfiguration is loud (Recorder.HeartbeatProblem, SilentNodes): an end
 // entry for a permit already reclaimed (permit.EndedAfterExpiry), or a
 // request that held its permit for 2.5 intervals and ended without a
-// renewal on a stream that never carried a periodic entry
-// (permit.NoPeriodic), names the stream's node (its Identifier) as one that
-// does not heartbeat. It is logged once, and its later Checks that carry
+// renewal (permit.NoPeriodic), names the stream's node (its Identifier) as
+// one that does not heartbeat, unless that node is heard from: a periodic
+// entry came on the same stream, or from the same node on any stream while
+// the permit was held (within the last TTL for one already reclaimed). The
+// shipped Envoy config sends periodic entries on a logger and streams of
+// their own, batched, so the node, not the stream, is what heartbeats. It is logged once, and its later Checks that carry
 // x-bulkhead-node get the long lease (authz.SilentNodes) until it sends a
 // periodic entry again.
 //

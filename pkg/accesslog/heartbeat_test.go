@@ -2,6 +2,7 @@ package accesslog
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -200,6 +201,156 @@ func TestHeartbeatSilentNode(t *testing.T) {
 		t.Fatal("a node that sends periodic entries is still silent")
 	}
 	e.end(t, st, tok)
+}
+
+// The shipped Envoy config sends periodic entries on streams of their own
+// (its batched heartbeat logger), apart from the end entries: whether a node
+// heartbeats is judged by node, whichever of its streams carried them.
+// Here envoy-1's request A loses its own periodic entries and ends after 5 s
+// on envoy-1's release stream, while request B's periodic entries come on
+// the heartbeat stream of the node named by heartbeater.
+func TestHeartbeatTwoStreamsOfOneNode(t *testing.T) {
+	tests := []struct {
+		name        string
+		heartbeater string // the node whose heartbeat stream carries B's periodic entries
+		before      bool   // B's periodic entries come only before A's grant
+		expire      bool   // A's lease is reclaimed before its end entry
+		wantProblem permit.HeartbeatProblem
+		wantSilent  bool
+	}{
+		{name: "the node heartbeats on its other stream", heartbeater: "envoy-1"},
+		{name: "reclaimed, the node heartbeats on its other stream", heartbeater: "envoy-1", expire: true,
+			wantProblem: permit.EndedAfterExpiry},
+		{name: "another node heartbeats", heartbeater: "envoy-2", wantProblem: permit.NoPeriodic, wantSilent: true},
+		{name: "reclaimed, another node heartbeats", heartbeater: "envoy-2", expire: true,
+			wantProblem: permit.EndedAfterExpiry, wantSilent: true},
+		{name: "the node heartbeated before the grant only", heartbeater: "envoy-1", before: true,
+			wantProblem: permit.NoPeriodic, wantSilent: true},
+		{name: "reclaimed, the node heartbeated before the grant only", heartbeater: "envoy-1", before: true, expire: true,
+			wantProblem: permit.EndedAfterExpiry, wantSilent: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newHBEnv(t, hb)
+			e.clk.Advance(time.Hour) // long after the start: nothing is adopted
+			release := &stream{node: "envoy-1", logName: "bulkhead"}
+			heartbeat := &stream{node: tt.heartbeater, logName: "bulkhead-heartbeat"}
+			b := e.grant(t, time.Minute, tt.heartbeater)
+			if tt.before {
+				e.periodic(t, heartbeat, b)
+				e.clk.Advance(time.Millisecond)
+			}
+			ttl := time.Minute
+			if tt.expire {
+				ttl = hb.TTL
+			}
+			a := e.grant(t, ttl, "envoy-1")
+			for range 5 {
+				e.clk.Advance(hb.Interval)
+				if !tt.before {
+					e.periodic(t, heartbeat, b)
+				}
+				e.ledger.Sweep()
+			}
+			if tt.expire != (e.inUse() == 1) {
+				t.Fatalf("in use %d: A's lease reclaimed = %v, want %v", e.inUse(), e.inUse() == 1, tt.expire)
+			}
+			e.end(t, release, a)
+			for _, p := range permit.HeartbeatProblems() {
+				want := 0
+				if p == tt.wantProblem {
+					want = 1
+				}
+				if got := e.rec.otherCount("problem:" + string(p)); got != want {
+					t.Errorf("problem %s counted %d times, want %d", p, got, want)
+				}
+			}
+			if got := e.silent.Silent("envoy-1"); got != tt.wantSilent {
+				t.Errorf("envoy-1 silent = %v, want %v", got, tt.wantSilent)
+			}
+		})
+	}
+}
+
+// Batched periodic entries can come after their request's end entry. When
+// the ledger cannot tell that the permit ended (the daemon restarted since
+// the grant, or the lease had been reclaimed), the late entry must not adopt
+// the finished request's permit.
+func TestHeartbeatLatePeriodicAfterEnd(t *testing.T) {
+	tests := []struct {
+		name    string
+		restart bool // the token is unknown: granted by an earlier process
+	}{
+		{name: "after a restart", restart: true},
+		{name: "after the lease was reclaimed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newHBEnv(t, hb)
+			release, heartbeat := &stream{node: "envoy-1"}, &stream{node: "envoy-1"}
+			tok := "AAAAAAAAAAAAAAAAAAAAAA"
+			if !tt.restart {
+				e.clk.Advance(time.Hour)
+				tok = e.grant(t, hb.TTL, "envoy-1")
+				e.clk.Advance(hb.TTL)
+				if e.ledger.Sweep() != 1 {
+					t.Fatal("not reclaimed")
+				}
+			}
+			e.end(t, release, tok)
+			e.periodic(t, heartbeat, tok)
+			if e.inUse() != 0 || e.rec.entryCount("adopted") != 0 {
+				t.Fatalf("in use %d, adopted %d: a late periodic entry adopted an ended request's permit",
+					e.inUse(), e.rec.entryCount("adopted"))
+			}
+			if e.rec.entryCount("duplicate") != map[bool]int{true: 1, false: 2}[tt.restart] ||
+				e.rec.otherCount("problem:renewed_after_expiry") != 0 {
+				t.Fatalf("duplicate %d, renewed_after_expiry %d", e.rec.entryCount("duplicate"),
+					e.rec.otherCount("problem:renewed_after_expiry"))
+			}
+		})
+	}
+}
+
+func TestEndedTokensBounded(t *testing.T) {
+	var ended endedTokens
+	tok := func(i int) string { return fmt.Sprintf("%022d", i) }
+	for i := range maxEndedTokens {
+		ended.add(tok(i))
+	}
+	if !ended.has(tok(0)) || !ended.has(tok(maxEndedTokens-1)) {
+		t.Fatal("full: want every token remembered")
+	}
+	ended.add(tok(maxEndedTokens))
+	if ended.has(tok(0)) || !ended.has(tok(maxEndedTokens/2)) || !ended.has(tok(maxEndedTokens)) {
+		t.Fatal("past full: want the older half forgotten, the newer kept")
+	}
+	ended.add("short")
+	if ended.has("short") {
+		t.Fatal("a token no Grant issues was remembered")
+	}
+}
+
+// The nodes heard from are bounded: when full, the stale ones make room;
+// with none stale, a new node is not remembered.
+func TestHeardNodesBounded(t *testing.T) {
+	h := newHeardNodes(3 * time.Second)
+	t0 := time.Unix(1_790_000_000, 0)
+	for i := range maxHeardNodes {
+		h.heard(fmt.Sprint("envoy-", i), t0)
+	}
+	h.heard("late", t0.Add(time.Second))
+	if h.since("late", t0) || !h.since("envoy-0", t0) {
+		t.Fatal("full of fresh nodes: want the new one left out and the old ones kept")
+	}
+	h.heard("envoy-1", t0.Add(2*time.Second)) // a known node is always updated
+	h.heard("late", t0.Add(4*time.Second))    // envoy-0 and the others are stale now
+	if !h.since("late", t0) || h.since("envoy-0", t0) || !h.since("envoy-1", t0.Add(2*time.Second)) {
+		t.Fatal("stale nodes did not make room")
+	}
+	if h.since("late", t0.Add(5*time.Second)) {
+		t.Fatal("heard at 4s, reported heard since 5s")
+	}
 }
 
 // With heartbeats off, periodic entries do nothing.

@@ -67,6 +67,8 @@ type Server struct {
 	// periodic entry is a forgery (or forgotten): it is not adopted.
 	adoptUntil time.Time
 	silent     *SilentNodes // nil: silent nodes are not remembered
+	nodes      *heardNodes  // the nodes that send periodic entries; nil with heartbeats off
+	ended      endedTokens  // requests ended that a late periodic entry must not adopt
 }
 
 var _ alsv3.AccessLogServiceServer = (*Server)(nil)
@@ -99,6 +101,9 @@ func New(l Ledger, rec Recorder, log *slog.Logger, opts ...Option) *Server {
 		o(s)
 	}
 	s.adoptUntil = s.clock.Now().Add(s.heartbeat.TTL + s.heartbeat.Interval)
+	if s.heartbeat.On() {
+		s.nodes = newHeardNodes(s.heartbeat.TTL)
+	}
 	return s
 }
 
@@ -162,7 +167,8 @@ func truncate(v string) string {
 type stream struct {
 	identified    bool
 	node, logName string
-	sawPeriodic   bool // a periodic entry with a token came on this stream
+	sawPeriodic   bool      // a periodic entry with a token came on this stream
+	heardAt       time.Time // when this stream last recorded its node in Server.nodes
 }
 
 func (s *Server) entry(st *stream, e *entry) {
@@ -188,15 +194,18 @@ func (s *Server) release(st *stream, e *entry) {
 		if up, ok := e.upstream(); ok {
 			s.rec.ReleaseLag(lease.Bulkhead, max(0, held-up))
 		}
-		if s.heartbeat.On() && lease.Renewed.IsZero() && !st.sawPeriodic && held >= s.heartbeat.silentAfter() {
+		if s.heartbeat.On() && lease.Renewed.IsZero() && held >= s.heartbeat.silentAfter() && !s.heartbeats(st, lease.Acquired) {
 			s.rec.HeartbeatProblem(permit.NoPeriodic)
 			s.silent.mark(st.node, permit.NoPeriodic, lease, held)
 		}
 	case permit.Expired:
 		s.rec.LogEntry(permit.EntryDuplicate)
 		if s.heartbeat.On() {
+			s.ended.add(e.token)
 			s.rec.HeartbeatProblem(permit.EndedAfterExpiry)
-			if !st.sawPeriodic {
+			// Its request ran until now: a node that heartbeats sent
+			// periodic entries within the last TTL, this one's or others'.
+			if !s.heartbeats(st, s.clock.Now().Add(-s.heartbeat.TTL)) {
 				s.silent.mark(st.node, permit.EndedAfterExpiry, lease, 0)
 			}
 		}
@@ -204,7 +213,21 @@ func (s *Server) release(st *stream, e *entry) {
 		s.rec.LogEntry(permit.EntryDuplicate)
 	default:
 		s.rec.LogEntry(permit.EntryUnknown)
+		if s.heartbeat.On() && s.adopting() {
+			s.ended.add(e.token)
+		}
 	}
+}
+
+// adopting reports whether periodic entries with unknown tokens are
+// adopted now (see adoptUntil).
+func (s *Server) adopting() bool { return s.clock.Now().Before(s.adoptUntil) }
+
+// heartbeats reports whether the node of st, which carried an end entry,
+// is known to send periodic entries: one came on st, or one came from its
+// node on any stream (its heartbeat logger's) at or after t.
+func (s *Server) heartbeats(st *stream, t time.Time) bool {
+	return st.sawPeriodic || s.nodes != nil && s.nodes.since(st.node, t)
 }
 
 // renew renews the lease of a request Envoy says is running, or adopts its
@@ -214,6 +237,12 @@ func (s *Server) renew(st *stream, e *entry) {
 	if !st.sawPeriodic {
 		st.sawPeriodic = true
 		s.silent.heard(st.node)
+	}
+	// The node sends periodic entries: recorded a few times an interval
+	// per stream at most (so that a batch of entries takes the lock once).
+	if now := s.clock.Now(); now.Sub(st.heardAt) >= s.heartbeat.Interval/4 && permit.ValidNodeID(st.node) {
+		st.heardAt = now
+		s.nodes.heard(st.node, now)
 	}
 	_, res := s.ledger.Renew(e.token, s.heartbeat.TTL)
 	switch res {
@@ -225,10 +254,18 @@ func (s *Server) renew(st *stream, e *entry) {
 		s.rec.LogEntry(permit.EntryDuplicate)
 		return
 	case permit.Expired:
+		if s.ended.has(e.token) {
+			s.rec.LogEntry(permit.EntryDuplicate) // late: its request has ended
+			return
+		}
 		s.rec.HeartbeatProblem(permit.RenewedAfterExpiry)
 	default:
-		if !s.clock.Now().Before(s.adoptUntil) {
+		if !s.adopting() {
 			s.rec.LogEntry(permit.EntryUnknown)
+			return
+		}
+		if s.ended.has(e.token) {
+			s.rec.LogEntry(permit.EntryDuplicate) // late: its request has ended
 			return
 		}
 	}

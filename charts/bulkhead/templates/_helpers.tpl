@@ -89,3 +89,15 @@ entries.
 {{- $i := dig "heartbeat_interval" "1s" $leases | default "1s" | toString }}
 {{- if not (regexMatch "^0+(\\.0*)?s?$" $i) }}{{ $i }}{{ end }}
 {{- end }}
+
+{{/*
+The buffer_flush_interval of the Envoys' heartbeat logger (the periodic
+entries' own, batched gRPC access logger): a quarter of the heartbeat
+interval, as envoy/front-proxy.yaml.tmpl sets it. A periodic entry then
+arrives at most 1.25 intervals after the one before, well within
+leases.heartbeat_ttl (at least 2 intervals). "" when heartbeat leases are off.
+*/}}
+{{- define "bulkhead.heartbeatFlushInterval" -}}
+{{- $i := include "bulkhead.heartbeatInterval" . }}
+{{- if $i }}{{ printf "%gs" (divf ($i | trimSuffix "s" | float64) 4) }}{{ end }}
+{{- end }}
