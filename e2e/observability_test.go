@@ -33,7 +33,7 @@ func TestObservabilityQueriesReturnData(t *testing.T) {
 	const skipLog = "x-test-skip-access-log"
 	s := startStack(t, `
 authz: {unknown_bulkhead: deny, trusted_priority_sources: ["127.0.0.0/8"]}
-leases: {sweep_interval: 100ms, heartbeat_interval: 500ms, heartbeat_ttl: 1s, recovery_window: 500ms}
+leases: {sweep_interval: 100ms, heartbeat_interval: 500ms, heartbeat_ttl: 1s, recovery_window: 700ms}
 bulkheads:
   catalog: {max_concurrent: 2, max_queue: 2, max_wait: 100ms, reserve: {critical: 0.5}}
   auth: {max_concurrent: 20, max_queue: 20, max_wait: 200ms}

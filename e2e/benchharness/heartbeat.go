@@ -125,21 +125,12 @@ func (e *env) runHeartbeat(ctx context.Context, plan Plan, rate float64) ([]Phas
 // a permit in bulkhead_access_log_entries_total.
 const periodicResult = string(permit.EntryRenewed)
 
-// batchedPeriodic reports whether config sends periodic entries on a
-// batched logger of their own (the shipped form): one flushed after its
-// request's end entry finds the permit ended, and is counted duplicate.
-func batchedPeriodic(config string) bool { return config == HeartbeatOn }
-
 // periodicEntries is the periodic entries of a measurement: those that
-// renewed a permit, and, with batched periodic entries, those that came
-// after their request's end entry (duplicate; no end entry is repeated in
-// the bench).
+// renewed a permit, and those that came after their request's end entry
+// (late: with the shipped form, periodic entries are batched on a logger of
+// their own, end entries are not).
 func periodicEntries(p Phase) int64 {
-	n := p.AccessLog[periodicResult]
-	if batchedPeriodic(p.Config) {
-		n += p.AccessLog[string(permit.EntryDuplicate)]
-	}
-	return n
+	return p.AccessLog[periodicResult] + p.AccessLog[string(permit.EntryLate)]
 }
 
 // heartbeatProblems are signs that a heartbeat measurement does not
@@ -156,9 +147,6 @@ func heartbeatProblems(p Phase) []string {
 		out = append(out, "no periodic entry with heartbeats on: Envoy sends none")
 	}
 	for _, res := range []permit.EntryResult{permit.EntryAdopted, permit.EntryDuplicate, permit.EntryUnknown} {
-		if res == permit.EntryDuplicate && batchedPeriodic(p.Config) {
-			continue // late periodic entries: expected
-		}
 		if n := p.AccessLog[string(res)]; n > 0 {
 			out = append(out, fmt.Sprintf("%d access-log entries %s", n, res))
 		}

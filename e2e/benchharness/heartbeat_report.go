@@ -15,8 +15,8 @@ type HeartbeatSetting struct {
 	DaemonUs float64 `json:"daemon_us_per_request"`
 	EnvoyUs  float64 `json:"envoy_us_per_request"`
 	// PeriodicPerRequest: periodic entries per request
-	// (bulkhead_access_log_entries_total{result="renewed"}, and, batched,
-	// {result="duplicate"}: see periodicEntries).
+	// (bulkhead_access_log_entries_total{result="renewed"} and
+	// {result="late"}: see periodicEntries).
 	PeriodicPerRequest float64 `json:"periodic_entries_per_request"`
 }
 

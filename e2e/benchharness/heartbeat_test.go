@@ -217,7 +217,7 @@ func TestHeartbeatProblems(t *testing.T) {
 		{"off, unknown tokens", Phase{Config: HeartbeatOff, Mix: MixShort, AccessLog: map[string]int64{"unknown": 2}}, 1},
 		{"single log, long, none", hbPhase(MixLong, HeartbeatSingle, 1, 600, 1, 1, 0), 1},
 		// Batched periodic entries flushed after their request's end: expected.
-		{"on, late periodic entries", Phase{Config: HeartbeatOn, Mix: MixLong, AccessLog: map[string]int64{"renewed": 900, "duplicate": 300}}, 0},
+		{"on, late periodic entries", Phase{Config: HeartbeatOn, Mix: MixLong, AccessLog: map[string]int64{"renewed": 900, "late": 300}}, 0},
 		{"single log, duplicates", Phase{Config: HeartbeatSingle, Mix: MixLong, AccessLog: map[string]int64{"renewed": 900, "duplicate": 3}}, 1},
 	}
 	for _, tt := range tests {
@@ -236,7 +236,7 @@ func TestWriteHeartbeatSection(t *testing.T) {
 		hbPhase(MixLong, HeartbeatSingle, 1, 600, 260, 470, 1200),
 	}}
 	r.Phases[0].TargetRPS = 3000
-	r.Phases[2].AccessLog["duplicate"] = 300 // late periodic entries count
+	r.Phases[2].AccessLog["late"] = 300 // late periodic entries count
 	r.evaluate()
 	var b strings.Builder
 	if err := writeMarkdown(&b, r); err != nil {

@@ -250,12 +250,14 @@ func (s *Server) renew(st *stream, e *entry) {
 		s.rec.LogEntry(permit.EntryRenewed)
 		return
 	case permit.Duplicate:
-		// Ended by its end entry or a cancelled Check: nothing runs.
-		s.rec.LogEntry(permit.EntryDuplicate)
+		// Ended by its end entry (the heartbeat log is batched, the release
+		// log is not: its last periodic entry may come after it) or by a
+		// cancelled Check: nothing runs.
+		s.rec.LogEntry(permit.EntryLate)
 		return
 	case permit.Expired:
 		if s.ended.has(e.token) {
-			s.rec.LogEntry(permit.EntryDuplicate) // late: its request has ended
+			s.rec.LogEntry(permit.EntryLate) // its request has ended
 			return
 		}
 		s.rec.HeartbeatProblem(permit.RenewedAfterExpiry)
@@ -265,7 +267,7 @@ func (s *Server) renew(st *stream, e *entry) {
 			return
 		}
 		if s.ended.has(e.token) {
-			s.rec.LogEntry(permit.EntryDuplicate) // late: its request has ended
+			s.rec.LogEntry(permit.EntryLate) // its request has ended
 			return
 		}
 	}

@@ -98,7 +98,11 @@ func TestParseInvalid(t *testing.T) {
 		{"heartbeat ttl too short", "leases: {heartbeat_interval: 2s, heartbeat_ttl: 3s}\n", "leases.heartbeat_ttl: must be at least twice " +
 			"leases.heartbeat_interval, so that one late periodic entry never ends a running request's permit (got 3s)"},
 		{"recovery window too short", "leases: {recovery_window: 500ms}\n", "leases.recovery_window: must be 0 (admit at once after a start) " +
-			"or between leases.heartbeat_interval and leases.heartbeat_ttl (got 500ms)"},
+			"or between 1.25 x leases.heartbeat_interval (an interval and the heartbeat log's flush, a quarter interval) " +
+			"and leases.heartbeat_ttl (got 500ms)"},
+		{"recovery window of one interval", "leases: {recovery_window: 1s}\n", "leases.recovery_window: must be 0 (admit at once after a start) " +
+			"or between 1.25 x leases.heartbeat_interval (an interval and the heartbeat log's flush, a quarter interval) " +
+			"and leases.heartbeat_ttl (got 1s)"},
 		{"max route ttl zero", "leases: {max_route_ttl: 0s}\n", "leases.max_route_ttl: must be positive (got 0s)"},
 		{"max connection age too short", "listen: {grpc_max_connection_age: 500ms}\n",
 			"listen.grpc_max_connection_age: must be 0 (off) or at least 1s (got 500ms)"},

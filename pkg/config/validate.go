@@ -59,8 +59,9 @@ func (d *decoder) validate(c *Config) {
 		"must be at least twice leases.heartbeat_interval, so that one late periodic entry never ends a running request's permit")
 	d.rule("leases.recovery_window", c.Leases.RecoveryWindow,
 		c.Leases.HeartbeatInterval == 0 || c.Leases.RecoveryWindow == 0 ||
-			(c.Leases.RecoveryWindow >= c.Leases.HeartbeatInterval && c.Leases.RecoveryWindow <= c.Leases.HeartbeatTTL),
-		"must be 0 (admit at once after a start) or between leases.heartbeat_interval and leases.heartbeat_ttl")
+			(c.Leases.RecoveryWindow >= c.Leases.HeartbeatInterval*5/4 && c.Leases.RecoveryWindow <= c.Leases.HeartbeatTTL),
+		"must be 0 (admit at once after a start) or between 1.25 x leases.heartbeat_interval "+
+			"(an interval and the heartbeat log's flush, a quarter interval) and leases.heartbeat_ttl")
 	d.rule("leases.max_route_ttl", c.Leases.MaxRouteTTL, c.Leases.MaxRouteTTL > 0, "must be positive")
 	d.rule("leases.max_permits", c.Leases.MaxPermits, c.Leases.MaxPermits >= 1 && c.Leases.MaxPermits <= MaxPermitsCeiling,
 		fmt.Sprintf("must be in 1..%d", MaxPermitsCeiling))

@@ -42,7 +42,7 @@ var closedSets = map[string]map[string]bool{
 	"source":     set("access_log", "ttl", "cancel", "shutdown", "duplicate", "unknown"),
 	"outcome":    set("allowed", "denied", "defaulted"),
 	"input":      set(string(authz.InputTenant), string(authz.InputNode)),
-	"result":     set("released", "renewed", "adopted", "duplicate", "unknown", "no_token", "not_end", "tcp_ignored", "success", "failure"),
+	"result":     set("released", "renewed", "adopted", "duplicate", "late", "unknown", "no_token", "not_end", "tcp_ignored", "success", "failure"),
 	"problem":    set("no_periodic_entries", "ended_after_expiry", "renewed_after_expiry"),
 }
 

@@ -46,6 +46,7 @@ const (
 	EntryRenewed    EntryResult = "renewed"     // the periodic entry's token renewed its lease
 	EntryAdopted    EntryResult = "adopted"     // the periodic entry's permit, unknown, was adopted
 	EntryDuplicate  EntryResult = "duplicate"   // its permit had already ended
+	EntryLate       EntryResult = "late"        // a periodic entry that came after its request's end entry
 	EntryUnknown    EntryResult = "unknown"     // a token the ledger does not know (nor adopts)
 	EntryNoToken    EntryResult = "no_token"    // an end entry without a permit token
 	EntryNotEnd     EntryResult = "not_end"     // neither an end entry nor a periodic one with a token
@@ -54,7 +55,8 @@ const (
 
 // EntryResults lists every result.
 func EntryResults() []EntryResult {
-	return []EntryResult{EntryReleased, EntryRenewed, EntryAdopted, EntryDuplicate, EntryUnknown, EntryNoToken, EntryNotEnd, EntryTCPIgnored}
+	return []EntryResult{EntryReleased, EntryRenewed, EntryAdopted, EntryDuplicate, EntryLate, EntryUnknown, EntryNoToken,
+		EntryNotEnd, EntryTCPIgnored}
 }
 
 // HeartbeatProblem is a sign that an Envoy does not keep its permits'
