@@ -192,10 +192,23 @@ bulkheads:
 	fs.restartDaemon(ctx)
 	_, waitFlood := runLoad(t, ctx, testbed.LoadSpec{URL: fs.base + "/catalog", Rate: 100, Duration: 5 * time.Second,
 		MaxRequests: 500, MaxOutstanding: 16, Timeout: 5 * time.Second})
-	poll(t, ctx, "the running requests adopted", func() bool {
-		return fs.counter("bulkhead_permits_adopted_total", map[string]string{"dependency": "catalog"}) == running
+	actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+	defer acancel()
+	defer func() {
+		if t.Failed() {
+			m := fs.metrics()
+			for _, r := range []string{"released", "renewed", "adopted", "duplicate", "late", "unknown", "no_token", "not_end"} {
+				t.Logf("access-log entries %s: %v", r, m.Sum("bulkhead_access_log_entries_total", map[string]string{"result": r}))
+			}
+		}
+	}()
+	poll(t, actx, "the running requests adopted", func() bool {
+		return fs.counter("bulkhead_permits_adopted_total", map[string]string{"dependency": "catalog"}) >= running
 	})
 	adopted := time.Since(restarted)
+	if n := fs.counter("bulkhead_permits_adopted_total", map[string]string{"dependency": "catalog"}); n != running {
+		t.Errorf("adopted %v permits, want the %d running requests'", n, running)
+	}
 	fs.waitAdmitting(ctx)
 	st := waitFlood()
 	t.Logf("3 running requests adopted %v after the restart; flood: %v; upstream max %d of %d",

@@ -76,7 +76,7 @@ func FuzzAccessLog(f *testing.F) {
 		httpLogs(ident("n1"), endOf(known), endOf(known)),
 		httpLogs(nil, httpEntry(tokenMeta(known), datav3.AccessLogType_DownstreamPeriodic, 0, nil), endOf("x")),
 		// a running request this ledger does not know: adopted (refused here)
-		httpLogs(ident("n2"), httpEntry(tokenMeta("BBBBBBBBBBBBBBBBBBBBBB"), datav3.AccessLogType_DownstreamPeriodic, 0, nil)),
+		httpLogs(ident("n2"), httpEntry(tokenMeta("BBBBBBBBBBBBBBBBBBBBBA"), datav3.AccessLogType_DownstreamPeriodic, 0, nil)),
 		httpLogs(nil, httpEntry(nil, datav3.AccessLogType_DownstreamEnd, 503, &datav3.ResponseFlags{UpstreamRemoteReset: true})),
 		{LogEntries: &alsv3.StreamAccessLogsMessage_TcpLogs{TcpLogs: &alsv3.StreamAccessLogsMessage_TCPAccessLogEntries{
 			LogEntry: []*datav3.TCPAccessLogEntry{{}}}}},

@@ -128,14 +128,14 @@ func TestHeartbeatAdopts(t *testing.T) {
 	}
 	// A token of a bulkhead that does not exist, or no bulkhead: counted.
 	e.srv.entry(st, viewOf(t, httpEntry(metaWith(permit.MetadataNamespace, permit.MetadataToken,
-		structString("BBBBBBBBBBBBBBBBBBBBBB")), datav3.AccessLogType_DownstreamPeriodic, 0, nil)))
+		structString("BBBBBBBBBBBBBBBBBBBBBA")), datav3.AccessLogType_DownstreamPeriodic, 0, nil)))
 	if e.inUse() != 2 || e.rec.entryCount("unknown") != 1 {
 		t.Fatalf("a periodic entry naming no bulkhead was adopted (in use %d)", e.inUse())
 	}
 	// Past one TTL and one interval after the start, unknown tokens are
 	// forgeries or forgotten: not adopted.
 	e.clk.Advance(hb.TTL + hb.Interval)
-	e.periodic(t, st, "CCCCCCCCCCCCCCCCCCCCCC")
+	e.periodic(t, st, "CCCCCCCCCCCCCCCCCCCCCA")
 	if e.inUse() != 2 || e.rec.entryCount("unknown") != 2 {
 		t.Fatalf("adopted after the adoption period (in use %d)", e.inUse())
 	}

@@ -226,8 +226,8 @@ bulkheads:
 	// After the adoption period nothing unknown is adopted, from any node.
 	testkit.Eventually(t, "the adoption period to pass", func() bool { return time.Since(start) > 600*time.Millisecond })
 	before := counter(t, rn, "bulkhead_permits_adopted_total", "catalog")
-	send("bad node id", periodic("BBBBBBBBBBBBBBBBBBBBBB"))
-	send("", periodic("CCCCCCCCCCCCCCCCCCCCCC"))
+	send("bad node id", periodic("BBBBBBBBBBBBBBBBBBBBBA"))
+	send("", periodic("CCCCCCCCCCCCCCCCCCCCCA"))
 	if inUse(rn, "catalog") != 0 || counter(t, rn, "bulkhead_permits_adopted_total", "catalog") != before {
 		t.Fatal("an unknown token was adopted after the adoption period")
 	}
