@@ -272,6 +272,9 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 		u.notifyLocked()
 		u.mu.Unlock()
 	}()
+	// The delay is drawn before the request counts as in flight, so that a
+	// request WaitInflight has seen keeps the delay set before it arrived.
+	delay := u.delay.Load().pick()
 	u.enter()
 	defer u.leave()
 
@@ -290,7 +293,7 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if d := u.delay.Load().pick(); d > 0 {
+	if d := delay; d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
