@@ -26,6 +26,7 @@ func (l *Limiter) SetPaused(paused bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.paused = paused
+	l.setLocked(l.settings)
 	if !paused {
 		l.notifyLocked()
 	}

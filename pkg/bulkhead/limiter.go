@@ -23,7 +23,7 @@ type Limiter struct {
 	queues   [numPriorities]waitQueue
 	queued   int
 	closed   bool
-	paused   bool     // SetPaused: admit no one
+	paused   bool     // SetPaused: admit no one (every ceil is 0)
 	slots    []slot   // one per permit ever held at once; see Permit
 	free     []uint32 // indices of slots not in use
 	stats    counters
@@ -229,7 +229,7 @@ func (l *Limiter) enqueueLocked(p Priority, noWait bool) (w *waiter, permit Perm
 // its ceiling allows one more permit and no waiter of equal or higher class
 // is queued.
 func (l *Limiter) admissibleLocked(p Priority) bool {
-	if l.paused || l.inUse >= l.ceil[p] {
+	if l.inUse >= l.ceil[p] {
 		return false
 	}
 	if l.queued == 0 {
@@ -331,7 +331,7 @@ func (l *Limiter) notifyLocked() {
 				break
 			}
 		}
-		if head == nil || l.paused || l.inUse >= l.ceil[head.prio] {
+		if head == nil || l.inUse >= l.ceil[head.prio] {
 			return
 		}
 		l.queues[head.prio].remove(head)

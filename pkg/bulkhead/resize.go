@@ -20,11 +20,16 @@ func (l *Limiter) Resize(s Settings) error {
 	return nil
 }
 
-// setLocked installs s and its class ceilings (New, Resize). l.mu must be
-// held, or l not yet shared.
+// setLocked installs s and its class ceilings (New, Resize, SetPaused):
+// while paused every ceiling is 0, so that no one is admitted and the
+// admission check stays one comparison. l.mu must be held, or l not yet
+// shared.
 func (l *Limiter) setLocked(s Settings) {
 	l.settings = s
 	for _, p := range Priorities() {
 		l.ceil[p] = s.Ceiling(p)
+		if l.paused {
+			l.ceil[p] = 0
+		}
 	}
 }
