@@ -184,7 +184,7 @@ func TestHeartbeatIntervalEverywhere(t *testing.T) {
 		{name: "default", file: istio, want: permit.DefaultHeartbeatInterval},
 		{name: "telemetry mode", file: telemetry, want: permit.DefaultHeartbeatInterval},
 		{name: "custom", file: istio, want: 2500 * time.Millisecond, args: []string{"--set-string",
-			"config.leases.heartbeat_interval=2.5s,config.leases.heartbeat_ttl=6s,config.leases.recovery_window=3s"}},
+			"config.leases.heartbeat_interval=2.5s,config.leases.heartbeat_ttl=6s,config.leases.recovery_window=3.5s"}},
 		{name: "custom telemetry mode", file: telemetry, want: 500 * time.Millisecond, args: []string{"--set-string",
 			"config.leases.heartbeat_interval=0.5s,config.leases.recovery_window=1s"}},
 		// Unset: the daemon's default, and the chart's.
