@@ -88,9 +88,14 @@ func exportedNames(t *testing.T) map[string]bool {
 }
 
 // A typo in a metric name in the dashboard or the rules fails here,
-// without a Prometheus.
+// without a Prometheus. envoy_* names are Envoy's own stats: they must be
+// ones monitoring.EnvoyMetrics lists (the e2e test checks those against a
+// real Envoy).
 func TestArtifactsUseExportedMetricNames(t *testing.T) {
 	known := exportedNames(t)
+	for _, n := range monitoring.EnvoyMetrics {
+		known[n] = true
+	}
 	qs, err := monitoring.DashboardQueries(readRepoFile(t, dashboardPath), monitoring.DefaultVars())
 	if err != nil {
 		t.Fatal(err)
@@ -110,10 +115,14 @@ func TestArtifactsUseExportedMetricNames(t *testing.T) {
 	for _, u := range uses {
 		names := monitoring.MetricNames(u.expr)
 		if len(names) == 0 && !strings.Contains(u.expr, `up{job="bulkhead"}`) {
-			t.Errorf("%s: uses no bulkhead metric: %s", u.where, u.expr)
+			t.Errorf("%s: uses no bulkhead or Envoy metric: %s", u.where, u.expr)
 		}
 		for _, n := range names {
-			if !known[n] {
+			switch {
+			case known[n]:
+			case strings.HasPrefix(n, "envoy_"):
+				t.Errorf("%s: metric %s is not in monitoring.EnvoyMetrics (Envoy stats checked against a real Envoy)", u.where, n)
+			default:
 				t.Errorf("%s: metric %s is not exported by pkg/metrics", u.where, n)
 			}
 		}
@@ -149,6 +158,10 @@ func TestDashboardCoverage(t *testing.T) {
 		"bulkhead_heartbeat_problems_total", "by (problem)",
 		"bulkhead_permits_adopted_total", "bulkhead_admissions_paused",
 		"bulkhead_oldest_permit_age_seconds",
+		// Envoy's side.
+		"envoy_http_ext_authz_ok", "envoy_http_ext_authz_denied", "envoy_http_ext_authz_error",
+		"envoy_http_ext_authz_failure_mode_allowed", "envoy_cluster_upstream_rq_timeout",
+		"envoy_access_logs_grpc_access_log_logs_dropped", "envoy_access_logs_grpc_access_log_grpc_entries_flush_failed",
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("no dashboard query contains %q", want)
@@ -156,6 +169,9 @@ func TestDashboardCoverage(t *testing.T) {
 	}
 	if !strings.Contains(string(raw), `"type": "heatmap"`) {
 		t.Error("no heatmap panel (utilisation per bulkhead over time)")
+	}
+	if !strings.Contains(string(raw), `"title": "As Envoy sees it"`) {
+		t.Error(`no row "As Envoy sees it" (Envoy's own ext_authz and access-log stats)`)
 	}
 	if !strings.Contains(string(raw), `"name": "dependency"`) {
 		t.Error("no dependency template variable")
@@ -177,6 +193,8 @@ func TestRulesCoverage(t *testing.T) {
 		"BulkheadConfigReloadFailed": "warning",
 		"BulkheadDown":               "page",
 		"BulkheadAbsent":             "page",
+		"BulkheadExtAuthzErrors":     "page",
+		"BulkheadFailOpen":           "warning",
 	}
 	var got []string
 	for _, r := range rules {
@@ -195,6 +213,13 @@ func TestRulesCoverage(t *testing.T) {
 		if r.Alert == "BulkheadCriticalRejections" &&
 			(!strings.Contains(r.Expr, `criticality="critical"`) || !strings.HasSuffix(r.Expr, "> 0.01")) {
 			t.Errorf("%s: want a 1%% threshold on criticality=\"critical\" series: %s", r.Alert, r.Expr)
+		}
+	}
+	for _, r := range rules {
+		if strings.HasPrefix(r.Alert, "BulkheadExtAuthz") || r.Alert == "BulkheadFailOpen" {
+			if !strings.Contains(r.Expr, "envoy_http_ext_authz_") || strings.Contains(r.Expr, "job=") {
+				t.Errorf("%s: want it on Envoy's envoy_http_ext_authz_* stats, selecting no job: %s", r.Alert, r.Expr)
+			}
 		}
 	}
 	for name := range want {

@@ -22,11 +22,13 @@ const (
 	rulesFile     = "charts/bulkhead/rules/bulkhead.rules.yaml"
 )
 
-// A real Prometheus scrapes the real daemon while a real Envoy carries
-// load that produces every kind of series (admissions of each class,
-// rejections for queue_full, timeout and unknown_bulkhead, a lease expiry,
-// failures); then every dashboard query and every alert expression must
-// return data. A misspelt metric name returns nothing and fails here.
+// A real Prometheus scrapes the real daemon and the real Envoy's own stats
+// while that Envoy carries load that produces every kind of series
+// (admissions of each class, rejections for queue_full, timeout and
+// unknown_bulkhead, a lease expiry, failures); then every dashboard query
+// and every alert expression must return data. A misspelt metric name
+// returns nothing and fails here. (Envoy's error and fail-open counters
+// exist from its start, at 0; TestObservabilityEnvoyOutage makes them move.)
 func TestObservabilityQueriesReturnData(t *testing.T) {
 	promBin := findPrometheus(t)
 	root := repoRoot(t)
@@ -47,7 +49,7 @@ bulkheads:
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	prom := startPrometheus(t, ctx, promBin, s.httpAddr, filepath.Join(root, rulesFile))
+	prom := startPrometheus(t, ctx, promBin, s.httpAddr, s.envoy.AdminAddr(), filepath.Join(root, rulesFile))
 
 	s.up["catalog"].SetDelay(300 * time.Millisecond)
 	s.up["auth"].SetDelay(5 * time.Millisecond)
@@ -72,6 +74,9 @@ bulkheads:
 	for _, q := range []string{
 		`count_over_time(up{job="bulkhead"}[1m]) >= 5`,
 		`up{job="bulkhead"} == 1`,
+		`count_over_time(up{job="envoy"}[1m]) >= 5`,
+		`envoy_http_ext_authz_ok > 0`,
+		`envoy_http_ext_authz_denied > 0`,
 		`bulkhead_admitted_total{dependency="auth",priority="normal"} > 0`,
 		`bulkhead_admitted_total{dependency="catalog",priority="critical"} > 0`,
 		`bulkhead_admitted_total{dependency="orders",priority="best_effort"} > 0`,

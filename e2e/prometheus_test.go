@@ -46,11 +46,13 @@ type prometheus struct {
 	base string // http://127.0.0.1:PORT
 }
 
-// startPrometheus runs Prometheus on 127.0.0.1, scraping the daemon at
-// target every second with rulesPath loaded; it marks catalog critical
+// startPrometheus runs Prometheus on 127.0.0.1, scraping every second the
+// daemon's metrics at target (job="bulkhead") and Envoy's own stats at its
+// admin address envoyAdmin (job="envoy", /stats/prometheus, as
+// docker-compose does), with rulesPath loaded; it marks catalog critical
 // with the relabelling the chart and docker-compose use. It is stopped on
 // cleanup.
-func startPrometheus(t *testing.T, ctx context.Context, bin, target, rulesPath string) *prometheus {
+func startPrometheus(t *testing.T, ctx context.Context, bin, target, envoyAdmin, rulesPath string) *prometheus {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s, scrape_timeout: 900ms}
@@ -60,7 +62,10 @@ scrape_configs:
   static_configs: [{targets: [%q]}]
   metric_relabel_configs:
   - {source_labels: [dependency], regex: catalog, target_label: criticality, replacement: critical}
-`, rulesPath, target)
+- job_name: envoy
+  metrics_path: /stats/prometheus
+  static_configs: [{targets: [%q]}]
+`, rulesPath, target, envoyAdmin)
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -7,8 +7,8 @@
 // and query variables) with the template variables substituted; Rules lists
 // the rules of a rule file; DataQuery turns an alert expression into one
 // that returns a sample for every series the alert looks at, whatever the
-// threshold; MetricNames lists the bulkhead_* metric names an expression
-// uses.
+// threshold; MetricNames lists the bulkhead_* and envoy_* metric names an
+// expression uses; EnvoyMetrics are the Envoy stats the artifacts rely on.
 //
 // It is test infrastructure shared by the unit tests in deploy/ and the e2e
 // tests, not a stable API. Everything here is a pure function, safe for

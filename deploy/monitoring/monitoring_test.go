@@ -29,10 +29,22 @@ func TestDataQuery(t *testing.T) {
 }
 
 func TestMetricNames(t *testing.T) {
-	got := MetricNames(`sum(rate(bulkhead_rejected_total{job="bulkhead_x"}[5m])) / bulkhead_limit + up + bulkhead_limit`)
-	want := []string{"bulkhead_limit", "bulkhead_rejected_total"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("MetricNames = %q, want %q", got, want)
+	tests := []struct {
+		expr string
+		want []string
+	}{
+		{`sum(rate(bulkhead_rejected_total{job="bulkhead_x"}[5m])) / bulkhead_limit + up + bulkhead_limit`,
+			[]string{"bulkhead_limit", "bulkhead_rejected_total"}},
+		{`sum by (envoy_cluster_name) (rate(envoy_cluster_upstream_rq_timeout{envoy_cluster_name=~".*bulkhead.*"}[1m]))`,
+			[]string{"envoy_cluster_upstream_rq_timeout"}},
+		{`sum by (instance) (envoy_http_ext_authz_error) / on (envoy_http_conn_manager_prefix) envoy_http_ext_authz_ok`,
+			[]string{"envoy_http_ext_authz_error", "envoy_http_ext_authz_ok"}},
+		{`up{job="bulkhead"}`, []string{}},
+	}
+	for _, tt := range tests {
+		if got := MetricNames(tt.expr); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("MetricNames(%s) = %q, want %q", tt.expr, got, tt.want)
+		}
 	}
 }
 

@@ -150,24 +150,40 @@ func skipString(s string, i int) int {
 	return len(s)
 }
 
-var metricRE = regexp.MustCompile(`\bbulkhead_[a-z0-9_]+`)
+var (
+	metricRE = regexp.MustCompile(`\b(?:bulkhead|envoy)_[a-z0-9_]+`)
+	// Label lists: by (...), without (...), on (...), ignoring (...),
+	// group_left (...), group_right (...).
+	labelListRE = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
+)
 
-// MetricNames returns the sorted, distinct bulkhead_* names in expr outside
-// string literals (label values).
+// MetricNames returns the sorted, distinct bulkhead_* and envoy_* metric
+// names in expr: label values, label matchers ({...}) and label lists
+// (by (...) and the like) are left out, so that a label such as
+// envoy_cluster_name is not taken for a metric.
 func MetricNames(expr string) []string {
 	var b strings.Builder
+	depth := 0 // inside {...}
 	for i := 0; i < len(expr); {
-		if c := expr[i]; c == '"' || c == '\'' || c == '`' {
-			j := skipString(expr, i)
+		switch c := expr[i]; {
+		case c == '"' || c == '\'' || c == '`':
+			i = skipString(expr, i)
 			b.WriteByte(' ')
-			i = j
+			continue
+		case c == '{':
+			depth++
+		case c == '}':
+			depth--
+		case depth == 0:
+			b.WriteByte(c)
+			i++
 			continue
 		}
-		b.WriteByte(expr[i])
+		b.WriteByte(' ')
 		i++
 	}
 	seen := map[string]bool{}
-	for _, m := range metricRE.FindAllString(b.String(), -1) {
+	for _, m := range metricRE.FindAllString(labelListRE.ReplaceAllString(b.String(), " "), -1) {
 		seen[m] = true
 	}
 	names := make([]string, 0, len(seen))
