@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/version"
 )
 
 func TestMain(m *testing.M) {
@@ -29,9 +30,17 @@ func TestRunExitCodes(t *testing.T) {
 		stderr   []string
 		noStdout bool
 	}{
-		{"help", []string{"--help"}, 0, nil, []string{"--config", "--listen-grpc", "--check-config", "--address-file"}, true},
-		{"short help", []string{"-h"}, 0, nil, []string{"--config"}, true},
-		{"unknown flag", []string{"--bogus"}, 2, nil, []string{"unknown flag: --bogus"}, true},
+		{"help", []string{"--help"}, 0, []string{
+			"bulkhead enforces concurrency bulkheads for an Envoy mesh",
+			"--config", "--listen-grpc", "--check-config", "--address-file", "--version",
+			"BULKHEAD_<PATH>", "BULKHEAD_LISTEN_GRPC", "BULKHEAD_ADMIN_TOKEN",
+			"pkg/config/testdata/example.yaml",
+			"Exit codes:", "  1  serving failed", "  2  usage error, or the configuration was refused",
+		}, nil, false},
+		{"short help", []string{"-h"}, 0, []string{"Usage:", "--config"}, nil, false},
+		{"help wins over the rest", []string{"--config", "testdata/nope.yaml", "--check-config", "--help"}, 0, []string{"Usage:"}, nil, false},
+		{"version", []string{"--version"}, 0, []string{version.String("bulkhead") + "\n"}, nil, false},
+		{"unknown flag", []string{"--bogus"}, 2, nil, []string{"bulkhead: unknown flag: --bogus (see bulkhead --help)"}, true},
 		{"flag without value", []string{"--config"}, 2, nil, []string{"config"}, true},
 		{"positional argument", []string{"--config", "testdata/good.yaml", "extra"}, 2, nil, []string{`unexpected arguments ["extra"]`}, true},
 		{"config as positional", []string{"testdata/good.yaml"}, 2, nil, []string{"--config"}, true},
@@ -68,6 +77,9 @@ func TestRunExitCodes(t *testing.T) {
 			}
 			if tt.noStdout && stdout.String() != "" {
 				t.Errorf("stdout not empty: %s", stdout.String())
+			}
+			if tt.code == 0 && stderr.String() != "" {
+				t.Errorf("stderr not empty: %s", stderr.String())
 			}
 		})
 	}
