@@ -36,7 +36,8 @@ Configuration:
 
 Exit codes:
   0  clean shutdown (SIGTERM or SIGINT), --check-config passed, --help, --version
-  1  serving failed
+  1  serving failed, or --check-config found no bulkheads (every request would
+     then be handled by authz.unknown_bulkhead)
   2  usage error, or the configuration was refused
 `
 

@@ -63,11 +63,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bulkhead: configuration refused:\n%v\n", err)
 		return 2
 	}
+	empty := noBulkheads(cfg, path)
 	if *check {
+		if empty != "" {
+			fmt.Fprintf(stderr, "bulkhead: %s (see pkg/config/testdata/example.yaml)\n", empty)
+			return 1
+		}
 		fmt.Fprintf(stdout, "configuration OK: %d bulkheads, grpc %s, http %s\n", len(cfg.Bulkheads), cfg.Listen.GRPC, cfg.Listen.HTTP)
 		return 0
 	}
 	log := newLogger(cfg.Log, stderr)
+	if empty != "" {
+		log.Warn(empty)
+	}
 	addrFile, _ := fs.GetString(config.FlagAddressFile)
 	opts := []server.Option{server.WithAddressFile(addrFile)}
 	if path != "" {
