@@ -58,7 +58,7 @@ func FuzzParse(f *testing.F) {
 					}
 				}
 			case errors.Is(err, ErrSyntax):
-				if !strings.HasPrefix(err.Error(), name+": ") {
+				if !strings.HasPrefix(err.Error(), name+":") {
 					t.Fatalf("syntax error %q does not name the source", err)
 				}
 			default:
