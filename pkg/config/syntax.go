@@ -160,21 +160,37 @@ func unclosed(tk *token.Token) *token.Token {
 	return nil
 }
 
+// quoteWidth bounds the characters of a quoted line; a longer one is cut
+// to a window around the column, marked with "…" where it was cut.
+const quoteWidth = 120
+
 // quote returns line of data, numbered, and a caret under column col (a
 // count of characters; the tabs before it are kept so that the caret
-// lines up).
+// lines up). It returns "" when data has no such line.
 func quote(data []byte, line, col int) string {
 	lines := strings.Split(string(data), "\n")
-	if line > len(lines) {
+	if line < 1 || line > len(lines) {
 		return ""
 	}
-	text := strings.TrimRight(lines[line-1], "\r")
-	var pad strings.Builder
-	n := 0
-	for _, r := range text {
-		if n++; n >= col {
-			break
+	text := []rune(strings.TrimRight(lines[line-1], "\r"))
+	col = min(max(col, 1), len(text)+1)
+	head, tail := "", ""
+	if len(text) > quoteWidth {
+		start := max(0, min(col-1-quoteWidth/2, len(text)-quoteWidth))
+		end := start + quoteWidth
+		if start > 0 {
+			head = "…"
 		}
+		if end < len(text) {
+			tail = "…"
+		}
+		text, col = text[start:end], col-start
+	}
+	var pad strings.Builder
+	if head != "" {
+		pad.WriteByte(' ')
+	}
+	for _, r := range text[:col-1] {
 		if r == '\t' {
 			pad.WriteByte('\t')
 		} else {
@@ -182,5 +198,5 @@ func quote(data []byte, line, col int) string {
 		}
 	}
 	num := fmt.Sprintf("%5d | ", line)
-	return fmt.Sprintf("%s%s\n%s| %s^", num, text, strings.Repeat(" ", len(num)-2), pad.String())
+	return fmt.Sprintf("%s%s%s%s\n%s| %s^", num, head, string(text), tail, strings.Repeat(" ", len(num)-2), pad.String())
 }

@@ -118,4 +118,23 @@ func TestQuote(t *testing.T) {
 	if got := quote(data, 9, 1); got != "" {
 		t.Errorf("quote past the end = %q, want \"\"", got)
 	}
+
+	// A long line is cut to a window around the column.
+	long := []byte("k: " + strings.Repeat("a", 300) + "X" + strings.Repeat("b", 300) + "\n")
+	got := quote(long, 1, 304)
+	want := "    1 | …" + strings.Repeat("a", 60) + "X" + strings.Repeat("b", 59) + "…\n" +
+		"      |  " + strings.Repeat(" ", 60) + "^"
+	if got != want {
+		t.Errorf("quote of a long line =\n%s\nwant\n%s", got, want)
+	}
+	got = quote(long, 1, 2)
+	want = "    1 | k: " + strings.Repeat("a", 117) + "…\n      |  ^"
+	if got != want {
+		t.Errorf("quote of a long line's start =\n%s\nwant\n%s", got, want)
+	}
+	got = quote(long, 1, 605)
+	want = "    1 | …" + strings.Repeat("b", 120) + "\n      |  " + strings.Repeat(" ", 120) + "^"
+	if got != want {
+		t.Errorf("quote past a long line's end =\n%s\nwant\n%s", got, want)
+	}
 }
