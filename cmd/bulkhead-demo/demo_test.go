@@ -105,10 +105,6 @@ func TestFormatting(t *testing.T) {
 		{fmtSeconds(1600 * time.Millisecond), "2s"},
 		{fmtReasons(nil, "%.0f"), "-"},
 		{fmtReasons(map[string]float64{"zz": 1, "timeout": 2, "queue_full": 3, "shed": 0}, "%.0f"), "queue_full=3 timeout=2 zz=1"},
-		{state(bulkheadRow{}), "?"},
-		{state(bulkheadRow{known: true, limit: 10, active: 10}), "FULL"},
-		{state(bulkheadRow{known: true, limit: 10, active: 10, rejected: 1}), "SHEDDING"},
-		{state(bulkheadRow{known: true, limit: 10, active: 2}), "ok"},
 	}
 	for i, tc := range tests {
 		if tc.got != tc.want {

@@ -17,14 +17,14 @@ type port struct {
 	owner  string
 }
 
-// demoPorts are the contract's fixed demo ports; the daemon's two only
-// matter with the embedded config.
+// demoPorts are the contract's fixed demo ports; the daemon's three only
+// matter with the embedded config (listen.admin is its default).
 var (
 	envoyAndUpstreamPorts = []port{
 		{10000, "Envoy listener"}, {9901, "Envoy admin"},
 		{8081, "catalog upstream"}, {8082, "auth upstream"}, {8083, "orders upstream"},
 	}
-	daemonPorts = []port{{9001, "bulkhead gRPC"}, {9090, "bulkhead HTTP"}}
+	daemonPorts = []port{{9001, "bulkhead gRPC"}, {9090, "bulkhead HTTP"}, {9091, "bulkhead admin API"}}
 )
 
 // checkPorts reports every fixed port already in use on 127.0.0.1.

@@ -13,7 +13,7 @@ import (
 
 const (
 	clearScreen = "\x1b[H\x1b[2J"
-	rowFormat   = "%-8s %5s %6s %6s %7s %8s | %6s %6s %6s %5s %8s | %5s  %-8s  %s\n"
+	rowFormat   = "%-8s %5s %6s %6s %7s %8s | %6s %6s %6s %5s %8s | %5s  %-9s  %s\n"
 )
 
 // render prints the live table: redrawn in place on a terminal, appended as
@@ -38,7 +38,9 @@ func (d *demo) render() {
 		d.renderRow(&b, r.name)
 	}
 	b.WriteString("(admit/s, reject/s: daemon counters; peak: most requests the upstream served at once;\n" +
-		" err: failures other than bulkhead rejections)\n")
+		" err: failures other than bulkhead rejections; state, by the main reason of rejections:\n" +
+		" REJECTING queue full, SHEDDING queued lower priorities evicted, TIMEOUTS waits ran out,\n" +
+		" DENYING no such bulkhead, OPEN circuit open)\n")
 	b.WriteString("\n" + d.priorityLine() + "\n")
 	if d.view.scrapeErr != nil {
 		fmt.Fprintf(&b, "\n(metrics unavailable: %v)\n", d.view.scrapeErr)
@@ -75,13 +77,23 @@ func (d *demo) renderRow(b *strings.Builder, name string) {
 		fmtDur(w.P99()), fmt.Sprint(d.view.peak[name]), state(row), fmtReasons(row.rejectedBy, "%.0f"))
 }
 
-// state sums a row up in one word.
+// rejectingStates name a bulkhead that rejects, by the main reason.
+var rejectingStates = map[string]string{
+	"queue_full":       "REJECTING",
+	"shed":             "SHEDDING",
+	"timeout":          "TIMEOUTS",
+	"unknown_bulkhead": "DENYING",
+	"circuit_open":     "OPEN",
+}
+
+// state sums a row up in one word: while it rejects, the main reason of
+// its rejections (see rejectingStates); else FULL, queueing or ok.
 func state(r bulkheadRow) string {
 	switch {
 	case !r.known:
 		return "?"
 	case r.rejected > 0:
-		return "SHEDDING"
+		return rejectingStates[mainReason(r.rejectedBy)]
 	case r.limit > 0 && r.active >= r.limit:
 		return "FULL"
 	case r.queued > 0:
@@ -89,6 +101,19 @@ func state(r bulkheadRow) string {
 	default:
 		return "ok"
 	}
+}
+
+// mainReason returns the reason with the highest rate in byReason, the
+// first in reasons order on a tie; "queue_full" when byReason names none of
+// reasons.
+func mainReason(byReason map[string]float64) string {
+	best, bestRate := "queue_full", 0.0
+	for _, reason := range reasons {
+		if x := byReason[reason]; x > bestRate {
+			best, bestRate = reason, x
+		}
+	}
+	return best
 }
 
 // priorityLine shows how catalog's priorities fare, from the clients' side.
@@ -106,10 +131,10 @@ func (d *demo) priorityLine() string {
 func (d *demo) summary(stopErr error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n=== Summary: %s of traffic ===\n\n", fmtSeconds(time.Since(d.start)))
-	const f = "%-8s %7s %7s %9s %7s %8s %8s %8s %8s  %s\n"
+	const f = "%-8s %7s %7s %9s %7s %9s %8s %8s %8s %8s  %s\n"
 	b.WriteString("Clients (through Envoy):\n")
-	fmt.Fprintf(&b, f, "route", "sent", "ok", "rejected", "errors", "p50", "p99", "max", "not sent", "rejected by reason")
-	wellFormed := true
+	fmt.Fprintf(&b, f, "route", "sent", "ok", "rejected", "errors", "cancelled", "p50", "p99", "max", "not sent", "rejected by reason")
+	wellFormed, cancelled := true, 0
 	for _, r := range demoRoutes {
 		s := routeResult(d.flows, r.name)
 		wellFormed = wellFormed && s.RejectionsWellFormed()
@@ -118,8 +143,13 @@ func (d *demo) summary(stopErr error) {
 			counts[k] = float64(v)
 		}
 		fmt.Fprintf(&b, f, r.name, fmt.Sprint(s.Sent), fmt.Sprint(s.OK()), fmt.Sprint(bulkheadRejections(s)),
-			fmt.Sprint(otherErrors(s)), fmtDur(s.P50()), fmtDur(s.P99()), fmtDur(s.Max()),
+			fmt.Sprint(otherErrors(s)), fmt.Sprint(s.Cancelled), fmtDur(s.P50()), fmtDur(s.P99()), fmtDur(s.Max()),
 			fmt.Sprint(s.NotSent), fmtReasons(counts, "%.0f"))
+		cancelled += s.Cancelled
+	}
+	fmt.Fprintf(&b, "(cancelled: still in flight when the demo stopped; not sent: due while %d requests of the flow were out)\n", maxOutstanding)
+	if cancelled > 0 {
+		fmt.Fprintf(&b, "%d requests were still in flight when the demo stopped: cancelled, neither answered nor failed.\n", cancelled)
 	}
 	if wellFormed {
 		b.WriteString("Every 503 carried retry-after and x-bulkhead-reason.\n")

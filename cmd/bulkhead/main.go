@@ -5,7 +5,8 @@
 //
 // Flags override the file and BULKHEAD_* environment variables; run
 // `bulkhead --help` for the list. Exit status: 0 after a clean shutdown
-// (SIGTERM or SIGINT), 1 when serving failed, 2 for bad flags or config.
+// (SIGTERM or SIGINT), 1 when serving failed, 2 for bad flags or config
+// (see helpTail).
 package main
 
 import (
@@ -22,22 +23,35 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/server"
+	"github.com/bulkhead-mesh/bulkhead/pkg/version"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("bulkhead", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {} // help is printed below, to stdout
+	fs.SortFlags = false
 	config.RegisterFlags(fs)
 	check := fs.Bool("check-config", false, "validate the configuration, print a summary and exit")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.BoolP("help", "h", false, "print this help and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
+			printHelp(stdout, fs)
 			return 0
 		}
-		// With ContinueOnError pflag prints nothing itself.
 		fmt.Fprintf(stderr, "bulkhead: %v (see bulkhead --help)\n", err)
 		return 2
+	}
+	if help, _ := fs.GetBool("help"); help {
+		printHelp(stdout, fs)
+		return 0
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version.String("bulkhead"))
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "bulkhead: unexpected arguments %q (the config file is given with --config)\n", fs.Args())
@@ -49,11 +63,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bulkhead: configuration refused:\n%v\n", err)
 		return 2
 	}
+	empty := noBulkheads(cfg, path)
 	if *check {
+		if empty != "" {
+			fmt.Fprintf(stderr, "bulkhead: %s (see pkg/config/testdata/example.yaml)\n", empty)
+			return 1
+		}
 		fmt.Fprintf(stdout, "configuration OK: %d bulkheads, grpc %s, http %s\n", len(cfg.Bulkheads), cfg.Listen.GRPC, cfg.Listen.HTTP)
 		return 0
 	}
 	log := newLogger(cfg.Log, stderr)
+	if empty != "" {
+		log.Warn(empty)
+	}
 	addrFile, _ := fs.GetString(config.FlagAddressFile)
 	opts := []server.Option{server.WithAddressFile(addrFile)}
 	if path != "" {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
+	"github.com/bulkhead-mesh/bulkhead/pkg/version"
 )
 
 // Exit codes scripts can rely on.
@@ -125,10 +126,15 @@ func (a *app) run(ctx context.Context, args []string) error {
 	global.SortFlags = false
 	a.g.register(global, a.getenv)
 	help := global.BoolP("help", "h", false, "show help")
+	showVersion := global.Bool("version", false, "print the version and exit")
 	if err := global.Parse(args); err != nil {
 		return usagef("%v", err)
 	}
 	rest := global.Args()
+	if *showVersion && !*help {
+		fmt.Fprintln(a.stdout, version.String("bulkheadctl"))
+		return nil
+	}
 	if *help || len(rest) == 0 {
 		a.mainHelp(global)
 		if len(rest) == 0 && !*help {
@@ -237,7 +243,7 @@ func (a *app) commandHelp(c *command, fs *pflag.FlagSet) {
 	global.SortFlags, local.SortFlags = false, false
 	fs.VisitAll(func(f *pflag.Flag) {
 		switch f.Name {
-		case "addr", "token", "token-file", "tls", "ca-file", "cert-file", "key-file", "timeout", "help":
+		case "addr", "token", "token-file", "tls", "ca-file", "cert-file", "key-file", "timeout", "help", "version":
 			global.AddFlag(f)
 		default:
 			local.AddFlag(f)

@@ -34,7 +34,12 @@
 // Validation reports every problem at once. Each is one line,
 // "SOURCE: FIELD.PATH: reason (got VALUE)", and the error is an
 // *InvalidError wrapping ErrInvalid. A YAML syntax error wraps ErrSyntax and
-// names the source and, where YAML knows it, the line. Among the rules: the
+// reads "SOURCE:LINE:COL: YAML syntax error: reason" followed by the line,
+// quoted, with a caret under the column. yaml.v3 decides what is YAML;
+// github.com/goccy/go-yaml, which keeps every token's position, says where
+// the problem is (yaml.v3 often names the line its enclosing block began
+// on); when it cannot, the error is "SOURCE: YAML syntax error: " and
+// yaml.v3's message (syntax.go). Among the rules: the
 // admin listener must be a loopback address (creds.IsLoopback) unless a
 // token or mTLS is configured, so that the daemon refuses to start exposed.
 //

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +29,9 @@ func FuzzParse(f *testing.F) {
 		"a: &x [*x]\n",
 		"a: 1\n---\nb: 2\n",
 		"listen:\n  grpc: [a\n",
+		"listen:\n  grpc: a\n  http: b\n   admin: c\n",
+		"log: {level: info}\nbulkheads: {catalog: {max_concurrent: 1}\nauthz: {}\n",
+		"log:\n\tlevel: \"é\" x\n",
 		"? [a, b]\n: c\n",
 		"listen: {admin: 0.0.0.0:1}\nadmin: {token_file: t}\n",
 		"listen: {admin: '[::1]:0', grpc: '[::1]:0'}\nadmin: {tls: {cert_file: c, key_file: k, client_ca_file: ca}}\n",
@@ -58,8 +62,15 @@ func FuzzParse(f *testing.F) {
 					}
 				}
 			case errors.Is(err, ErrSyntax):
-				if !strings.HasPrefix(err.Error(), name+": ") {
+				if !strings.HasPrefix(err.Error(), name+":") {
 					t.Fatalf("syntax error %q does not name the source", err)
+				}
+				// A position names a line of data, quoted.
+				var line, col int
+				if n, _ := fmt.Sscanf(err.Error(), name+":%d:%d:", &line, &col); n == 2 {
+					if line < 1 || line > strings.Count(string(data), "\n")+1 || col < 1 || !strings.Contains(err.Error(), "\n") {
+						t.Fatalf("syntax error %q: line %d, column %d out of the input or not quoted", err, line, col)
+					}
 				}
 			default:
 				t.Fatalf("error %q wraps neither ErrInvalid nor ErrSyntax", err)

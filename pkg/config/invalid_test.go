@@ -288,28 +288,6 @@ bulkheads:
 	}
 }
 
-func TestParseSyntaxError(t *testing.T) {
-	t.Parallel()
-	tests := []struct{ name, yaml, want string }{
-		{"unclosed list", "listen:\n  grpc: [a\nlog: {}\n", "config.yaml: YAML syntax error: line "},
-		{"bad indentation", "listen:\n  grpc: a\n http: b\n", "config.yaml: YAML syntax error: line 2: did not find expected key"},
-		{"duplicate key", "bulkheads:\n  c: {max_concurrent: 1}\n  c: {max_concurrent: 2}\n",
-			`config.yaml: YAML syntax error: line 3: mapping key "c" already defined at line 2`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			_, err := Parse("config.yaml", []byte(tt.yaml))
-			if !errors.Is(err, ErrSyntax) {
-				t.Fatalf("error = %v, want ErrSyntax", err)
-			}
-			if !strings.HasPrefix(err.Error(), tt.want) {
-				t.Errorf("error = %q, want prefix %q", err, tt.want)
-			}
-		})
-	}
-}
-
 func TestParseTooLarge(t *testing.T) {
 	t.Parallel()
 	_, err := Parse(testSource, make([]byte, MaxFileSize+1))

@@ -1,16 +1,12 @@
 package config
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
-	yaml "go.yaml.in/yaml/v3"
 )
 
 // Flag names defined by RegisterFlags.
@@ -174,41 +170,4 @@ func originOf(s scalar, raw any, useEnv bool, flags *pflag.FlagSet) string {
 		return envName(s.key)
 	}
 	return ""
-}
-
-// parseYAML decodes the document, refusing a stream of several non-empty
-// documents. An empty input is an empty document.
-func parseYAML(label string, data []byte) (any, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var root any
-	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
-		return nil, syntaxError(label, err)
-	}
-	// Each further Decode consumes at least one document marker, so the
-	// input's length bounds the loop.
-	for i := 0; i <= len(data); i++ {
-		var extra any
-		err := dec.Decode(&extra)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, syntaxError(label, err)
-		}
-		if extra != nil {
-			ps := problems{}
-			ps.add("", "must hold one YAML document, not several", "")
-			return nil, ps.err(label)
-		}
-	}
-	return root, nil
-}
-
-func syntaxError(label string, err error) error {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		msg = strings.Join(te.Errors, "; ")
-	}
-	return fmt.Errorf("%s: %w: %s", label, ErrSyntax, msg)
 }
