@@ -109,18 +109,25 @@ func locate(data []byte) (line, col int, msg string, ok bool) {
 	if tk == nil || tk.Position == nil || tk.Position.Line < 1 || tk.Position.Column < 1 {
 		return 0, 0, "", false
 	}
-	return tk.Position.Line, column(data, tk.Position), bracketPos.ReplaceAllString(msg, "line $1, column $2"), true
+	line, col, ok = position(data, tk.Position)
+	if !ok {
+		return 0, 0, "", false
+	}
+	return line, col, bracketPos.ReplaceAllString(msg, "line $1, column $2"), true
 }
 
-// column returns pos's column, counted in characters from the start of its
-// line. goccy counts a tab before the token as no column, but its Offset
-// (1-based, in characters) is right: column uses it when it falls on
-// pos.Line.
-func column(data []byte, pos *token.Position) int {
+// position returns pos's line and column, counted in characters from the
+// start of its line, lines ending at "\n" (as the quote shows them). goccy
+// counts a tab before the token as no column, and a lone "\r" as a line
+// break, but its Offset (1-based, in characters) is right: position uses it.
+// Without a usable Offset, goccy's own line and column are used if that line
+// exists; ok is false otherwise.
+func position(data []byte, pos *token.Position) (line, col int, ok bool) {
 	runes := []rune(string(data))
+	lines := strings.Count(string(data), "\n") + 1
 	i := pos.Offset - 1
-	if i < 0 || i >= len(runes) {
-		return pos.Column
+	if i < 0 || i > len(runes) {
+		return pos.Line, pos.Column, pos.Line <= lines
 	}
 	line, start := 1, 0
 	for j, r := range runes[:i] {
@@ -128,10 +135,7 @@ func column(data []byte, pos *token.Position) int {
 			line, start = line+1, j+1
 		}
 	}
-	if line != pos.Line {
-		return pos.Column
-	}
-	return i - start + 1
+	return line, i - start + 1, true
 }
 
 // bracketPos is goccy's "[LINE:COL]" in its messages.
