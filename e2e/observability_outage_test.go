@@ -46,14 +46,7 @@ bulkheads:
 	defer cancel()
 	prom := startPrometheus(t, ctx, promBin, fs.httpAddr, fs.envoy.AdminAddr(), filepath.Join(root, rulesFile))
 
-	qs, err := monitoring.DashboardQueries(readFile(t, root, dashboardFile), monitoring.DefaultVars())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := monitoring.Rules(readFile(t, root, rulesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	qs, rules := monitoringQueries(t, root)
 	var moving []string // dashboard queries and alert expressions that must turn non-zero
 	for _, q := range qs {
 		if usesAny(q.Expr, envoyOutageSeries) {

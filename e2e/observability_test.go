@@ -91,14 +91,7 @@ bulkheads:
 		prom.waitFor(ctx, q)
 	}
 
-	qs, err := monitoring.DashboardQueries(readFile(t, root, dashboardFile), monitoring.DefaultVars())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := monitoring.Rules(readFile(t, root, rulesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	qs, rules := monitoringQueries(t, root)
 	if len(qs) < 20 || len(rules) < 7 {
 		t.Fatalf("only %d dashboard queries and %d rules", len(qs), len(rules))
 	}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/deploy/monitoring"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
@@ -277,4 +278,19 @@ func freePort(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// monitoringQueries returns the dashboard's queries and the alert rules of
+// the repository at root.
+func monitoringQueries(t *testing.T, root string) ([]monitoring.Query, []monitoring.Rule) {
+	t.Helper()
+	qs, err := monitoring.DashboardQueries(readFile(t, root, dashboardFile), monitoring.DefaultVars())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := monitoring.Rules(readFile(t, root, rulesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return qs, rules
 }
