@@ -364,3 +364,27 @@ func TestHeartbeatOff(t *testing.T) {
 }
 
 func structString(s string) *structpb.Value { return structpb.NewStringValue(s) }
+
+// A node whose heartbeat stream stalls for longer than the TTL is taken for
+// silent by a late end entry on its release stream; when the same heartbeat
+// stream carries periodic entries again, the node is no longer silent.
+func TestHeartbeatStalledStreamResumes(t *testing.T) {
+	e := newHBEnv(t, hb)
+	e.clk.Advance(time.Hour)
+	release, heartbeat := &stream{node: "envoy-1"}, &stream{node: "envoy-1"}
+	tok := e.grant(t, hb.TTL, "envoy-1")
+	e.periodic(t, heartbeat, tok) // the heartbeat stream works...
+	e.clk.Advance(2 * hb.TTL)     // ...then stalls: the lease expires
+	e.ledger.Sweep()
+	e.end(t, release, tok)
+	if !e.silent.Silent("envoy-1") {
+		t.Fatal("a node unheard for a TTL, whose permit ended after expiry, is not taken for silent")
+	}
+	tok = e.grant(t, time.Minute, "envoy-1")
+	e.clk.Advance(hb.Interval)
+	e.periodic(t, heartbeat, tok)
+	if e.silent.Silent("envoy-1") {
+		t.Fatal("the node's heartbeat stream resumed, and the node is still silent")
+	}
+	e.end(t, release, tok)
+}

@@ -234,15 +234,16 @@ func (s *Server) heartbeats(st *stream, t time.Time) bool {
 // permit when the ledger does not hold it: the daemon restarted since the
 // grant, or the lease expired while the request ran.
 func (s *Server) renew(st *stream, e *entry) {
-	if !st.sawPeriodic {
-		st.sawPeriodic = true
-		s.silent.heard(st.node)
-	}
-	// The node sends periodic entries: recorded a few times an interval
-	// per stream at most (so that a batch of entries takes the lock once).
-	if now := s.clock.Now(); now.Sub(st.heardAt) >= s.heartbeat.Interval/4 && permit.ValidNodeID(st.node) {
+	st.sawPeriodic = true
+	// The node sends periodic entries (again, if it was taken for silent):
+	// recorded a few times an interval per stream at most, so that a batch
+	// of entries takes the locks once.
+	if now := s.clock.Now(); now.Sub(st.heardAt) >= s.heartbeat.Interval/4 {
 		st.heardAt = now
-		s.nodes.heard(st.node, now)
+		s.silent.heard(st.node)
+		if permit.ValidNodeID(st.node) {
+			s.nodes.heard(st.node, now)
+		}
 	}
 	_, res := s.ledger.Renew(e.token, s.heartbeat.TTL)
 	switch res {
