@@ -40,6 +40,21 @@ func do(t *testing.T, c *http.Client, method, url, body string, hdr map[string]s
 	return r
 }
 
+// check compares the body's values at dotted paths with want (a list
+// compares by its length, as a float64).
+func (r apiResp) check(t *testing.T, name string, want map[string]any) {
+	t.Helper()
+	for path, w := range want {
+		got := at(r.body, strings.Split(path, ".")...)
+		if l, ok := got.([]any); ok {
+			got = float64(len(l))
+		}
+		if got != w {
+			t.Errorf("%s: %s = %#v, want %#v (body %s)", name, path, got, w, r.raw)
+		}
+	}
+}
+
 // at walks a decoded JSON value by keys ("bulkhead", "settings", ...).
 func at(v any, keys ...string) any {
 	for _, k := range keys {
@@ -127,15 +142,7 @@ func TestJSONAPI(t *testing.T) {
 				t.Errorf("%s: error body without a message: %s", tc.name, r.raw)
 			}
 		}
-		for path, want := range tc.want {
-			got := at(r.body, strings.Split(path, ".")...)
-			if l, ok := got.([]any); ok {
-				got = float64(len(l))
-			}
-			if got != want {
-				t.Errorf("%s: %s = %#v, want %#v (body %s)", tc.name, path, got, want, r.raw)
-			}
-		}
+		r.check(t, tc.name, tc.want)
 	}
 	if got, want := strings.Join(f.fake.Calls(), "|"), "update catalog by local from 127.0.0.1:"; !strings.HasPrefix(got, want) {
 		t.Errorf("calls %q, want prefix %q", got, want)
