@@ -71,3 +71,20 @@ func sextet(c byte) (byte, bool) {
 	}
 	return 0, false
 }
+
+// NewToken returns a fresh token, as Grant issues them (for a ledger kept
+// elsewhere that takes its tokens from here).
+func NewToken() (string, error) {
+	var k key
+	if err := newKey(&k); err != nil {
+		return "", err
+	}
+	return k.text(), nil
+}
+
+// ValidToken reports whether s is a token NewToken or Grant could have
+// issued (the canonical encoding of 128 bits).
+func ValidToken(s string) bool {
+	_, ok := parseToken(s)
+	return ok
+}

@@ -1,0 +1,56 @@
+// Package redisledger is the permit ledger that many replicas share, on
+// Redis (or a Redis-compatible server such as Valkey): one limit per
+// bulkhead for the whole mesh, whichever replica a Check or an access-log
+// entry reaches.
+//
+// # Model
+//
+// Everything a bulkhead's admission depends on lives in Redis under one hash
+// tag (scripts/common.lua documents the keys): the permits in use with their
+// leases (expiry on Redis's clock), the global wait queue (one sorted set
+// per class, FIFO by a sequence number), tenant counts, and tombstones of
+// recently ended leases. Each operation is one Lua script, so it is atomic:
+//
+//   - acquire grants at once when the class ceiling allows, no waiter of the
+//     same or a higher class waits and the tenant's compartment has room;
+//     otherwise it queues (shedding the youngest waiter of the lowest class
+//     strictly below when the queue is full) or rejects;
+//   - release ends the lease and, in the same script, hands the freed
+//     permit to the first waiter whose ceiling and tenant allow (pump), then
+//     publishes a wake-up on the waiter's replica channel;
+//   - renew extends a lease, or adopts the permit of a running request the
+//     ledger lost (expired, or Redis lost its data: a bulkhead whose state
+//     is missing starts a recovery window during which unknown tokens are
+//     adopted and nobody new is admitted);
+//   - leave takes a waiter out when its wait ends, keeping or giving back a
+//     permit granted at that moment;
+//   - state, run by every replica each tick, reclaims expired leases and
+//     serves the queue (permits that expired, a recovery window that ended).
+//
+// A waiter costs Redis nothing while it waits: it is woken by Pub/Sub, and a
+// lost wake-up only delays it to the end of its wait, when leave finds the
+// permit granted. Every script sweeps expired leases first, so capacity
+// freed by expiry is never missed by an arrival.
+//
+// # Strictness
+//
+// The permits of a bulkhead, summed over replicas, never exceed the class
+// ceiling the deciding replica was configured with, because every grant is
+// decided inside one script against the count Redis holds. Adoption counts
+// running requests past the limit (they run already), as in the in-memory
+// ledger. What Redis cannot guarantee is durability: a failover can lose
+// the last writes (replication is asynchronous), and a restart without
+// persistence loses everything; heartbeats rebuild the count within a few
+// intervals (see docs/redis.md for the measured cost).
+//
+// # Availability
+//
+// A call that fails or outlives its time limit (the ledger's timeout, cut
+// to the Check's deadline) switches the replica to Unavailable: Checks get
+// the on_unavailable policy without calling Redis, and Run probes Redis
+// each Tick/4. When it answers, the Handover moves the permits admitted
+// without it into Redis, and Strict resumes.
+//
+// A Ledger is safe for concurrent use. Run owns its goroutines (the wake-up
+// subscriber and the ticker) and returns when its context ends.
+package redisledger

@@ -1,0 +1,129 @@
+package redisledger
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
+)
+
+type fakeRec struct {
+	mu       sync.Mutex
+	calls    map[Op]int
+	errs     map[Op]int
+	states   []State
+	replicas int
+}
+
+func newFakeRec() *fakeRec { return &fakeRec{calls: map[Op]int{}, errs: map[Op]int{}} }
+
+func (r *fakeRec) LedgerCall(op Op, _ time.Duration, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls[op]++
+	if err != nil {
+		r.errs[op]++
+	}
+}
+func (r *fakeRec) LedgerState(s State) { r.mu.Lock(); r.states = append(r.states, s); r.mu.Unlock() }
+func (r *fakeRec) LedgerReplicas(n int) { r.mu.Lock(); r.replicas = n; r.mu.Unlock() }
+func (r *fakeRec) LedgerGlobal(string, int, int) {}
+
+type fakeObs struct {
+	mu    sync.Mutex
+	ended map[permit.Source]int
+}
+
+func (o *fakeObs) Ended(_ permit.Lease, src permit.Source, _ time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ended == nil {
+		o.ended = map[permit.Source]int{}
+	}
+	o.ended[src]++
+}
+func (o *fakeObs) Ignored(permit.Source, permit.Result) {}
+
+func (o *fakeObs) count(src permit.Source) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.ended[src]
+}
+
+type fixture struct {
+	t     *testing.T
+	redis *testkit.Redis
+	rdb   *redis.Client
+	rec   *fakeRec
+	obs   *fakeObs
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	srv := testkit.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	return &fixture{t: t, redis: srv, rdb: rdb, rec: newFakeRec(), obs: &fakeObs{}}
+}
+
+// replica starts a ledger named id on the fixture's Redis, running until
+// the test ends, and waits until it is strict.
+func (f *fixture) replica(id string, names ...string) *Ledger {
+	f.t.Helper()
+	l := New(f.rdb, Config{Prefix: "test:", Replica: id, Timeout: time.Second, Recovery: 0, Adopt: 2 * time.Second,
+		Tick: 100 * time.Millisecond}, f.obs, f.rec, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(ctx, func() []string { return names }, nil) }()
+	f.t.Cleanup(func() { cancel(); <-done })
+	testkit.Eventually(f.t, "ledger strict", func() bool { return l.State() == Strict })
+	// The subscription is made by Run: wait until Redis counts it.
+	testkit.Eventually(f.t, "wake-up channel subscribed", func() bool {
+		n, err := f.rdb.PubSubNumSub(context.Background(), "test:wake:"+id).Result()
+		return err == nil && n["test:wake:"+id] == 1
+	})
+	return l
+}
+
+func settings(limit, queue int, wait time.Duration) bulkhead.Settings {
+	return bulkhead.Settings{MaxConcurrent: limit, MaxQueue: queue, MaxWait: wait}
+}
+
+func req(name string, s bulkhead.Settings, p bulkhead.Priority) Request {
+	return Request{Bulkhead: name, Priority: p, Settings: s, TTL: 10 * time.Second, Node: "node-a"}
+}
+
+// acquireAsync acquires in a goroutine; the result arrives on the channel.
+type result struct {
+	token string
+	err   error
+}
+
+func acquireAsync(l *Ledger, r Request) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		tok, err := l.Acquire(context.Background(), r)
+		ch <- result{tok, err}
+	}()
+	return ch
+}
+
+// queued waits until bulkhead name has n waiters in Redis.
+func (f *fixture) queued(name string, n int) {
+	f.t.Helper()
+	testkit.Eventually(f.t, "waiters queued", func() bool {
+		v, err := f.rdb.HGet(context.Background(), "test:{"+name+"}:s", "qlen").Int()
+		return err == nil && v == n
+	})
+}
+
+func (f *fixture) inUse(name string) int {
+	v, _ := f.rdb.HGet(context.Background(), "test:{"+name+"}:s", "inuse").Int()
+	return v
+}

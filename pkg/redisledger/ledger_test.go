@@ -1,0 +1,301 @@
+package redisledger
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
+)
+
+func TestLimitHoldsAndReleaseIsExactlyOnce(t *testing.T) {
+	f := newFixture(t)
+	a := f.replica("a", "orders")
+	b := f.replica("b", "orders")
+	s := settings(3, 0, 0)
+	var tokens []string
+	for i, l := range []*Ledger{a, b, a} {
+		tok, err := l.Acquire(context.Background(), req("orders", s, bulkhead.Normal))
+		if err != nil {
+			t.Fatalf("acquire %d: %v", i, err)
+		}
+		tokens = append(tokens, tok)
+	}
+	if _, err := b.Acquire(context.Background(), req("orders", s, bulkhead.Critical)); !errors.Is(err, bulkhead.ErrQueueFull) {
+		t.Fatalf("fourth acquire across replicas: err %v, want queue_full", err)
+	}
+	// A release reaches the ledger from any replica, once.
+	if _, res := b.Release("orders", tokens[0], permit.AccessLog); res != permit.Released {
+		t.Fatalf("release: %v", res)
+	}
+	if _, res := a.Release("orders", tokens[0], permit.AccessLog); res != permit.Duplicate {
+		t.Fatalf("second release: %v, want duplicate", res)
+	}
+	if _, res := a.Release("orders", "AAAAAAAAAAAAAAAAAAAAAA", permit.AccessLog); res != permit.Unknown {
+		t.Fatalf("unknown token: %v", res)
+	}
+	if _, res := a.Release("orders", "not a token", permit.AccessLog); res != permit.Unknown {
+		t.Fatalf("malformed token: %v", res)
+	}
+	if got := f.inUse("orders"); got != 2 {
+		t.Fatalf("in use %d, want 2", got)
+	}
+}
+
+func TestWaiterOnOneReplicaIsWokenByReleaseOnAnother(t *testing.T) {
+	f := newFixture(t)
+	a := f.replica("a", "orders")
+	b := f.replica("b", "orders")
+	s := settings(1, 4, 5*time.Second)
+	tok, err := a.Acquire(context.Background(), req("orders", s, bulkhead.Normal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := acquireAsync(b, req("orders", s, bulkhead.Normal))
+	f.queued("orders", 1)
+	start := time.Now()
+	if _, res := a.Release("orders", tok, permit.AccessLog); res != permit.Released {
+		t.Fatalf("release: %v", res)
+	}
+	r := <-w
+	if r.err != nil {
+		t.Fatalf("waiter: %v", r.err)
+	}
+	t.Logf("waiter granted %v after the release", time.Since(start))
+	if got := f.inUse("orders"); got != 1 {
+		t.Fatalf("in use %d, want 1 (handed over)", got)
+	}
+}
+
+func TestGlobalPriorityAndShedding(t *testing.T) {
+	f := newFixture(t)
+	a := f.replica("a", "orders")
+	b := f.replica("b", "orders")
+	s := settings(1, 2, 5*time.Second)
+	held, err := a.Acquire(context.Background(), req("orders", s, bulkhead.Critical))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := acquireAsync(a, req("orders", s, bulkhead.BestEffort))
+	f.queued("orders", 1)
+	normal := acquireAsync(a, req("orders", s, bulkhead.Normal))
+	f.queued("orders", 2)
+	// Queue full: a critical arrival at the other replica sheds the
+	// youngest waiter of the lowest class (best_effort), wherever it waits.
+	crit := acquireAsync(b, req("orders", s, bulkhead.Critical))
+	if r := <-be; !errors.Is(r.err, bulkhead.ErrShed) {
+		t.Fatalf("best_effort waiter: %v, want shed", r.err)
+	}
+	f.queued("orders", 2)
+	// The next free permit goes to the critical waiter at b before the
+	// normal one that waited longer at a.
+	if _, res := b.Release("orders", held, permit.AccessLog); res != permit.Released {
+		t.Fatalf("release: %v", res)
+	}
+	rc := <-crit
+	if rc.err != nil {
+		t.Fatalf("critical: %v", rc.err)
+	}
+	select {
+	case r := <-normal:
+		t.Fatalf("normal waiter decided before the critical one released: %+v", r)
+	default:
+	}
+	a.Release("orders", rc.token, permit.AccessLog)
+	if r := <-normal; r.err != nil {
+		t.Fatalf("normal: %v", r.err)
+	}
+}
+
+func TestReserveCeilings(t *testing.T) {
+	f := newFixture(t)
+	a := f.replica("a", "orders")
+	s := bulkhead.Settings{MaxConcurrent: 10, ReserveCritical: 0.2, ReserveNormal: 0.3}
+	admitted := func(p bulkhead.Priority) int {
+		n := 0
+		for range 20 {
+			if _, err := a.Acquire(context.Background(), req("orders", s, p)); err == nil {
+				n++
+			}
+		}
+		return n
+	}
+	if got := admitted(bulkhead.BestEffort); got != 5 {
+		t.Fatalf("best_effort admitted %d, want 5", got)
+	}
+	if got := admitted(bulkhead.Normal); got != 3 {
+		t.Fatalf("normal admitted %d more, want 3", got)
+	}
+	if got := admitted(bulkhead.Critical); got != 2 {
+		t.Fatalf("critical admitted %d more, want 2", got)
+	}
+}
+
+func TestWaitTimesOutAndLeavesTheQueue(t *testing.T) {
+	f := newFixture(t)
+	a := f.replica("a", "orders")
+	s := settings(1, 1, 100*time.Millisecond)
+	if _, err := a.Acquire(context.Background(), req("orders", s, bulkhead.Normal)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Acquire(context.Background(), req("orders", s, bulkhead.Normal)); !errors.Is(err, bulkhead.ErrTimeout) {
+		t.Fatalf("err %v, want timeout", err)
+	}
+	f.queued("orders", 0)
+	// A cancelled waiter leaves at once too.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Acquire(ctx, req("orders", settings(1, 1, 5*time.Second), bulkhead.Normal))
+		done <- err
+	}()
+	f.queued("orders", 1)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled waiter: %v", err)
+	}
+	f.queued("orders", 0)
+}
+
+func TestLeaseExpiresOnRedisClockAndRenewKeepsIt(t *testing.T) {
+	f := newFixture(t)
+	a := f.replica("a", "orders")
+	s := settings(2, 0, 0)
+	r := req("orders", s, bulkhead.Normal)
+	r.TTL = 300 * time.Millisecond
+	short, err := a.Acquire(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := a.Acquire(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(900 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if _, res := a.Renew("orders", kept, 300*time.Millisecond, "node-a", false); res != Renewed {
+			t.Fatalf("renew: %v", res)
+		}
+		time.Sleep(50 * time.Millisecond) // the heartbeat's own period
+	}
+	testkit.Eventually(t, "expired lease reclaimed", func() bool { return f.obs.count(permit.TTL) == 1 })
+	if got := f.inUse("orders"); got != 1 {
+		t.Fatalf("in use %d, want 1 (the renewed lease)", got)
+	}
+	// The expired one's end entry is told apart, and a late periodic entry
+	// after it adopts nothing.
+	if _, res := a.Release("orders", short, permit.AccessLog); res != permit.Expired {
+		t.Fatalf("release of the expired lease: %v", res)
+	}
+	if _, res := a.Renew("orders", short, time.Second, "node-a", false); res != Late {
+		t.Fatalf("periodic entry after the end: %v, want late", res)
+	}
+}
+
+func TestRedisLosingItsDataIsRebuiltFromHeartbeats(t *testing.T) {
+	f := newFixture(t)
+	l := New(f.rdb, Config{Prefix: "test:", Replica: "a", Timeout: time.Second, Recovery: 300 * time.Millisecond,
+		Adopt: 2 * time.Second, Tick: 100 * time.Millisecond}, f.obs, f.rec, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(ctx, func() []string { return []string{"orders"} }, nil) }()
+	t.Cleanup(func() { cancel(); <-done })
+	testkit.Eventually(t, "strict", func() bool { return l.State() == Strict })
+	s := settings(2, 4, 2*time.Second)
+	// Wait out the first recovery window of a fresh bulkhead.
+	tokA, err := l.Acquire(context.Background(), req("orders", s, bulkhead.Normal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokB, err := l.Acquire(context.Background(), req("orders", s, bulkhead.Normal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.rdb.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The running requests' periodic entries adopt their permits; a new
+	// arrival waits for the recovery window and then finds the bulkhead full.
+	for _, tok := range []string{tokA, tokB} {
+		if _, res := l.Renew("orders", tok, 5*time.Second, "node-a", false); res != AdoptedUnknown {
+			t.Fatalf("renew after the loss: %v, want adopted", res)
+		}
+	}
+	if got := f.inUse("orders"); got != 2 {
+		t.Fatalf("in use %d after adoption, want 2", got)
+	}
+	short := s
+	short.MaxWait = time.Second
+	if _, err := l.Acquire(context.Background(), req("orders", short, bulkhead.Normal)); !errors.Is(err, bulkhead.ErrTimeout) {
+		t.Fatalf("arrival after rebuild: %v, want timeout (full)", err)
+	}
+	l.Release("orders", tokA, permit.AccessLog)
+	if _, err := l.Acquire(context.Background(), req("orders", short, bulkhead.Normal)); err != nil {
+		t.Fatalf("arrival after a release: %v", err)
+	}
+}
+
+func TestUnavailableAndBack(t *testing.T) {
+	f := newFixture(t)
+	a := f.replica("a", "orders")
+	s := settings(2, 0, 0)
+	f.redis.Kill()
+	_, err := a.Acquire(context.Background(), req("orders", s, bulkhead.Normal))
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("acquire with Redis down: %v", err)
+	}
+	if a.State() != Unavailable {
+		t.Fatalf("state %v", a.State())
+	}
+	f.redis.Start()
+	testkit.Eventually(t, "strict again", func() bool { return a.State() == Strict })
+	if _, err := a.Acquire(context.Background(), req("orders", s, bulkhead.Normal)); err != nil {
+		t.Fatalf("acquire after Redis came back: %v", err)
+	}
+}
+
+func TestSlowRedisNeverHoldsACheckPastItsDeadline(t *testing.T) {
+	f := newFixture(t)
+	a := f.replica("a", "orders")
+	f.redis.Stop()
+	defer f.redis.Continue()
+	r := req("orders", settings(2, 0, 0), bulkhead.Normal)
+	r.Deadline = time.Now().Add(80 * time.Millisecond)
+	start := time.Now()
+	_, err := a.Acquire(context.Background(), r)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("err %v, want unavailable", err)
+	}
+	if took := time.Since(start); took > 200*time.Millisecond {
+		t.Fatalf("acquire took %v past an 80ms deadline", took)
+	}
+}
+
+func TestTenantCompartmentIsGlobal(t *testing.T) {
+	f := newFixture(t)
+	a := f.replica("a", "orders")
+	b := f.replica("b", "orders")
+	s := settings(4, 4, 5*time.Second)
+	tmpl := settings(1, 2, 5*time.Second)
+	tr := func(tenant string) Request {
+		r := req("orders", s, bulkhead.Normal)
+		r.Tenant, r.TenantSettings, r.MaxTenants = tenant, &tmpl, 10
+		return r
+	}
+	x1, err := a.Acquire(context.Background(), tr("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x2 := acquireAsync(b, tr("x")) // waits for x's own compartment
+	f.queued("orders", 1)
+	if _, err := b.Acquire(context.Background(), tr("y")); err != nil {
+		t.Fatalf("tenant y behind a waiting x: %v", err)
+	}
+	a.Release("orders", x1, permit.AccessLog)
+	if r := <-x2; r.err != nil {
+		t.Fatalf("x's waiter: %v", r.err)
+	}
+}

@@ -1,0 +1,53 @@
+package redisledger
+
+import (
+	"embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed scripts/*.lua
+var scriptFiles embed.FS
+
+// scripts are the ledger's operations, each one Lua script run atomically
+// by EVALSHA (go-redis loads a script on NOSCRIPT, so a restarted or
+// failed-over Redis needs nothing from the replicas). Every per-bulkhead
+// script starts with common.lua, which documents the data model.
+type scripts struct {
+	acquire, release, renew, leave, state, replicas *redis.Script
+}
+
+func loadScripts() scripts {
+	common := read("common.lua")
+	op := func(name string) *redis.Script { return redis.NewScript(common + "\n" + read(name)) }
+	return scripts{
+		acquire:  op("acquire.lua"),
+		release:  op("release.lua"),
+		renew:    op("renew.lua"),
+		leave:    op("leave.lua"),
+		state:    op("state.lua"),
+		replicas: redis.NewScript(read("replicas.lua")),
+	}
+}
+
+func read(name string) string {
+	b, err := scriptFiles.ReadFile("scripts/" + name)
+	if err != nil {
+		panic("redisledger: embedded script missing: " + name) // a broken build
+	}
+	return string(b)
+}
+
+// keySuffixes are the keys of one bulkhead, in the order common.lua reads
+// KEYS.
+var keySuffixes = [...]string{"s", "p", "i", "q1", "q2", "q3", "w", "wd", "t", "tq", "ex", "ed"}
+
+// keysOf returns the keys of bulkhead name: <prefix>{<name>}:<suffix>, so
+// that every key of a bulkhead shares one hash tag (one Redis Cluster slot).
+func keysOf(prefix, name string) []string {
+	ks := make([]string, len(keySuffixes))
+	for i, s := range keySuffixes {
+		ks[i] = prefix + "{" + name + "}:" + s
+	}
+	return ks
+}

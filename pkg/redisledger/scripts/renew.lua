@@ -1,0 +1,37 @@
+-- renew.lua: a periodic entry says the request of token still runs.
+-- ARGV: 1 token, 2 ttl ms, 3 node, 4 recovery ms, 5 adopt ms,
+--       6 force (1: adopt whatever the adoption window; a replica hands over
+--       the permits it admitted alone while Redis was unreachable).
+-- Returns {code, info, swept}: 1 renewed, 2 adopted after its lease expired,
+-- 3 adopted (unknown token, during the adoption window), 4 late (its
+-- request ended), 5 unknown.
+local token, ttl, node = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local now = now_ms()
+touch(now, tonumber(ARGV[4]), tonumber(ARGV[5]))
+local swept = sweep(now)
+if #swept > 0 then pump(now, '') end
+if redis.call('ZSCORE', P, token) then
+  redis.call('ZADD', P, 'GT', now + ttl, token)
+  local info = redis.call('HGET', I, token)
+  if info then
+    local p, a, _, n, t = split5(info)
+    redis.call('HSET', I, token, p .. '\n' .. a .. '\n' .. now .. '\n' .. n .. '\n' .. t)
+  end
+  return {1, info or '', swept, now}
+end
+if redis.call('ZSCORE', ED, token) then return {4, '', swept, now} end
+local code = 0
+if redis.call('ZSCORE', EX, token) then
+  redis.call('ZREM', EX, token)
+  code = 2
+elseif ARGV[6] == '1' or now < num(redis.call('HGET', S, 'au')) then
+  code = 3
+else
+  return {5, '', swept, now}
+end
+-- Adopted: counted in use at once, past the limit if need be (it runs
+-- already), as normal priority and no tenant (the entry carries neither).
+redis.call('ZADD', P, now + ttl, token)
+redis.call('HSET', I, token, '1\n' .. now .. '\n' .. now .. '\n' .. node .. '\n')
+redis.call('HINCRBY', S, 'inuse', 1)
+return {code, '', swept, now}

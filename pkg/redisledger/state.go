@@ -1,0 +1,196 @@
+package redisledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+)
+
+// State is the ledger's availability as this replica sees it.
+type State int32
+
+// The states. Strict: every admission is decided by Redis. Unavailable:
+// Redis failed a call; Checks get the on_unavailable policy and Redis is
+// probed each Tick/4. Recovering: Redis answers again; the permits this
+// replica admitted alone are being handed to it before Strict resumes.
+const (
+	Strict State = iota
+	Unavailable
+	Recovering
+)
+
+// States lists every state.
+func States() []State { return []State{Strict, Unavailable, Recovering} }
+
+var stateNames = [...]string{"strict", "unavailable", "recovering"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("state(%d)", int32(s))
+}
+
+// State returns the current state.
+func (l *Ledger) State() State { return State(l.state.Load()) }
+
+// Replicas returns the number of live replicas Redis last reported (at
+// least 1).
+func (l *Ledger) Replicas() int { return int(l.replicas.Load()) }
+
+// unavailable records that a call failed: the first failure in Strict
+// switches to Unavailable and is logged.
+func (l *Ledger) unavailable(op Op, err error) {
+	if l.state.CompareAndSwap(int32(Strict), int32(Unavailable)) {
+		l.log.Error("redis ledger unavailable: applying ledger.on_unavailable until Redis answers again",
+			"op", op, "err", err)
+		l.rec.LedgerState(Unavailable)
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Handover is called when Redis answers again after an outage, before
+// Strict resumes: it hands the permits admitted without Redis to it.
+type Handover func(ctx context.Context) error
+
+// Run keeps the ledger going until ctx ends: it listens for wake-ups of
+// this replica's waiters, says each Tick that the replica is alive (the
+// count local_share divides by), looks at each bulkhead of names (expiry,
+// the queue, the global gauges), and moves between states. handover may be
+// nil.
+func (l *Ledger) Run(ctx context.Context, names func() []string, handover Handover) error {
+	var g errgroup.Group
+	g.Go(func() error { return l.listen(ctx) })
+	g.Go(func() error { return l.tickLoop(ctx, names, handover) })
+	return g.Wait()
+}
+
+// listen delivers the wake-ups of this replica's waiters. go-redis
+// resubscribes after a broken connection; a wake-up sent meanwhile is lost
+// and its waiter learns its fate when its wait ends (leave).
+func (l *Ledger) listen(ctx context.Context) error {
+	ps := l.rdb.Subscribe(ctx, l.cfg.Prefix+"wake:"+l.cfg.Replica)
+	defer ps.Close()
+	ch := ps.Channel(redis.WithChannelSize(1024))
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			l.wake.deliver(m.Payload)
+		}
+	}
+}
+
+func (l *Ledger) tickLoop(ctx context.Context, names func() []string, handover Handover) error {
+	for {
+		l.tick(ctx, names, handover)
+		d := l.cfg.Tick
+		if l.State() != Strict {
+			d /= 4
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-l.kick:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// replicaStale is how long a replica that stopped saying it is alive still
+// counts, in ticks.
+const replicaStale = 3
+
+func (l *Ledger) tick(ctx context.Context, names func() []string, handover Handover) {
+	res, err := l.call(ctx, time.Time{}, OpReplicas, l.sc.replicas, []string{l.cfg.Prefix + "replicas"},
+		l.cfg.Replica, ms(replicaStale*l.cfg.Tick))
+	if err != nil {
+		return
+	}
+	if n, _ := res.(int64); n > 0 {
+		l.replicas.Store(int32(n))
+		l.rec.LedgerReplicas(int(n))
+	}
+	if l.State() == Unavailable {
+		l.state.Store(int32(Recovering))
+		l.rec.LedgerState(Recovering)
+		l.log.Info("redis ledger answers again: handing over the permits admitted without it")
+		if handover != nil {
+			if err := handover(ctx); err != nil {
+				l.log.Warn("hand-over to the redis ledger incomplete; retrying", "err", err)
+				l.state.Store(int32(Unavailable))
+				l.rec.LedgerState(Unavailable)
+				return
+			}
+		}
+		if l.state.CompareAndSwap(int32(Recovering), int32(Strict)) {
+			l.rec.LedgerState(Strict)
+			l.log.Info("redis ledger strict again")
+		}
+	}
+	if names != nil {
+		l.look(ctx, names()...)
+	}
+}
+
+// look runs the state script of each bulkhead, pipelined: it reclaims
+// expired leases, serves queues (a recovery window that ended, permits
+// that expired) and reports the global gauges.
+func (l *Ledger) look(ctx context.Context, names ...string) {
+	if len(names) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout*4)
+	defer cancel()
+	start := time.Now()
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(names))
+	for i, n := range names {
+		cmds[i] = l.sc.state.EvalSha(cctx, pipe, l.keysOf(n), ms(l.cfg.Recovery), ms(l.cfg.Adopt))
+	}
+	_, err := pipe.Exec(cctx)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// A Redis that restarted, or a new master: load and look again.
+		err = l.sc.state.Load(cctx, l.rdb).Err()
+		if err == nil {
+			pipe = l.rdb.Pipeline()
+			for i, n := range names {
+				cmds[i] = l.sc.state.EvalSha(cctx, pipe, l.keysOf(n), ms(l.cfg.Recovery), ms(l.cfg.Adopt))
+			}
+			_, err = pipe.Exec(cctx)
+		}
+	}
+	l.rec.LedgerCall(OpState, time.Since(start), err)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			l.unavailable(OpState, err)
+		}
+		return
+	}
+	for i, c := range cmds {
+		a, _ := c.Val().([]any)
+		if len(a) < 5 {
+			continue
+		}
+		inUse, _ := a[0].(int64)
+		queued, _ := a[1].(int64)
+		swept, _ := a[2].([]any)
+		redisNow, _ := a[4].(int64)
+		l.expired(names[i], swept, redisNow)
+		l.rec.LedgerGlobal(names[i], int(inUse), int(queued))
+	}
+}

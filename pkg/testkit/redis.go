@@ -1,0 +1,131 @@
+package testkit
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Redis is a real redis-server (Debian's package) on a loopback port, with
+// no persistence: a restart loses every key, as a failover can.
+type Redis struct {
+	Addr string
+	t    testing.TB
+	dir  string
+	args []string
+	cmd  *exec.Cmd
+}
+
+// StartRedis starts redis-server on 127.0.0.1 and stops it when the test
+// ends; extra are more `--name value` arguments. Without redis-server on
+// PATH the test is skipped, or fails when BULKHEAD_REQUIRE_REDIS is set.
+func StartRedis(t testing.TB, extra ...string) *Redis {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("BULKHEAD_REQUIRE_REDIS") != "" {
+			t.Fatalf("redis-server not found (apt-get install redis-server): %v", err)
+		}
+		t.Skip("redis-server not found; BULKHEAD_REQUIRE_REDIS=1 makes this a failure")
+	}
+	r := &Redis{t: t, dir: t.TempDir()}
+	r.Addr = freeAddr(t)
+	_, port, _ := net.SplitHostPort(r.Addr)
+	r.args = append([]string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
+		"--dir", r.dir, "--protected-mode", "no", "--loglevel", "warning"}, extra...)
+	r.Start()
+	t.Cleanup(r.Kill)
+	return r
+}
+
+// Start starts the server (again, after Kill: empty, on the same port) and
+// waits until it answers.
+func (r *Redis) Start() {
+	r.t.Helper()
+	cmd := exec.Command("redis-server", r.args...)
+	cmd.Stdout = &logWriter{t: r.t, prefix: "redis " + r.Addr + ": "}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		r.t.Fatalf("start redis-server: %v", err)
+	}
+	r.cmd = cmd
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := Ping(r.Addr); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("redis-server on %s did not answer within 10s", r.Addr)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a process we do not control
+	}
+}
+
+// Kill stops the server with SIGKILL and waits for it.
+func (r *Redis) Kill() {
+	if r.cmd == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	_ = r.cmd.Wait()
+	r.cmd = nil
+}
+
+// Stop is SIGSTOP: the server holds its connections and answers nothing.
+func (r *Redis) Stop() { _ = r.cmd.Process.Signal(stopSignal) }
+
+// Continue is SIGCONT after Stop.
+func (r *Redis) Continue() { _ = r.cmd.Process.Signal(contSignal) }
+
+// Dir is the server's working directory.
+func (r *Redis) Dir() string { return filepath.Clean(r.dir) }
+
+// Ping sends PING to a Redis server at addr and checks for +PONG.
+func Ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("redis at %s answered %q", addr, strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// freeAddr returns a loopback address with a port that was free just now.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// logWriter sends a child process's output to the test log.
+type logWriter struct {
+	t      testing.TB
+	prefix string
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w.t.Log(w.prefix + line)
+	}
+	return len(p), nil
+}
