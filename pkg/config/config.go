@@ -19,6 +19,7 @@ type Config struct {
 	Leases Leases
 	Limits Limits
 	Admin  Admin
+	Ledger Ledger
 	// Bulkheads maps each bulkhead name to its settings. It may be empty:
 	// then every request goes through Authz.UnknownBulkhead.
 	Bulkheads map[string]Bulkhead

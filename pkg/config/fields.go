@@ -166,6 +166,49 @@ func (d *decoder) prefixes(key string, v any) []netip.Prefix {
 	return out
 }
 
+// boolean accepts YAML booleans and "true"/"false" (as env and flags give).
+func (d *decoder) boolean(key string, v any) bool {
+	switch v := v.(type) {
+	case bool:
+		return v
+	case string:
+		if b, err := strconv.ParseBool(strings.TrimSpace(v)); err == nil {
+			return b
+		}
+	}
+	d.check(key, v, false, "must be true or false")
+	return false
+}
+
+// strs accepts a YAML list of strings, or one string of them separated by
+// commas (as an environment variable gives). An empty list is nil.
+func (d *decoder) strs(key string, v any) []string {
+	var out []string
+	switch v := v.(type) {
+	case nil:
+	case []any:
+		for i, item := range v {
+			s, ok := item.(string)
+			if !ok {
+				d.ps.add(fmt.Sprintf("%s[%d]", key, i), "must be a string", d.got(key, item))
+				continue
+			}
+			out = append(out, strings.TrimSpace(s))
+		}
+	case []string:
+		out = append(out, v...)
+	case string:
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	default:
+		d.check(key, v, false, "must be a list of strings")
+	}
+	return out
+}
+
 // unknownField returns the problem reason for an unknown field among known.
 func unknownField(name string, known []string) string {
 	for _, k := range known {

@@ -20,7 +20,7 @@ func TestParseInvalid(t *testing.T) {
 		// structure and field names
 		{"top level is a list", "- a\n", `must be a mapping (got a list)`},
 		{"top level is a scalar", "hello\n", `must be a mapping (got "hello")`},
-		{"unknown section", "listn: {}\n", "listn: unknown field (known: listen, log, authz, leases, limits, admin, bulkheads)"},
+		{"unknown section", "listn: {}\n", "listn: unknown field (known: listen, log, authz, leases, limits, ledger, admin, bulkheads)"},
 		{"capitalised section", "Listen: {grpc: 127.0.0.1:1}\n", "Listen: unknown field (field names are lowercase: listen)"},
 		{"unknown scalar field", "authz: {deny_stauts: 429}\n", "authz.deny_stauts: unknown field"},
 		{"section not a mapping", "listen: 127.0.0.1:9001\n", `listen: must be a mapping (got "127.0.0.1:9001")`},
@@ -35,6 +35,21 @@ func TestParseInvalid(t *testing.T) {
 			"bulkheads.c.reserve.best_effort: unknown field (known: critical, normal)"},
 		{"newline in a key", "\"a\\nb\": 1\n", `"a\nb": unknown field`},
 		{"several documents", "limits: {}\n---\nlimits: {}\n", "must hold one YAML document, not several"},
+
+		// the ledger
+		{"unknown backend", "ledger: {backend: etcd}\n", `ledger.backend: must be memory or redis (got "etcd")`},
+		{"unknown policy", "ledger: {on_unavailable: retry}\n", `ledger.on_unavailable: must be fail_closed, fail_open or local_share (got "retry")`},
+		{"redis without address", "ledger: {backend: redis}\n",
+			`ledger.redis.address: must be set (host:port) when ledger.backend is redis, unless ledger.redis.sentinel is (got "")`},
+		{"redis address and sentinel", "ledger: {backend: redis, redis: {address: 127.0.0.1:6379, sentinel: {master: m, addresses: [127.0.0.1:26379]}}}\n",
+			`ledger.redis.address: must be empty when ledger.redis.sentinel is set (one or the other) (got "127.0.0.1:6379")`},
+		{"sentinel without master", "ledger: {backend: redis, redis: {sentinel: {addresses: [127.0.0.1:26379]}}}\n",
+			`ledger.redis.sentinel.master: must name the master when ledger.redis.sentinel.addresses is set (got "")`},
+		{"redis prefix with a brace", "ledger: {backend: redis, redis: {address: 127.0.0.1:6379, key_prefix: \"a{b\"}}\n",
+			`ledger.redis.key_prefix: must not contain '{', '}' or a newline (a bulkhead's keys share the hash tag {name}) (got "a{b")`},
+		{"redis timeout zero", "ledger: {backend: redis, redis: {address: 127.0.0.1:6379, timeout: 0s}}\n",
+			`ledger.redis.timeout: must be positive and at most 10s (a Check waits for it) (got 0s)`},
+		{"redis tls bool", "ledger: {redis: {tls: {enabled: maybe}}}\n", `ledger.redis.tls.enabled: must be true or false (got "maybe")`},
 
 		// bulkhead names
 		{"uppercase name", "bulkheads: {Catalog: {max_concurrent: 1}}\n",

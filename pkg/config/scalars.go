@@ -112,6 +112,31 @@ var scalars = []scalar{
 	{"limits.max_bulkheads", DefaultMaxBulkheads, "", reloadable, integer(func(c *Config) *int { return &c.Limits.MaxBulkheads })},
 	{"limits.max_tenants", DefaultMaxTenants, "", reloadable, integer(func(c *Config) *int { return &c.Limits.MaxTenants })},
 
+	{"ledger.backend", LedgerMemory.String(), "", restartOnly,
+		enum(func(c *Config) *LedgerBackend { return &c.Ledger.Backend }, ParseLedgerBackend, "must be memory or redis")},
+	{"ledger.on_unavailable", FailClosed.String(), "", restartOnly,
+		enum(func(c *Config) *UnavailablePolicy { return &c.Ledger.OnUnavailable }, ParseUnavailablePolicy,
+			"must be fail_closed, fail_open or local_share")},
+	{"ledger.redis.address", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.Address })},
+	{"ledger.redis.sentinel.master", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.Sentinel.Master })},
+	{"ledger.redis.sentinel.addresses", []any{}, "", restartOnly,
+		fieldOf(func(c *Config) *[]string { return &c.Ledger.Redis.Sentinel.Addresses }, (*decoder).strs)},
+	{"ledger.redis.sentinel.password_file", "", "", restartOnly,
+		text(func(c *Config) *string { return &c.Ledger.Redis.Sentinel.PasswordFile })},
+	{"ledger.redis.username", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.Username })},
+	{"ledger.redis.password_file", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.PasswordFile })},
+	{"ledger.redis.db", 0, "", restartOnly, integer(func(c *Config) *int { return &c.Ledger.Redis.DB })},
+	{"ledger.redis.tls.enabled", false, "", restartOnly, fieldOf(func(c *Config) *bool { return &c.Ledger.Redis.TLS.Enabled }, (*decoder).boolean)},
+	{"ledger.redis.tls.ca_file", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.TLS.CAFile })},
+	{"ledger.redis.tls.cert_file", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.TLS.CertFile })},
+	{"ledger.redis.tls.key_file", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.TLS.KeyFile })},
+	{"ledger.redis.tls.server_name", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.TLS.ServerName })},
+	{"ledger.redis.key_prefix", DefaultRedisPrefix, "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.Prefix })},
+	{"ledger.redis.timeout", DefaultRedisTimeout.String(), "", restartOnly,
+		duration(func(c *Config) *time.Duration { return &c.Ledger.Redis.Timeout })},
+	{"ledger.redis.dial_timeout", DefaultRedisDialTimeout.String(), "", restartOnly,
+		duration(func(c *Config) *time.Duration { return &c.Ledger.Redis.DialTimeout })},
+
 	{"admin.token_file", "", "", restartOnly, text(func(c *Config) *string { return &c.Admin.TokenFile })},
 	{"admin.tls.cert_file", "", "", restartOnly, text(func(c *Config) *string { return &c.Admin.TLS.CertFile })},
 	{"admin.tls.key_file", "", "", restartOnly, text(func(c *Config) *string { return &c.Admin.TLS.KeyFile })},
@@ -159,7 +184,7 @@ func envName(key string) string {
 
 // RestartOnly returns the dotted keys of the settings that take effect only
 // at start (listen.*, log.*, leases.sweep_interval, leases.heartbeat_*,
-// leases.recovery_window, leases.max_permits, admin.token_file and
+// leases.recovery_window, leases.max_permits, ledger.*, admin.token_file and
 // admin.tls.*) whose values differ
 // between prev and next, in the documented order; nil when none does. A
 // reload applies every other setting. The content of the TLS files is not a

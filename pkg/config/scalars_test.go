@@ -77,6 +77,11 @@ func TestRestartOnlyKeys(t *testing.T) {
 		"listen.grpc_tls.cert_file", "listen.grpc_tls.key_file", "listen.grpc_tls.client_ca_file",
 		"log.level", "log.format",
 		"leases.sweep_interval", "leases.heartbeat_interval", "leases.heartbeat_ttl", "leases.recovery_window", "leases.max_permits",
+		"ledger.backend", "ledger.on_unavailable", "ledger.redis.address", "ledger.redis.sentinel.master",
+		"ledger.redis.sentinel.addresses", "ledger.redis.sentinel.password_file", "ledger.redis.username",
+		"ledger.redis.password_file", "ledger.redis.db", "ledger.redis.tls.enabled", "ledger.redis.tls.ca_file",
+		"ledger.redis.tls.cert_file", "ledger.redis.tls.key_file", "ledger.redis.tls.server_name",
+		"ledger.redis.key_prefix", "ledger.redis.timeout", "ledger.redis.dial_timeout",
 		"admin.token_file", "admin.tls.cert_file", "admin.tls.key_file", "admin.tls.client_ca_file",
 	}
 	if !slices.Equal(got, want) {
@@ -109,13 +114,15 @@ func sampleValue(def any) any {
 	switch def := def.(type) {
 	case int:
 		return def + 1
+	case bool:
+		return !def
 	case []any:
 		return []any{"10.0.0.0/8"}
 	case string:
 		if _, err := time.ParseDuration(def); err == nil {
 			return "1h2m3s"
 		}
-		for _, pair := range [][2]string{{"info", "debug"}, {"text", "json"}, {"normal", "critical"}, {"deny", "allow"}} {
+		for _, pair := range [][2]string{{"info", "debug"}, {"text", "json"}, {"normal", "critical"}, {"deny", "allow"}, {"memory", "redis"}, {"fail_closed", "local_share"}} {
 			if def == pair[0] {
 				return pair[1]
 			}

@@ -48,6 +48,7 @@ func (d *decoder) validate(c *Config) {
 		a.DeadlineMargin >= 0 && a.DeadlineMargin < maxDeadlineMarginLimit, "must be at least 0 and less than 1s")
 	d.rule("authz.retry_after", a.RetryAfter, a.RetryAfter > 0, "must be positive")
 	d.defaultBulkhead(c)
+	d.ledger(c)
 
 	d.rule("leases.default_ttl", c.Leases.DefaultTTL, c.Leases.DefaultTTL > 0, "must be positive")
 	d.rule("leases.sweep_interval", c.Leases.SweepInterval, c.Leases.SweepInterval > 0, "must be positive")

@@ -1,0 +1,170 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Defaults of the ledger settings.
+const (
+	DefaultRedisPrefix      = "bulkhead:"
+	DefaultRedisTimeout     = 50 * time.Millisecond
+	DefaultRedisDialTimeout = time.Second
+	maxRedisTimeout         = 10 * time.Second
+)
+
+// Ledger configures where permits are kept.
+type Ledger struct {
+	Backend LedgerBackend
+	// OnUnavailable is what a replica does while Redis does not answer
+	// (Backend Redis only).
+	OnUnavailable UnavailablePolicy
+	Redis         Redis
+}
+
+// Redis configures the shared ledger's connection.
+type Redis struct {
+	// Address is one server's host:port; exclusive with Sentinel.
+	Address  string
+	Sentinel Sentinel
+	Username string
+	// PasswordFile holds the password (never the config itself).
+	PasswordFile string
+	DB           int
+	TLS          RedisTLS
+	// Prefix starts every key and channel; it must not contain '{'.
+	Prefix      string
+	Timeout     time.Duration
+	DialTimeout time.Duration
+}
+
+// Sentinel names a master watched by Redis Sentinel.
+type Sentinel struct {
+	Master       string
+	Addresses    []string
+	PasswordFile string
+}
+
+// RedisTLS configures TLS to Redis; CAFile "" uses the system roots.
+type RedisTLS struct {
+	Enabled                   bool
+	CAFile, CertFile, KeyFile string
+	ServerName                string
+}
+
+// LedgerBackend selects the ledger.
+type LedgerBackend uint8
+
+// The backends.
+const (
+	LedgerMemory LedgerBackend = iota // in this process: one replica only
+	LedgerRedis                       // shared by every replica
+)
+
+var backendNames = [...]string{"memory", "redis"}
+
+func (b LedgerBackend) String() string {
+	if int(b) < len(backendNames) {
+		return backendNames[b]
+	}
+	return fmt.Sprintf("backend(%d)", uint8(b))
+}
+
+// ParseLedgerBackend maps "memory" or "redis" to its backend.
+func ParseLedgerBackend(s string) (LedgerBackend, error) {
+	for i, n := range backendNames {
+		if s == n {
+			return LedgerBackend(i), nil
+		}
+	}
+	return LedgerMemory, fmt.Errorf("%w: ledger backend %q (want memory or redis)", ErrInvalid, s)
+}
+
+// UnavailablePolicy is what a replica does while the shared ledger does not
+// answer.
+type UnavailablePolicy uint8
+
+// The policies.
+const (
+	// FailClosed rejects every Check of a bulkhead, reason ledger_unavailable.
+	FailClosed UnavailablePolicy = iota
+	// FailOpen admits every Check without a permit.
+	FailOpen
+	// LocalShare admits up to this replica's share of each limit: the limit
+	// divided by the live replicas Redis last reported, rounded down, so that
+	// the sum still holds.
+	LocalShare
+)
+
+var policyNames = [...]string{"fail_closed", "fail_open", "local_share"}
+
+func (p UnavailablePolicy) String() string {
+	if int(p) < len(policyNames) {
+		return policyNames[p]
+	}
+	return fmt.Sprintf("policy(%d)", uint8(p))
+}
+
+// ParseUnavailablePolicy maps a policy's name to it.
+func ParseUnavailablePolicy(s string) (UnavailablePolicy, error) {
+	for i, n := range policyNames {
+		if s == n {
+			return UnavailablePolicy(i), nil
+		}
+	}
+	return FailClosed, fmt.Errorf("%w: policy %q (want fail_closed, fail_open or local_share)", ErrInvalid, s)
+}
+
+// ledger checks the ledger section.
+func (d *decoder) ledger(c *Config) {
+	l := &c.Ledger
+	if l.Backend != LedgerRedis {
+		return
+	}
+	r := &l.Redis
+	sentinel := r.Sentinel.Master != "" || len(r.Sentinel.Addresses) > 0
+	switch {
+	case r.Address == "" && !sentinel:
+		d.rule("ledger.redis.address", r.Address, false,
+			"must be set (host:port) when ledger.backend is redis, unless ledger.redis.sentinel is")
+	case r.Address != "" && sentinel:
+		d.rule("ledger.redis.address", r.Address, false, "must be empty when ledger.redis.sentinel is set (one or the other)")
+	case r.Address != "":
+		d.address("ledger.redis.address", r.Address)
+	}
+	if sentinel {
+		d.rule("ledger.redis.sentinel.master", r.Sentinel.Master, r.Sentinel.Master != "",
+			"must name the master when ledger.redis.sentinel.addresses is set")
+		d.rule("ledger.redis.sentinel.addresses", r.Sentinel.Addresses, len(r.Sentinel.Addresses) > 0,
+			"must list at least one Sentinel (host:port) when ledger.redis.sentinel.master is set")
+		for i, a := range r.Sentinel.Addresses {
+			d.address(fmt.Sprintf("ledger.redis.sentinel.addresses[%d]", i), a)
+		}
+	}
+	d.rule("ledger.redis.db", r.DB, r.DB >= 0 && r.DB <= 15, "must be in 0..15")
+	d.rule("ledger.redis.key_prefix", r.Prefix, !strings.ContainsAny(r.Prefix, "{}\n"),
+		"must not contain '{', '}' or a newline (a bulkhead's keys share the hash tag {name})")
+	d.rule("ledger.redis.timeout", r.Timeout, r.Timeout > 0 && r.Timeout <= maxRedisTimeout,
+		"must be positive and at most "+maxRedisTimeout.String()+" (a Check waits for it)")
+	d.rule("ledger.redis.dial_timeout", r.DialTimeout, r.DialTimeout > 0, "must be positive")
+	if !r.TLS.Enabled && (r.TLS.CAFile != "" || r.TLS.CertFile != "" || r.TLS.KeyFile != "") {
+		d.rule("ledger.redis.tls.enabled", r.TLS.Enabled, false, "must be true when ledger.redis.tls files are set")
+	}
+	d.rule("ledger.redis.tls.key_file", r.TLS.KeyFile, (r.TLS.CertFile == "") == (r.TLS.KeyFile == ""),
+		"must be set together with ledger.redis.tls.cert_file")
+	if d.checkFiles {
+		for key, path := range map[string]string{
+			"ledger.redis.password_file": r.PasswordFile, "ledger.redis.sentinel.password_file": r.Sentinel.PasswordFile,
+			"ledger.redis.tls.ca_file": r.TLS.CAFile, "ledger.redis.tls.cert_file": r.TLS.CertFile, "ledger.redis.tls.key_file": r.TLS.KeyFile,
+		} {
+			if path == "" {
+				continue
+			}
+			if _, err := os.Stat(path); err != nil {
+				d.rule(key, path, false, fmt.Sprintf("cannot be read: %v", err))
+			}
+		}
+	}
+}
