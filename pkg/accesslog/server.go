@@ -69,6 +69,8 @@ type Server struct {
 	silent     *SilentNodes // nil: silent nodes are not remembered
 	nodes      *heardNodes  // the nodes that send periodic entries; nil with heartbeats off
 	ended      endedTokens  // requests ended that a late periodic entry must not adopt
+	shared     Shared       // nil: permits are this process's
+	known      Known        // with shared: the configured bulkheads
 }
 
 var _ alsv3.AccessLogServiceServer = (*Server)(nil)
@@ -185,19 +187,14 @@ func (s *Server) entry(st *stream, e *entry) {
 }
 
 func (s *Server) release(st *stream, e *entry) {
+	if s.shared != nil {
+		s.releaseShared(st, e)
+		return
+	}
 	lease, res := s.ledger.Release(e.token, permit.AccessLog)
 	switch res {
 	case permit.Released:
-		s.rec.LogEntry(permit.EntryReleased)
-		s.rec.Outcome(lease.Bulkhead, outcome(e))
-		held := s.clock.Now().Sub(lease.Acquired)
-		if up, ok := e.upstream(); ok {
-			s.rec.ReleaseLag(lease.Bulkhead, max(0, held-up))
-		}
-		if s.heartbeat.On() && lease.Renewed.IsZero() && held >= s.heartbeat.silentAfter() && !s.heartbeats(st, lease.Acquired) {
-			s.rec.HeartbeatProblem(permit.NoPeriodic)
-			s.silent.mark(st.node, permit.NoPeriodic, lease, held)
-		}
+		s.released(st, e, lease)
 	case permit.Expired:
 		s.rec.LogEntry(permit.EntryDuplicate)
 		if s.heartbeat.On() {
@@ -216,6 +213,20 @@ func (s *Server) release(st *stream, e *entry) {
 		if s.heartbeat.On() && s.adopting() {
 			s.ended.add(e.token)
 		}
+	}
+}
+
+// released records what an end entry that released lease tells.
+func (s *Server) released(st *stream, e *entry, lease permit.Lease) {
+	s.rec.LogEntry(permit.EntryReleased)
+	s.rec.Outcome(lease.Bulkhead, outcome(e))
+	held := s.clock.Now().Sub(lease.Acquired)
+	if up, ok := e.upstream(); ok {
+		s.rec.ReleaseLag(lease.Bulkhead, max(0, held-up))
+	}
+	if s.heartbeat.On() && lease.Renewed.IsZero() && held >= s.heartbeat.silentAfter() && !s.heartbeats(st, lease.Acquired) {
+		s.rec.HeartbeatProblem(permit.NoPeriodic)
+		s.silent.mark(st.node, permit.NoPeriodic, lease, held)
 	}
 }
 
@@ -244,6 +255,14 @@ func (s *Server) renew(st *stream, e *entry) {
 		if permit.ValidNodeID(st.node) {
 			s.nodes.heard(st.node, now)
 		}
+	}
+	if s.shared != nil {
+		node := ""
+		if permit.ValidNodeID(st.node) {
+			node = st.node
+		}
+		s.renewShared(e, node)
+		return
 	}
 	_, res := s.ledger.Renew(e.token, s.heartbeat.TTL)
 	switch res {

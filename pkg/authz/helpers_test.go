@@ -184,7 +184,7 @@ type denial struct {
 	body    rejectionBody
 }
 
-var validReasons = map[string]bool{"queue_full": true, "shed": true, "timeout": true, "unknown_bulkhead": true, "circuit_open": true}
+var validReasons = map[string]bool{"queue_full": true, "shed": true, "timeout": true, "unknown_bulkhead": true, "circuit_open": true, "ledger_unavailable": true}
 
 // parseDenial checks that resp is a well-formed rejection and decodes it.
 func parseDenial(resp *authv3.CheckResponse) (denial, error) {

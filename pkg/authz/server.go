@@ -61,6 +61,7 @@ type Server struct {
 	log       *slog.Logger
 	silent    SilentNodes   // never nil
 	inputs    InputRecorder // never nil
+	shared    *shared       // nil: permits are this process's
 	policy    atomic.Pointer[Policy]
 }
 
@@ -162,7 +163,17 @@ func (s *Server) check(ctx context.Context, pol *Policy, r *request) (answer, er
 	if d, ok := ctx.Deadline(); ok {
 		deadline = d.Add(-pol.DeadlineMargin)
 	}
-	p, err := s.acquire(ctx, pol, l, key, r.tenant, prio, deadline)
+	if s.shared != nil {
+		return s.checkShared(ctx, pol, l, key, r, prio, deadline, node, start)
+	}
+	return s.admitLocal(ctx, pol, s.bulkheads, l, key, r, prio, deadline, node, start)
+}
+
+// admitLocal takes a permit from l (and from its tenant compartment in bh)
+// and registers it in the server's ledger.
+func (s *Server) admitLocal(ctx context.Context, pol *Policy, bh Bulkheads, l *bulkhead.Limiter, key string, r *request,
+	prio bulkhead.Priority, deadline time.Time, node string, start time.Time) (answer, error) {
+	p, err := s.acquire(ctx, pol, bh, l, key, r.tenant, prio, deadline)
 	if err != nil {
 		if r := bulkhead.ReasonOf(err); r != bulkhead.ReasonNone {
 			return respond(denied(pol, key, r)), nil

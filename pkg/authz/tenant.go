@@ -19,10 +19,10 @@ const MaxTenantLen = 128
 // the bulkhead itself. A tenant waiting for its own compartment holds
 // nothing of the shared one, so a flooding tenant queues (and is rejected)
 // in its own compartment while others go straight to the bulkhead.
-func (s *Server) acquire(ctx context.Context, pol *Policy, l *bulkhead.Limiter, key string,
+func (s *Server) acquire(ctx context.Context, pol *Policy, bh Bulkheads, l *bulkhead.Limiter, key string,
 	tenant string, prio bulkhead.Priority, deadline time.Time) (permit.Releaser, error) {
 	var tp bulkhead.Permit
-	if ts, id := s.tenantOf(pol, key, tenant); ts != nil {
+	if ts, id := s.tenantOf(pol, bh, key, tenant); ts != nil {
 		var err error
 		if tp, err = acquireTenant(ctx, ts, id, prio, deadline); err != nil {
 			return nil, err
@@ -43,11 +43,11 @@ func (s *Server) acquire(ctx context.Context, pol *Policy, l *bulkhead.Limiter, 
 // or nil when tenants are off, the bulkhead has no template, or the request
 // names no tenant. A value over MaxTenantLen is counted and treated as no
 // tenant, as if the header were left out (which any client may do).
-func (s *Server) tenantOf(pol *Policy, key string, id string) (*bulkhead.Tenants, string) {
+func (s *Server) tenantOf(pol *Policy, bh Bulkheads, key string, id string) (*bulkhead.Tenants, string) {
 	if pol.TenantHeader == "" || id == "" {
 		return nil, ""
 	}
-	ts := s.bulkheads.Tenants(key)
+	ts := bh.Tenants(key)
 	if ts != nil && len(id) > MaxTenantLen {
 		s.inputs.InvalidInput(InputTenant)
 		return nil, ""

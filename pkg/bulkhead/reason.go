@@ -21,16 +21,19 @@ const (
 	ReasonUnknownBulkhead
 	// ReasonCircuitOpen: reserved for a circuit breaker.
 	ReasonCircuitOpen
+	// ReasonLedgerUnavailable: the shared ledger (Redis) did not answer and
+	// the replica's policy is fail_closed.
+	ReasonLedgerUnavailable
 
-	numReasons = 6
+	numReasons = 7
 )
 
 // Reasons lists every reason that can be reported (without ReasonNone).
 func Reasons() []Reason {
-	return []Reason{ReasonQueueFull, ReasonShed, ReasonTimeout, ReasonUnknownBulkhead, ReasonCircuitOpen}
+	return []Reason{ReasonQueueFull, ReasonShed, ReasonTimeout, ReasonUnknownBulkhead, ReasonCircuitOpen, ReasonLedgerUnavailable}
 }
 
-var reasonNames = [numReasons]string{"none", "queue_full", "shed", "timeout", "unknown_bulkhead", "circuit_open"}
+var reasonNames = [numReasons]string{"none", "queue_full", "shed", "timeout", "unknown_bulkhead", "circuit_open", "ledger_unavailable"}
 
 // String returns the metric label of the reason.
 func (r Reason) String() string {
@@ -59,6 +62,9 @@ var (
 	ErrShed      = &Rejection{ReasonShed, "bulkhead: shed by a higher-priority request"}
 	ErrTimeout   = &Rejection{ReasonTimeout, "bulkhead: timed out waiting for a permit"}
 	ErrClosed    = &Rejection{ReasonUnknownBulkhead, "bulkhead: closed"}
+	// ErrLedgerUnavailable is the rejection of a Check that the shared
+	// ledger could not decide, under the fail_closed policy.
+	ErrLedgerUnavailable = &Rejection{ReasonLedgerUnavailable, "bulkhead: shared ledger unavailable"}
 
 	// ErrUnknownPriority is returned by ParsePriority.
 	ErrUnknownPriority = errors.New("unknown priority")

@@ -160,6 +160,13 @@ func (t *Tenants) Template() Settings {
 	return t.tmpl
 }
 
+// Max returns the cap on live tenants.
+func (t *Tenants) Max() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.max
+}
+
 // Stats aggregates the tenants' state.
 func (t *Tenants) Stats() TenantStats {
 	t.mu.RLock()

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 )
 
 // Defaults of the ledger settings.
@@ -20,7 +22,7 @@ type Ledger struct {
 	Backend LedgerBackend
 	// OnUnavailable is what a replica does while Redis does not answer
 	// (Backend Redis only).
-	OnUnavailable UnavailablePolicy
+	OnUnavailable authz.UnavailablePolicy
 	Redis         Redis
 }
 
@@ -80,41 +82,6 @@ func ParseLedgerBackend(s string) (LedgerBackend, error) {
 		}
 	}
 	return LedgerMemory, fmt.Errorf("%w: ledger backend %q (want memory or redis)", ErrInvalid, s)
-}
-
-// UnavailablePolicy is what a replica does while the shared ledger does not
-// answer.
-type UnavailablePolicy uint8
-
-// The policies.
-const (
-	// FailClosed rejects every Check of a bulkhead, reason ledger_unavailable.
-	FailClosed UnavailablePolicy = iota
-	// FailOpen admits every Check without a permit.
-	FailOpen
-	// LocalShare admits up to this replica's share of each limit: the limit
-	// divided by the live replicas Redis last reported, rounded down, so that
-	// the sum still holds.
-	LocalShare
-)
-
-var policyNames = [...]string{"fail_closed", "fail_open", "local_share"}
-
-func (p UnavailablePolicy) String() string {
-	if int(p) < len(policyNames) {
-		return policyNames[p]
-	}
-	return fmt.Sprintf("policy(%d)", uint8(p))
-}
-
-// ParseUnavailablePolicy maps a policy's name to it.
-func ParseUnavailablePolicy(s string) (UnavailablePolicy, error) {
-	for i, n := range policyNames {
-		if s == n {
-			return UnavailablePolicy(i), nil
-		}
-	}
-	return FailClosed, fmt.Errorf("%w: policy %q (want fail_closed, fail_open or local_share)", ErrInvalid, s)
 }
 
 // ledger checks the ledger section.

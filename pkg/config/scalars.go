@@ -114,8 +114,8 @@ var scalars = []scalar{
 
 	{"ledger.backend", LedgerMemory.String(), "", restartOnly,
 		enum(func(c *Config) *LedgerBackend { return &c.Ledger.Backend }, ParseLedgerBackend, "must be memory or redis")},
-	{"ledger.on_unavailable", FailClosed.String(), "", restartOnly,
-		enum(func(c *Config) *UnavailablePolicy { return &c.Ledger.OnUnavailable }, ParseUnavailablePolicy,
+	{"ledger.on_unavailable", authz.FailClosed.String(), "", restartOnly,
+		enum(func(c *Config) *authz.UnavailablePolicy { return &c.Ledger.OnUnavailable }, authz.ParseUnavailablePolicy,
 			"must be fail_closed, fail_open or local_share")},
 	{"ledger.redis.address", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.Address })},
 	{"ledger.redis.sentinel.master", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.Sentinel.Master })},

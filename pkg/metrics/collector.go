@@ -50,8 +50,13 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	for _, s := range c.src.Snapshots() {
-		gauge(descActive, float64(s.InUse), s.Name)
-		gauge(descQueued, float64(s.QueuedTotal()), s.Name)
+		inUse, queued := s.InUse, s.QueuedTotal()
+		if g, q, ok := c.m.ledger.Global(s.Name); ok {
+			// A shared ledger: every replica's permits, as Redis counts them.
+			inUse, queued = g, q
+		}
+		gauge(descActive, float64(inUse), s.Name)
+		gauge(descQueued, float64(queued), s.Name)
 		gauge(descLimit, float64(s.Settings.MaxConcurrent), s.Name)
 		gauge(descMaxQueue, float64(s.Settings.MaxQueue), s.Name)
 		for _, p := range bulkhead.Priorities() {

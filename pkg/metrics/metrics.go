@@ -39,6 +39,7 @@ type Metrics struct {
 	duplicate, unknown prometheus.Counter   // releases that did nothing
 	reloaded, refused  prometheus.Counter   // configuration loads by result
 
+	ledger          *Ledger       // nil until UseLedger
 	unknownRejected atomic.Uint64 // rejected with reason unknown_bulkhead, no bulkhead
 	deps            sync.Map      // dependency name -> *depSeries
 }
@@ -127,6 +128,11 @@ func New(reg prometheus.Registerer, src SnapshotSource) (*Metrics, error) {
 	m.refused = m.reloads.WithLabelValues(resultFailure)
 	return m, nil
 }
+
+// UseLedger makes the bulkhead gauges (active and queued calls) report the
+// counts l has from a shared ledger, when it has them. Call it before
+// serving.
+func (m *Metrics) UseLedger(l *Ledger) { m.ledger = l }
 
 // released returns the releases series of src.
 func (m *Metrics) released(src permit.Source) prometheus.Counter {

@@ -38,11 +38,15 @@ var specNames = []string{
 var closedSets = map[string]map[string]bool{
 	"dependency": set("catalog", metrics.UnknownDependency),
 	"priority":   set("critical", "normal", "best_effort"),
-	"reason":     set("queue_full", "shed", "timeout", "unknown_bulkhead", "circuit_open"),
-	"source":     set("access_log", "ttl", "cancel", "shutdown", "duplicate", "unknown"),
+	"reason":     set("queue_full", "shed", "timeout", "unknown_bulkhead", "circuit_open", "ledger_unavailable"),
+	"source":     set("access_log", "ttl", "cancel", "shutdown", "handover", "duplicate", "unknown"),
 	"outcome":    set("allowed", "denied", "defaulted"),
 	"input":      set(string(authz.InputTenant), string(authz.InputNode)),
-	"result":     set("released", "renewed", "adopted", "duplicate", "late", "unknown", "no_token", "not_end", "tcp_ignored", "success", "failure"),
+	"result":     set("released", "renewed", "adopted", "duplicate", "late", "unknown", "no_token", "not_end", "tcp_ignored", "ledger_unavailable", "success", "failure", "ok", "error", "timeout"),
+	"op":         set("acquire", "release", "renew", "leave", "state", "replicas"),
+	"state":      set("strict", "unavailable", "recovering"),
+	"to":         set("strict", "unavailable", "recovering"),
+	"backend":    set("memory", "redis"),
 	"problem":    set("no_periodic_entries", "ended_after_expiry", "renewed_after_expiry"),
 }
 

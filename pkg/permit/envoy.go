@@ -51,12 +51,15 @@ const (
 	EntryNoToken    EntryResult = "no_token"    // an end entry without a permit token
 	EntryNotEnd     EntryResult = "not_end"     // neither an end entry nor a periodic one with a token
 	EntryTCPIgnored EntryResult = "tcp_ignored" // a TCP entry (not served)
+	// EntryLedgerUnavailable: the shared ledger did not answer; the lease
+	// ends by expiry (a release) or is adopted by a later entry (a renewal).
+	EntryLedgerUnavailable EntryResult = "ledger_unavailable"
 )
 
 // EntryResults lists every result.
 func EntryResults() []EntryResult {
 	return []EntryResult{EntryReleased, EntryRenewed, EntryAdopted, EntryDuplicate, EntryLate, EntryUnknown, EntryNoToken,
-		EntryNotEnd, EntryTCPIgnored}
+		EntryNotEnd, EntryTCPIgnored, EntryLedgerUnavailable}
 }
 
 // HeartbeatProblem is a sign that an Envoy does not keep its permits'

@@ -15,14 +15,17 @@ const (
 	Cancel
 	// Shutdown: the ledger was closed.
 	Shutdown
+	// Handover: a permit admitted while the shared ledger did not answer
+	// was handed to it when it came back (it lives on there).
+	Handover
 
-	numSources = 4
+	numSources = 5
 )
 
-var sourceNames = [numSources]string{"access_log", "ttl", "cancel", "shutdown"}
+var sourceNames = [numSources]string{"access_log", "ttl", "cancel", "shutdown", "handover"}
 
 // Sources lists every source.
-func Sources() []Source { return []Source{AccessLog, TTL, Cancel, Shutdown} }
+func Sources() []Source { return []Source{AccessLog, TTL, Cancel, Shutdown, Handover} }
 
 // String returns the source's metric name.
 func (s Source) String() string {

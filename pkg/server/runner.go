@@ -63,6 +63,7 @@ type Runner struct {
 	adminTLS *creds.TLS // nil without admin.tls
 	als      *accesslog.Server
 	recovery time.Duration // admissions pause this long at start; 0: none
+	shared   *shared       // nil with ledger.backend memory
 	ready    atomic.Bool
 }
 
@@ -124,7 +125,21 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	azOpts := []authz.Option{authz.WithLogger(log), authz.WithInputRecorder(m), authz.WithSilentNodes(silent)}
 	hb := accesslog.Heartbeat{Interval: cfg.Leases.HeartbeatInterval, TTL: cfg.Leases.HeartbeatTTL}
 	alsOpts := []accesslog.Option{accesslog.WithHeartbeat(hb, r.Registry), accesslog.WithSilentNodes(silent)}
-	if hb.On() && cfg.Leases.RecoveryWindow > 0 {
+	lm, err := metrics.NewLedger(r.promReg, cfg.Ledger.Backend.String())
+	if err != nil {
+		return nil, err
+	}
+	m.UseLedger(lm)
+	if cfg.Ledger.Backend == config.LedgerRedis {
+		// Redis decides admissions, and keeps its own recovery window
+		// (a bulkhead whose state it lost); this process's ledger holds
+		// only the permits admitted while Redis does not answer.
+		if r.shared, err = newShared(cfg, log, m, lm); err != nil {
+			return nil, err
+		}
+		azOpts = append(azOpts, authz.WithShared(r.shared.ledger, cfg.Ledger.OnUnavailable, r.shared.shares, lm))
+		alsOpts = append(alsOpts, accesslog.WithShared(r.shared.ledger, func(n string) bool { return r.Registry.Get(n) != nil }))
+	} else if hb.On() && cfg.Leases.RecoveryWindow > 0 {
 		// Admit no one until the requests already running have been heard
 		// of (recover, in Run): bulkheads are created paused.
 		r.recovery = cfg.Leases.RecoveryWindow
@@ -229,6 +244,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	var background errgroup.Group
 	background.Go(func() error { return r.Ledger.Run(sweepCtx) })
+	if r.shared != nil {
+		background.Go(func() error { return r.shared.run(sweepCtx, r.Registry, r.Ledger, r.cfg.Leases.HeartbeatTTL) })
+	}
 	background.Go(func() error { return r.recover(sweepCtx) }) // nil when the window passes or sweepCtx ends
 	if r.watchPath != "" {
 		background.Go(func() error {

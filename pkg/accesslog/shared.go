@@ -1,0 +1,86 @@
+package accesslog
+
+import (
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
+)
+
+// Shared is a ledger that many replicas share (*redisledger.Ledger): its
+// leases live under their bulkhead's name, which every entry carries next
+// to its token, and it adopts running requests' permits itself (it knows
+// when Redis lost them).
+type Shared interface {
+	Release(bulkhead, token string, src permit.Source) (permit.Lease, permit.Result)
+	Renew(bulkhead, token string, ttl time.Duration, node string, force bool) (permit.Lease, redisledger.RenewResult)
+}
+
+// Known says whether a bulkhead is configured: an entry naming another
+// never reaches the shared ledger. *bulkhead.Registry is one (through Get).
+type Known func(bulkhead string) bool
+
+// WithShared makes the server release and renew permits in a shared
+// ledger. The server's own Ledger still serves the permits admitted
+// without it (ledger.on_unavailable: local_share): a token it knows is
+// released there.
+func WithShared(l Shared, known Known) Option {
+	return func(s *Server) { s.shared, s.known = l, known }
+}
+
+// releaseShared is release for the shared ledger.
+func (s *Server) releaseShared(st *stream, e *entry) {
+	if lease, res := s.ledger.Release(e.token, permit.AccessLog); res == permit.Released {
+		s.released(st, e, lease) // admitted by this replica alone
+		return
+	}
+	name := string(e.bulkhead)
+	if !s.known(name) {
+		s.rec.LogEntry(permit.EntryUnknown)
+		return
+	}
+	lease, res := s.shared.Release(name, e.token, permit.AccessLog)
+	switch res {
+	case permit.Released:
+		s.released(st, e, lease)
+	case permit.Duplicate, permit.Expired:
+		s.rec.LogEntry(permit.EntryDuplicate)
+		if res == permit.Expired && s.heartbeat.On() {
+			s.rec.HeartbeatProblem(permit.EndedAfterExpiry)
+		}
+	case redisledger.Failed:
+		s.rec.LogEntry(permit.EntryLedgerUnavailable)
+	default:
+		s.rec.LogEntry(permit.EntryUnknown)
+	}
+}
+
+// renewShared is renew for the shared ledger.
+func (s *Server) renewShared(e *entry, node string) {
+	if _, res := s.ledger.Renew(e.token, s.heartbeat.TTL); res == permit.Renewed {
+		s.rec.LogEntry(permit.EntryRenewed) // admitted by this replica alone
+		return
+	}
+	name := string(e.bulkhead)
+	if !s.known(name) {
+		s.rec.LogEntry(permit.EntryUnknown)
+		return
+	}
+	_, res := s.shared.Renew(name, e.token, s.heartbeat.TTL, node, false)
+	switch res {
+	case redisledger.Renewed:
+		s.rec.LogEntry(permit.EntryRenewed)
+	case redisledger.AdoptedExpired, redisledger.AdoptedUnknown:
+		if res == redisledger.AdoptedExpired {
+			s.rec.HeartbeatProblem(permit.RenewedAfterExpiry)
+		}
+		s.rec.LogEntry(permit.EntryAdopted)
+		s.rec.Adopted(name)
+	case redisledger.Late:
+		s.rec.LogEntry(permit.EntryLate)
+	case redisledger.RenewFailed:
+		s.rec.LogEntry(permit.EntryLedgerUnavailable)
+	default:
+		s.rec.LogEntry(permit.EntryUnknown)
+	}
+}

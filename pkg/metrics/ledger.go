@@ -1,0 +1,148 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
+)
+
+// Ledger records the series of the permit ledger's backend: which one
+// serves, and for the shared one (Redis) its availability, its calls and
+// the bulkheads' global counts. Safe for concurrent use.
+type Ledger struct {
+	state       *prometheus.GaugeVec
+	transitions *prometheus.CounterVec
+	calls       *prometheus.CounterVec
+	seconds     *prometheus.HistogramVec
+	replicas    prometheus.Gauge
+	failOpen    *prometheus.CounterVec
+
+	mu     sync.Mutex
+	global map[string][2]int // bulkhead -> in use, queued (every replica)
+}
+
+var (
+	_ redisledger.Recorder = (*Ledger)(nil)
+
+	// Redis calls take well under a millisecond on a LAN; the buckets
+	// resolve 100 µs and show a slow or remote Redis plainly.
+	callBuckets = []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1}
+)
+
+// NewLedger registers the ledger's series on reg and says that backend
+// ("memory" or "redis") serves; with the memory backend the other series
+// stay at zero (strict).
+func NewLedger(reg prometheus.Registerer, backend string) (*Ledger, error) {
+	l := &Ledger{
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bulkhead_ledger_state",
+			Help: "1 for the shared ledger's current state at this replica: strict (Redis decides), unavailable (ledger.on_unavailable applies), recovering (handing over permits admitted without Redis).",
+		}, []string{"state"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkhead_ledger_transitions_total", Help: "Changes of the shared ledger's state at this replica, by the state entered.",
+		}, []string{"to"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkhead_ledger_calls_total", Help: "Calls to Redis (one script each, or one pipeline of state scripts), by operation and result: ok, error, timeout.",
+		}, []string{"op", "result"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "bulkhead_ledger_call_seconds", Help: "Time of one call to Redis, by operation.", Buckets: callBuckets,
+		}, []string{"op"}),
+		replicas: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bulkhead_ledger_replicas", Help: "Live replicas sharing the ledger, as Redis last reported (local_share divides each limit by it).",
+		}),
+		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulkhead_ledger_fail_open_total", Help: "Checks admitted without a permit because Redis did not answer (ledger.on_unavailable: fail_open).",
+		}, []string{"dependency"}),
+		global: map[string][2]int{},
+	}
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "bulkhead_ledger_info", Help: "1, labelled with the permit ledger's backend: memory or redis.",
+	}, []string{"backend"})
+	for _, c := range []prometheus.Collector{l.state, l.transitions, l.calls, l.seconds, l.replicas, l.failOpen, info} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	info.WithLabelValues(backend).Set(1)
+	for _, s := range redisledger.States() {
+		l.transitions.WithLabelValues(s.String())
+	}
+	for _, op := range redisledger.Ops() {
+		for _, r := range []string{"ok", "error", "timeout"} {
+			l.calls.WithLabelValues(string(op), r)
+		}
+	}
+	l.setState(redisledger.Strict)
+	if backend == "redis" {
+		l.setState(redisledger.Unavailable) // until Redis first answers
+	}
+	l.replicas.Set(1)
+	return l, nil
+}
+
+func (l *Ledger) setState(s redisledger.State) {
+	for _, o := range redisledger.States() {
+		v := 0.0
+		if o == s {
+			v = 1
+		}
+		l.state.WithLabelValues(o.String()).Set(v)
+	}
+}
+
+// LedgerCall counts and times one call to Redis.
+func (l *Ledger) LedgerCall(op redisledger.Op, d time.Duration, err error) {
+	result := "ok"
+	switch {
+	case err == nil:
+	case isTimeout(err):
+		result = "timeout"
+	default:
+		result = "error"
+	}
+	l.calls.WithLabelValues(string(op), result).Inc()
+	if d > 0 {
+		l.seconds.WithLabelValues(string(op)).Observe(d.Seconds())
+	}
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &t) && t.Timeout()
+}
+
+// LedgerState records a change of state.
+func (l *Ledger) LedgerState(s redisledger.State) {
+	l.setState(s)
+	l.transitions.WithLabelValues(s.String()).Inc()
+}
+
+// LedgerReplicas records the live replicas.
+func (l *Ledger) LedgerReplicas(n int) { l.replicas.Set(float64(n)) }
+
+// LedgerGlobal records a bulkhead's global counts, which the bulkhead
+// gauges report instead of this replica's own.
+func (l *Ledger) LedgerGlobal(bulkhead string, inUse, queued int) {
+	l.mu.Lock()
+	l.global[bulkhead] = [2]int{inUse, queued}
+	l.mu.Unlock()
+}
+
+// Global returns a bulkhead's last global counts, if known.
+func (l *Ledger) Global(bulkhead string) (inUse, queued int, ok bool) {
+	if l == nil {
+		return 0, 0, false
+	}
+	l.mu.Lock()
+	v, ok := l.global[bulkhead]
+	l.mu.Unlock()
+	return v[0], v[1], ok
+}
+
+// FailOpen counts a Check admitted without a permit.
+func (l *Ledger) FailOpen(dependency string) { l.failOpen.WithLabelValues(dependency).Inc() }

@@ -1,0 +1,205 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/config"
+	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
+)
+
+// shared is the runner's part for ledger.backend: redis: the Redis client,
+// the shared ledger, and the bulkheads at this replica's share of each
+// limit (ledger.on_unavailable: local_share).
+type shared struct {
+	client redis.UniversalClient
+	ledger *redisledger.Ledger
+	shares *bulkhead.Registry
+	log    *slog.Logger
+}
+
+// newShared connects nothing yet: the ledger's Run does.
+func newShared(cfg *config.Config, log *slog.Logger, obs permit.Observer, rec *metrics.Ledger) (*shared, error) {
+	client, err := newRedisClient(cfg.Ledger.Redis)
+	if err != nil {
+		return nil, err
+	}
+	replica, err := replicaID()
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	log = log.With("component", "ledger", "replica", replica)
+	l := redisledger.New(client, redisledger.Config{
+		Prefix:   cfg.Ledger.Redis.Prefix,
+		Replica:  replica,
+		Timeout:  cfg.Ledger.Redis.Timeout,
+		Recovery: cfg.Leases.RecoveryWindow,
+		Adopt:    cfg.Leases.HeartbeatTTL + cfg.Leases.HeartbeatInterval,
+	}, obs, rec, log)
+	return &shared{client: client, ledger: l, shares: bulkhead.NewRegistry(), log: log}, nil
+}
+
+// replicaID names this process among the replicas: the host name (the
+// pod's, in Kubernetes) and random bits, so that a restarted pod is a new
+// replica.
+func replicaID() (string, error) {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "bulkhead"
+	}
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return strings.ReplaceAll(host, "\n", "") + "-" + hex.EncodeToString(b[:]), nil
+}
+
+// newRedisClient builds the client of ledger.redis. Commands are never
+// retried by the client: a script that ran but whose answer was lost must
+// not run twice.
+func newRedisClient(c config.Redis) (redis.UniversalClient, error) {
+	o := &redis.UniversalOptions{
+		DB:                    c.DB,
+		Username:              c.Username,
+		DialTimeout:           c.DialTimeout,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+	}
+	if c.Address != "" {
+		o.Addrs = []string{c.Address}
+	} else {
+		o.Addrs, o.MasterName = c.Sentinel.Addresses, c.Sentinel.Master
+	}
+	var err error
+	if o.Password, err = secret("ledger.redis.password_file", c.PasswordFile); err != nil {
+		return nil, err
+	}
+	if o.SentinelPassword, err = secret("ledger.redis.sentinel.password_file", c.Sentinel.PasswordFile); err != nil {
+		return nil, err
+	}
+	if c.TLS.Enabled {
+		if o.TLSConfig, err = redisTLS(c.TLS); err != nil {
+			return nil, err
+		}
+	}
+	return redis.NewUniversalClient(o), nil
+}
+
+// secret reads a password file ("" for none), less its trailing newline.
+func secret(key, path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", key, err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+func redisTLS(c config.RedisTLS) (*tls.Config, error) {
+	t := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("ledger.redis.tls.ca_file: %w", err)
+		}
+		t.RootCAs = x509.NewCertPool()
+		if !t.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ledger.redis.tls.ca_file: %s holds no PEM certificate", c.CAFile)
+		}
+	}
+	if c.CertFile != "" {
+		pair, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("ledger.redis.tls.cert_file: %w", err)
+		}
+		t.Certificates = []tls.Certificate{pair}
+	}
+	return t, nil
+}
+
+// run keeps the shared ledger and the shares going until ctx ends.
+func (s *shared) run(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory, ttl time.Duration) error {
+	var g errgroup.Group
+	g.Go(func() error {
+		// The shares follow the limits and the replica count.
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			s.syncShares(reg)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	})
+	g.Go(func() error {
+		return s.ledger.Run(ctx, reg.Keys, func(ctx context.Context) error { return s.handover(ctx, reg, local, ttl) })
+	})
+	err := g.Wait()
+	s.client.Close()
+	return err
+}
+
+// syncShares sizes each bulkhead's share: its limit divided by the live
+// replicas, rounded down, with its reserves; a bulkhead whose share cannot
+// hold a best_effort permit gets none (its Checks are rejected while Redis
+// does not answer).
+func (s *shared) syncShares(reg *bulkhead.Registry) {
+	n := max(s.ledger.Replicas(), 1)
+	want := map[string]bulkhead.Settings{}
+	for _, snap := range reg.Snapshots() {
+		st := snap.Settings
+		st.MaxConcurrent = int(math.Floor(float64(st.MaxConcurrent) / float64(n)))
+		st.MaxQueue /= n
+		if st.Validate() == nil {
+			want[snap.Name] = st
+		}
+	}
+	if _, err := s.shares.Apply(want); err != nil {
+		s.log.Warn("local shares not resized", "err", err)
+	}
+}
+
+// handover moves the permits this replica admitted while Redis did not
+// answer into Redis, counted there past the limit if need be (their
+// requests run), before strict admission resumes.
+func (s *shared) handover(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory, ttl time.Duration) error {
+	moved := 0
+	for _, name := range reg.Keys() {
+		leases, _ := local.Holders(name, math.MaxInt32)
+		for _, lease := range leases {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if _, res := s.ledger.Renew(name, lease.Token, ttl, lease.Node, true); res == redisledger.RenewFailed {
+				return errors.New("redis did not answer during the hand-over")
+			}
+			local.Release(lease.Token, permit.Handover)
+			moved++
+		}
+	}
+	if moved > 0 {
+		s.log.Info("permits admitted without redis handed over to it", "permits", moved)
+	}
+	return nil
+}

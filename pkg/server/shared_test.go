@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
+)
+
+func sharedYAML(addr, policy string) string {
+	return fmt.Sprintf(`
+listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0", admin: "127.0.0.1:0"}
+leases: {default_ttl: 30s, sweep_interval: 50ms}
+ledger: {backend: redis, on_unavailable: %s, redis: {address: %q, timeout: 200ms}}
+bulkheads:
+  auth: {max_concurrent: 2, max_queue: 0}
+`, policy, addr)
+}
+
+// sharedEnd is an end entry of token, carrying its bulkhead as Envoy does.
+func sharedEnd(token, key string) *alsv3.StreamAccessLogsMessage {
+	meta := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{permit.MetadataNamespace: {Fields: map[string]*structpb.Value{
+		permit.MetadataToken: structpb.NewStringValue(token), permit.MetadataBulkhead: structpb.NewStringValue(key)}}}}
+	return logMsg("test", &datav3.HTTPAccessLogEntry{
+		CommonProperties: &datav3.AccessLogCommon{AccessLogType: datav3.AccessLogType_DownstreamEnd, Metadata: meta},
+		Response:         &datav3.HTTPResponseProperties{ResponseCode: wrapperspb.UInt32(200)},
+	})
+}
+
+// check sends a Check for key and returns the token ("" when admitted
+// without one) and the rejection reason ("" when admitted).
+func check(t *testing.T, rn *running, key string) (token, reason string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := authv3.NewAuthorizationClient(rn.conn).Check(ctx, checkReq(key))
+	if err != nil {
+		t.Fatalf("Check(%s): %v", key, err)
+	}
+	if d := resp.GetDeniedResponse(); d != nil {
+		for _, h := range d.GetHeaders() {
+			if h.GetHeader().GetKey() == authz.HeaderReason {
+				return "", h.GetHeader().GetValue()
+			}
+		}
+		t.Fatalf("denied without a reason: %v", resp)
+	}
+	return resp.GetDynamicMetadata().GetFields()[permit.MetadataToken].GetStringValue(), ""
+}
+
+func waitStrict(t *testing.T, rn *running) {
+	t.Helper()
+	testkit.Eventually(t, "shared ledger strict", func() bool { return rn.r.shared.ledger.State() == redisledger.Strict })
+}
+
+func TestSharedLedgerOneLimitAcrossReplicas(t *testing.T) {
+	srv := testkit.StartRedis(t)
+	a := start(t, parseConfig(t, sharedYAML(srv.Addr, "fail_closed")))
+	b := start(t, parseConfig(t, sharedYAML(srv.Addr, "fail_closed")))
+	waitStrict(t, a)
+	waitStrict(t, b)
+	t1, r1 := check(t, a, "auth")
+	_, r2 := check(t, b, "auth")
+	_, r3 := check(t, a, "auth")
+	if t1 == "" || r1 != "" || r2 != "" || r3 != "queue_full" {
+		t.Fatalf("three Checks on a limit of 2 over two replicas: reasons %q %q %q", r1, r2, r3)
+	}
+	// The release reaches the ledger through the other replica's stream.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stream, err := alsv3.NewAccessLogServiceClient(b.conn).StreamAccessLogs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(sharedEnd(t1, "auth")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.CloseAndRecv(); err != nil {
+		t.Fatal(err)
+	}
+	if _, r := check(t, b, "auth"); r != "" {
+		t.Fatalf("Check after the release: %q", r)
+	}
+	if got := counter(t, a, "bulkhead_ledger_info", "redis"); got != 1 {
+		t.Fatalf("bulkhead_ledger_info{backend=redis} = %v", got)
+	}
+}
+
+func TestSharedLedgerUnavailablePolicies(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		want   []string // reasons of three Checks with Redis down ("" admitted, "-" admitted without a permit)
+	}{
+		{"fail_closed", []string{"ledger_unavailable", "ledger_unavailable", "ledger_unavailable"}},
+		{"fail_open", []string{"-", "-", "-"}},
+		{"local_share", []string{"", "", "queue_full"}}, // one live replica: its share is the whole limit
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			srv := testkit.StartRedis(t)
+			rn := start(t, parseConfig(t, sharedYAML(srv.Addr, tc.policy)))
+			waitStrict(t, rn)
+			testkit.Eventually(t, "share sized", func() bool { return rn.r.shared.shares.Get("auth") != nil })
+			srv.Kill()
+			var got []string
+			var tokens []string
+			for range 3 {
+				tok, r := check(t, rn, "auth")
+				if r == "" && tok == "" {
+					r = "-"
+				}
+				if tok != "" {
+					tokens = append(tokens, tok)
+				}
+				got = append(got, r)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("with Redis down: %q, want %q", got, tc.want)
+			}
+			if rn.r.shared.ledger.State() != redisledger.Unavailable {
+				t.Fatalf("state %v", rn.r.shared.ledger.State())
+			}
+			if got := counter(t, rn, "bulkhead_ledger_state", "unavailable"); got != 1 {
+				t.Fatalf("bulkhead_ledger_state{state=unavailable} = %v", got)
+			}
+			srv.Start()
+			waitStrict(t, rn)
+			// Permits admitted alone were handed to Redis: the limit holds.
+			if tc.policy == "local_share" {
+				if rn.r.Ledger.Len() != 0 {
+					t.Fatalf("%d permits still local after the hand-over", rn.r.Ledger.Len())
+				}
+				if _, r := check(t, rn, "auth"); r != "queue_full" {
+					t.Fatalf("Check after the hand-over of 2 permits of 2: %q, want queue_full", r)
+				}
+			}
+		})
+	}
+}
