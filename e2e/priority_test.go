@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
 )
 
 func prio(p string) map[string]string { return map[string]string{"x-bulkhead-priority": p} }
@@ -20,6 +21,13 @@ authz: {trusted_priority_sources: ["127.0.0.0/8"]}
 bulkheads:
   catalog: {max_concurrent: 10, max_queue: 3, max_wait: 4s, reserve: {critical: 0.2, normal: 0.1}}
 `, func(p *envoy.Params) { p.ExtAuthzTimeout = 6 * time.Second })
+	priorityScenario(t, s, func() []*testbed.Metrics { return []*testbed.Metrics{s.metrics()} })
+}
+
+// priorityScenario fills s's catalog (limit 10, queue 3, reserves 0.2 and
+// 0.1) class by class and checks ceilings, queue order and shedding;
+// scrape returns the metrics of every daemon (their counters add up).
+func priorityScenario(t *testing.T, s *stack, scrape func() []*testbed.Metrics) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	up := s.up["catalog"]
@@ -99,7 +107,14 @@ bulkheads:
 	if ok != len(pending)-1 {
 		t.Errorf("%d of %d requests succeeded, want all but the shed one", ok, len(pending))
 	}
-	m := s.metrics()
+	ms := scrape()
+	sum := func(name string, labels map[string]string) float64 {
+		v := 0.0
+		for _, m := range ms {
+			v += m.Sum(name, labels)
+		}
+		return v
+	}
 	for _, c := range []struct {
 		labels map[string]string
 		want   float64
@@ -108,11 +123,11 @@ bulkheads:
 		{map[string]string{"dependency": "catalog", "priority": "normal"}, 3},
 		{map[string]string{"dependency": "catalog", "priority": "best_effort"}, 7},
 	} {
-		if got := m.Sum("bulkhead_admitted_total", c.labels); got != c.want {
+		if got := sum("bulkhead_admitted_total", c.labels); got != c.want {
 			t.Errorf("admitted %v = %v, want %v", c.labels, got, c.want)
 		}
 	}
-	if got := m.Sum("bulkhead_rejected_total", map[string]string{"dependency": "catalog", "reason": "shed"}); got != 1 {
+	if got := sum("bulkhead_rejected_total", map[string]string{"dependency": "catalog", "reason": "shed"}); got != 1 {
 		t.Errorf("shed rejections %v, want 1", got)
 	}
 }

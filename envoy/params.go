@@ -89,6 +89,12 @@ type Params struct {
 
 	// Bulkhead is the daemon's gRPC endpoint (ext_authz and access logs).
 	Bulkhead Endpoint
+	// BulkheadReplicas are more replicas of the daemon (ledger.backend:
+	// redis), in the same cluster as Bulkhead and of the same discovery
+	// type. With any, Envoy health-checks the replicas over gRPC health and
+	// retries a Check that could not reach one, so that a dead replica
+	// costs no request once it is ejected.
+	BulkheadReplicas []Endpoint
 	// Routes, matched in order.
 	Routes []Route
 
@@ -275,6 +281,9 @@ func (p Params) validate() error {
 		checkPort(field+".Port", e.Port, 1)
 	}
 	checkEndpoint("Bulkhead", p.Bulkhead)
+	for i, e := range p.BulkheadReplicas {
+		checkEndpoint(fmt.Sprintf("BulkheadReplicas[%d]", i), e)
+	}
 	if len(p.Routes) == 0 {
 		bad("Routes: want at least one")
 	}

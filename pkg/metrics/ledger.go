@@ -21,6 +21,7 @@ type Ledger struct {
 	seconds     *prometheus.HistogramVec
 	replicas    prometheus.Gauge
 	failOpen    *prometheus.CounterVec
+	recovering  *prometheus.GaugeVec
 
 	mu     sync.Mutex
 	global map[string][2]int // bulkhead -> in use, queued (every replica)
@@ -58,12 +59,16 @@ func NewLedger(reg prometheus.Registerer, backend string) (*Ledger, error) {
 		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulkhead_ledger_fail_open_total", Help: "Checks admitted without a permit because Redis did not answer (ledger.on_unavailable: fail_open).",
 		}, []string{"dependency"}),
+		recovering: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bulkhead_ledger_recovering",
+			Help: "1 while a bulkhead's recovery window in the shared ledger holds admissions: Redis had no state for it (first use, a restart without persistence, a failover that lost it) and the running requests' heartbeats are rebuilding its count.",
+		}, []string{"dependency"}),
 		global: map[string][2]int{},
 	}
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "bulkhead_ledger_info", Help: "1, labelled with the permit ledger's backend: memory or redis.",
 	}, []string{"backend"})
-	for _, c := range []prometheus.Collector{l.state, l.transitions, l.calls, l.seconds, l.replicas, l.failOpen, info} {
+	for _, c := range []prometheus.Collector{l.state, l.transitions, l.calls, l.seconds, l.replicas, l.failOpen, l.recovering, info} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -127,10 +132,15 @@ func (l *Ledger) LedgerReplicas(n int) { l.replicas.Set(float64(n)) }
 
 // LedgerGlobal records a bulkhead's global counts, which the bulkhead
 // gauges report instead of this replica's own.
-func (l *Ledger) LedgerGlobal(bulkhead string, inUse, queued int) {
+func (l *Ledger) LedgerGlobal(bulkhead string, inUse, queued int, recovering bool) {
 	l.mu.Lock()
 	l.global[bulkhead] = [2]int{inUse, queued}
 	l.mu.Unlock()
+	v := 0.0
+	if recovering {
+		v = 1
+	}
+	l.recovering.WithLabelValues(bulkhead).Set(v)
 }
 
 // Global returns a bulkhead's last global counts, if known.

@@ -32,8 +32,9 @@ type Recorder interface {
 	// LedgerReplicas reports the live replicas Redis knows of.
 	LedgerReplicas(n int)
 	// LedgerGlobal reports a bulkhead's permits in use and waiters, summed
-	// over every replica, as Redis counts them.
-	LedgerGlobal(bulkhead string, inUse, queued int)
+	// over every replica, as Redis counts them, and whether its recovery
+	// window holds admissions (Redis lost its state, or it is new).
+	LedgerGlobal(bulkhead string, inUse, queued int, recovering bool)
 }
 
 // Op names a call to Redis; its value is a metric label.

@@ -189,8 +189,9 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 		inUse, _ := a[0].(int64)
 		queued, _ := a[1].(int64)
 		swept, _ := a[2].([]any)
+		left, _ := a[3].(int64)
 		redisNow, _ := a[4].(int64)
 		l.expired(names[i], swept, redisNow)
-		l.rec.LedgerGlobal(names[i], int(inUse), int(queued))
+		l.rec.LedgerGlobal(names[i], int(inUse), int(queued), left > 0)
 	}
 }

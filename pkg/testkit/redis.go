@@ -129,3 +129,49 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// Sentinel is a real redis-sentinel watching one master on loopback.
+type Sentinel struct {
+	Addr string
+	cmd  *exec.Cmd
+}
+
+// StartSentinel starts a Sentinel (quorum 1) watching the master at
+// masterAddr under name, quick to act: the master is down after downAfter
+// without an answer. It is stopped when the test ends.
+func StartSentinel(t testing.TB, name, masterAddr string, downAfter time.Duration) *Sentinel {
+	t.Helper()
+	if _, err := exec.LookPath("redis-sentinel"); err != nil {
+		if os.Getenv("BULKHEAD_REQUIRE_REDIS") != "" {
+			t.Fatalf("redis-sentinel not found (apt-get install redis-sentinel): %v", err)
+		}
+		t.Skip("redis-sentinel not found; BULKHEAD_REQUIRE_REDIS=1 makes this a failure")
+	}
+	s := &Sentinel{Addr: freeAddr(t)}
+	host, mport, _ := net.SplitHostPort(masterAddr)
+	_, port, _ := net.SplitHostPort(s.Addr)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sentinel.conf")
+	text := fmt.Sprintf("bind 127.0.0.1\nport %s\ndir %s\nprotected-mode no\nloglevel warning\n"+
+		"sentinel monitor %s %s %s 1\nsentinel down-after-milliseconds %s %d\nsentinel failover-timeout %s 2000\n"+
+		"sentinel parallel-syncs %s 1\n",
+		port, dir, name, host, mport, name, downAfter.Milliseconds(), name, name)
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.cmd = exec.Command("redis-sentinel", conf)
+	s.cmd.Stdout = &logWriter{t: t, prefix: "sentinel " + s.Addr + ": "}
+	s.cmd.Stderr = s.cmd.Stdout
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("start redis-sentinel: %v", err)
+	}
+	t.Cleanup(func() { _ = s.cmd.Process.Kill(); _ = s.cmd.Wait() })
+	deadline := time.Now().Add(10 * time.Second)
+	for Ping(s.Addr) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-sentinel on %s did not answer within 10s", s.Addr)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a process we do not control
+	}
+	return s
+}

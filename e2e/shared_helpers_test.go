@@ -1,0 +1,274 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkhead-mesh/bulkhead/envoy"
+	"github.com/bulkhead-mesh/bulkhead/pkg/config"
+	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
+)
+
+// replicaStack is several daemon replicas sharing a ledger on a real Redis,
+// behind one or more Envoys whose bulkhead cluster lists every replica.
+// Its embedded stack points at replica 0 for metrics (the bulkhead gauges
+// are global with the Redis ledger) and at Envoy 0 for requests.
+type replicaStack struct {
+	*stack
+	ledgerYAML string // the ledger section
+	yaml       string // the bulkheads and the rest
+	dir        string
+	replicas   []*replica
+	envoys     []*envoyproc.Proc
+	bases      []string // http://LISTENER of each Envoy
+	rdb        redis.UniversalClient
+	envLog     testkit.SyncBuffer
+}
+
+// replica is one daemon process.
+type replica struct {
+	proc             *daemonProc
+	grpc, http, admn string
+	log              testkit.SyncBuffer
+}
+
+type replicaSpec struct {
+	ledger   string // the ledger section of the config
+	yaml     string // the rest, without listen and log
+	replicas int
+	envoys   int
+	envoy    func(*envoy.Params)
+	rdb      redis.UniversalClient // reads the ledger's keys
+}
+
+func startReplicaStack(t *testing.T, spec replicaSpec) *replicaStack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rs := &replicaStack{
+		stack:      &stack{t: t, up: map[string]*testbed.Upstream{}, limits: map[string]int{}},
+		ledgerYAML: spec.ledger, yaml: spec.yaml, dir: t.TempDir(), rdb: spec.rdb,
+	}
+	cfg, err := config.Parse("e2e.yaml", []byte(rs.configText("127.0.0.1:0")))
+	if err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+	for name, b := range cfg.Bulkheads {
+		rs.limits[name] = b.Settings.MaxConcurrent
+	}
+	for _, name := range routes {
+		u, err := testbed.NewUpstream(name, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs.up[name] = u
+		t.Cleanup(func() { u.Close() })
+	}
+	for i := range spec.replicas {
+		rs.replicas = append(rs.replicas, rs.startReplica(ctx, i, "127.0.0.1:0"))
+	}
+	t.Cleanup(func() {
+		for i, r := range rs.replicas {
+			if r.proc != nil {
+				rs.stopReplica(i)
+			}
+			if t.Failed() {
+				t.Logf("replica %d log:\n%s", i, tail(r.log.String(), 4000))
+			}
+		}
+	})
+	rs.point(0)
+	params := envoy.Params{Bulkhead: endpoint(t, rs.replicas[0].grpc),
+		Routes: envoy.DemoRoutes(endpoint(t, rs.up["catalog"].Addr()), endpoint(t, rs.up["auth"].Addr()), endpoint(t, rs.up["orders"].Addr()))}
+	for _, r := range rs.replicas[1:] {
+		params.BulkheadReplicas = append(params.BulkheadReplicas, endpoint(t, r.grpc))
+	}
+	if spec.envoy != nil {
+		spec.envoy(&params)
+	}
+	bootstrap, err := envoy.Render(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range spec.envoys {
+		p := params
+		p.NodeID = fmt.Sprintf("front-proxy-%d", i)
+		if bootstrap, err = envoy.Render(p); err != nil {
+			t.Fatal(err)
+		}
+		e, err := envoyproc.Start(ctx, envoyproc.Options{Binary: envoyBin, ConfigYAML: bootstrap, Concurrency: 2, Stderr: &rs.envLog})
+		if err != nil {
+			t.Fatalf("envoy %d: %v\n%s", i, err, tail(rs.envLog.String(), 4000))
+		}
+		rs.envoys = append(rs.envoys, e)
+		addr, err := e.ListenerAddr(ctx, envoy.DefaultListenerName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs.bases = append(rs.bases, "http://"+addr)
+	}
+	t.Cleanup(func() {
+		for _, e := range rs.envoys {
+			sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := e.Stop(sctx); err != nil {
+				t.Errorf("envoy stop: %v", err)
+			}
+			c()
+		}
+		if t.Failed() {
+			t.Logf("envoy log:\n%s", tail(rs.envLog.String(), 4000))
+		}
+	})
+	rs.envoy, rs.base = rs.envoys[0], rs.bases[0]
+	rs.waitStrict(ctx)
+	t.Cleanup(rs.checkInvariant)
+	return rs
+}
+
+func (rs *replicaStack) configText(grpc string) string {
+	return fmt.Sprintf("listen: {grpc: %q, http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\"}\nlog: {level: debug}\n%s\n%s",
+		grpc, rs.ledgerYAML, rs.yaml)
+}
+
+// startReplica starts replica i with its gRPC listener on grpc.
+func (rs *replicaStack) startReplica(ctx context.Context, i int, grpc string) *replica {
+	t := rs.t
+	t.Helper()
+	cfgPath := filepath.Join(rs.dir, fmt.Sprintf("bulkhead-%d.yaml", i))
+	if err := os.WriteFile(cfgPath, []byte(rs.configText(grpc)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addrPath := filepath.Join(rs.dir, fmt.Sprintf("addr-%d-%d.json", i, time.Now().UnixNano()))
+	r := &replica{}
+	if i < len(rs.replicas) {
+		r = rs.replicas[i] // a restart keeps the log
+	}
+	cmd := exec.Command(bulkheadBin, "--config", cfgPath, "--address-file", addrPath)
+	cmd.Stdout, cmd.Stderr = &r.log, &r.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &daemonProc{cmd: cmd, exited: make(chan error, 1)}
+	go func() { d.exited <- cmd.Wait() }()
+	r.proc = d
+	var addrs map[string]string
+	poll(t, ctx, "bulkhead address file", func() bool {
+		select {
+		case err := <-d.exited:
+			d.exited <- err
+			t.Fatalf("replica %d exited at start: %v\n%s", i, err, tail(r.log.String(), 3000))
+		default:
+		}
+		b, err := os.ReadFile(addrPath)
+		return err == nil && json.Unmarshal(b, &addrs) == nil
+	})
+	r.grpc, r.http, r.admn = addrs["grpc"], addrs["http"], addrs["admin"]
+	return r
+}
+
+// point makes the embedded stack read metrics from replica i.
+func (rs *replicaStack) point(i int) {
+	r := rs.replicas[i]
+	rs.grpcAddr, rs.httpAddr, rs.adminAddr = r.grpc, r.http, r.admn
+}
+
+func (rs *replicaStack) stopReplica(i int) {
+	r := rs.replicas[i]
+	d := r.proc
+	r.proc = nil
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.exited:
+		if err != nil {
+			rs.t.Errorf("replica %d exited with %v after SIGTERM", i, err)
+		}
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+		<-d.exited
+		rs.t.Errorf("replica %d did not stop within 10s of SIGTERM", i)
+	}
+}
+
+// killReplica SIGKILLs replica i and points the stack at another.
+func (rs *replicaStack) killReplica(i int) {
+	rs.t.Helper()
+	r := rs.replicas[i]
+	d := r.proc
+	r.proc = nil
+	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-d.exited:
+	case <-time.After(10 * time.Second):
+		rs.t.Fatalf("replica %d not reaped within 10s of SIGKILL", i)
+	}
+	for j, o := range rs.replicas {
+		if o.proc != nil {
+			rs.point(j)
+			break
+		}
+	}
+}
+
+// waitStrict waits until every live replica's ledger is strict and admits
+// (a fresh bulkhead's recovery window in Redis has passed).
+func (rs *replicaStack) waitStrict(ctx context.Context) {
+	rs.t.Helper()
+	for i, r := range rs.replicas {
+		if r.proc == nil {
+			continue
+		}
+		poll(rs.t, ctx, fmt.Sprintf("replica %d strict", i), func() bool {
+			m, err := testbed.Scrape(ctx, "http://"+r.http+"/metrics")
+			if err != nil {
+				return false
+			}
+			v, ok := m.Value("bulkhead_ledger_state", map[string]string{"state": "strict"})
+			return ok && v == 1
+		})
+	}
+	// And the recovery window of each bulkhead, new in Redis, has passed.
+	poll(rs.t, ctx, "recovery windows over", func() bool {
+		m := rs.metrics()
+		for name := range rs.limits {
+			if v, ok := m.Value("bulkhead_ledger_recovering", map[string]string{"dependency": name}); !ok || v != 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// inUse is a bulkhead's permits in use as Redis counts them (prefix
+// "bulkhead:"), or -1 when Redis cannot say.
+func (rs *replicaStack) inUse(ctx context.Context, name string) int {
+	v, err := rs.rdb.HGet(ctx, "bulkhead:{"+name+"}:s", "inuse").Result()
+	if err != nil {
+		return -1
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(v))
+	return n
+}
+
+// hostPort splits an http://host:port base.
+func hostPort(base string) (string, int) {
+	h, p, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
+	n, _ := strconv.Atoi(p)
+	return h, n
+}

@@ -1,0 +1,167 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkhead-mesh/bulkhead/envoy"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
+)
+
+func redisLedger(addr string) string {
+	return fmt.Sprintf("ledger: {backend: redis, on_unavailable: fail_closed, redis: {address: %q, timeout: 100ms}}", addr)
+}
+
+func newRedisClient(t *testing.T, addr string) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// floodBoth drives path through every Envoy of rs at rate each for d.
+func floodBoth(t *testing.T, ctx context.Context, rs *replicaStack, path string, rate float64, d time.Duration) testbed.Stats {
+	t.Helper()
+	var waits []func() testbed.Stats
+	for _, base := range rs.bases {
+		_, wait := runLoad(t, ctx, testbed.LoadSpec{URL: base + path, Rate: rate, Duration: d,
+			MaxRequests: int(rate*d.Seconds()) + 1, MaxOutstanding: 200, Timeout: 10 * time.Second})
+		waits = append(waits, wait)
+	}
+	var all []testbed.Stats
+	for _, w := range waits {
+		all = append(all, w())
+	}
+	return testbed.MergeStats(all...)
+}
+
+// summary is what a log line says of a load.
+func summary(st testbed.Stats) string {
+	return fmt.Sprintf("sent %d, ok %d, rejected %d %v, errors %d", st.Sent, st.OK(), st.Rejections, st.ByReason, st.Errors())
+}
+
+// Many replicas, one limit: three replicas behind two Envoys hold catalog's
+// limit under a flood; a replica SIGKILLed under load leaks nothing and lets
+// nothing past the limit.
+func TestSharedLedgerFloodAndReplicaKill(t *testing.T) {
+	srv := testkit.StartRedis(t)
+	rs := startReplicaStack(t, replicaSpec{
+		ledger:   redisLedger(srv.Addr),
+		yaml:     "bulkheads:\n  catalog: {max_concurrent: 6, max_queue: 6, max_wait: 300ms}\n",
+		replicas: 3, envoys: 2, rdb: newRedisClient(t, srv.Addr),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	up := rs.up["catalog"]
+	up.SetDelay(60 * time.Millisecond)
+
+	st := floodBoth(t, ctx, rs, "/catalog", 150, 3*time.Second)
+	t.Logf("flood through 2 Envoys and 3 replicas: %s; upstream max %d of 6", summary(st), up.Max())
+	if up.Max() != 6 {
+		t.Fatalf("upstream saw at most %d concurrent requests, want the limit 6 (over: a replica admitted alone; under: the flood did not fill it)", up.Max())
+	}
+	if st.Rejections == 0 {
+		t.Fatal("a flood at 3x the capacity had no rejection")
+	}
+	rs.waitGauge("bulkhead_active_calls", "catalog", 0, 5*time.Second)
+
+	// SIGKILL a replica in the middle of a flood.
+	up.ResetMax()
+	var wg sync.WaitGroup
+	var st2 testbed.Stats
+	wg.Add(1)
+	go func() { defer wg.Done(); st2 = floodBoth(t, ctx, rs, "/catalog", 150, 4*time.Second) }()
+	time.Sleep(1500 * time.Millisecond) // into the flood: the fault's moment, not a synchronisation
+	killed := time.Now()
+	rs.killReplica(1)
+	wg.Wait()
+	t.Logf("replica SIGKILLed 1.5s into a 4s flood: %s; upstream max %d of 6", summary(st2), up.Max())
+	if up.Max() > 6 {
+		t.Fatalf("INVARIANT: upstream saw %d concurrent requests after a replica died, limit 6", up.Max())
+	}
+	// Its permits live in Redis: released by the access logs the other
+	// replicas receive, or by lease expiry. Nothing stays held.
+	poll(t, ctx, "no permit held in Redis", func() bool { return rs.inUse(ctx, "catalog") == 0 })
+	t.Logf("all permits back %v after the kill", time.Since(killed).Round(time.Millisecond))
+}
+
+// The priority and shedding scenario of TestPriority, its waiters spread
+// over three replicas: the order is global.
+func TestSharedLedgerPriority(t *testing.T) {
+	srv := testkit.StartRedis(t)
+	rs := startReplicaStack(t, replicaSpec{
+		ledger: redisLedger(srv.Addr),
+		yaml: `authz: {trusted_priority_sources: ["127.0.0.0/8"]}
+bulkheads:
+  catalog: {max_concurrent: 10, max_queue: 3, max_wait: 4s, reserve: {critical: 0.2, normal: 0.1}}
+`,
+		replicas: 3, envoys: 1, rdb: newRedisClient(t, srv.Addr),
+		envoy: func(p *envoy.Params) { p.ExtAuthzTimeout = 6 * time.Second },
+	})
+	priorityScenario(t, rs.stack, func() []*testbed.Metrics {
+		var ms []*testbed.Metrics
+		for _, r := range rs.replicas {
+			m, err := testbed.Scrape(context.Background(), "http://"+r.http+"/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms = append(ms, m)
+		}
+		return ms
+	})
+}
+
+// Redis restarted empty under load: the running requests' heartbeats
+// rebuild the count before anyone new is admitted.
+func TestSharedLedgerRedisRestart(t *testing.T) {
+	srv := testkit.StartRedis(t)
+	rs := startReplicaStack(t, replicaSpec{
+		ledger:   redisLedger(srv.Addr),
+		yaml:     "bulkheads:\n  orders: {max_concurrent: 4, max_queue: 4, max_wait: 200ms}\n",
+		replicas: 3, envoys: 2, rdb: newRedisClient(t, srv.Addr),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	up := rs.up["orders"]
+	up.Hold()
+	var held []<-chan response
+	for range 4 {
+		held = append(held, rs.getAsync(ctx, "/orders", nil))
+	}
+	if err := up.WaitInflight(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	srv.Start()
+	restarted := time.Now()
+	// A flood from both Envoys while Redis holds nothing.
+	var wg sync.WaitGroup
+	var st testbed.Stats
+	wg.Add(1)
+	go func() { defer wg.Done(); st = floodBoth(t, ctx, rs, "/orders", 50, 4*time.Second) }()
+	poll(t, ctx, "the 4 running requests counted again", func() bool { return rs.inUse(ctx, "orders") >= 4 })
+	rebuilt := time.Since(restarted)
+	wg.Wait()
+	t.Logf("Redis restarted empty: count rebuilt from heartbeats in %v; flood %s; upstream max %d of 4 (over-admission %d)",
+		rebuilt.Round(time.Millisecond), summary(st), up.Max(), max(0, up.Max()-4))
+	if up.Max() > 4 {
+		t.Fatalf("INVARIANT: upstream saw %d concurrent requests after Redis restarted, limit 4", up.Max())
+	}
+	if rebuilt > 3*time.Second {
+		t.Fatalf("the count took %v to come back, more than 3 heartbeat intervals", rebuilt)
+	}
+	up.ReleaseHeld()
+	for _, ch := range held {
+		if r := <-ch; r.err != nil || r.status != http.StatusOK {
+			t.Fatalf("held request: %d %v", r.status, r.err)
+		}
+	}
+}
