@@ -45,6 +45,7 @@ test: deps envoy helm fmt-check vet lint proto-check unit fuzz e2e helm-test pro
 # In `make test` a missing helm or Prometheus fails the tests that need them.
 test: export BULKHEAD_REQUIRE_HELM := 1
 test: export BULKHEAD_REQUIRE_PROMETHEUS := 1
+test: export BULKHEAD_REQUIRE_REDIS := 1
 
 fmt-check:
 	@echo "==> fmt-check: gofmt (seconds)"
