@@ -161,6 +161,50 @@ func TestLoadCancelEndsOutstanding(t *testing.T) {
 	}
 }
 
+// Stop sends nothing more and lets the requests out finish: they are
+// answered, not cancelled.
+func TestLoadStopLetsOutstandingFinish(t *testing.T) {
+	ctx := testCtx(t, 20*time.Second)
+	u := newTestUpstream(t)
+	u.Hold()
+	l, err := NewLoad(LoadSpec{URL: u.URL(), Rate: 1000, MaxRequests: 5000, MaxOutstanding: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan Stats, 1)
+	go func() {
+		s, _ := l.Run(ctx)
+		done <- s
+	}()
+	if err := u.WaitInflight(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	out := l.Stop()
+	if again := l.Stop(); again != out {
+		t.Errorf("second Stop() = %d, want %d (nothing finished while held)", again, out)
+	}
+	if s := l.Snapshot(); out < 10 || s.Sent != out || s.Outstanding != out {
+		t.Errorf("Stop() = %d, snapshot sent %d outstanding %d: want them equal and >= 10", out, s.Sent, s.Outstanding)
+	}
+	u.ReleaseHeld()
+	s := <-done
+	if s.Sent != out || s.OK() != out || s.Cancelled != 0 || s.TransportErrors != 0 || u.Served() != out {
+		t.Errorf("after Stop: sent %d ok %d cancelled %d transport errors %d upstream served %d, want %d/%d/0/0/%d",
+			s.Sent, s.OK(), s.Cancelled, s.TransportErrors, u.Served(), out, out, out)
+	}
+
+	early, err := NewLoad(LoadSpec{URL: u.URL(), Rate: 1000, MaxRequests: 10, MaxOutstanding: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := early.Stop(); n != 0 {
+		t.Errorf("Stop() before Run = %d, want 0", n)
+	}
+	if s, _ := early.Run(ctx); s.Sent != 0 || s.NotSent != 0 {
+		t.Errorf("Run after Stop sent %d (not sent %d), want nothing", s.Sent, s.NotSent)
+	}
+}
+
 func TestLoadTransportErrors(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
