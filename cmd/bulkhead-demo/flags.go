@@ -47,6 +47,15 @@ type options struct {
 // stop: the slow catalog's 2 s (+25%) and its 500 ms queue fit in it.
 const defaultDrainTimeout = 3 * time.Second
 
+// newFlagSet returns a flag set named name, writing to stderr, with the
+// flags the local demo and traffic mode share (commonFlags).
+func newFlagSet(name string, stderr io.Writer, o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	commonFlags(fs, o)
+	return fs
+}
+
 // commonFlags registers the flags the local demo and traffic mode share.
 func commonFlags(fs *flag.FlagSet, o *options) {
 	fs.DurationVar(&o.duration, "duration", 0, "how long to run; 0 = until Ctrl-C")
@@ -59,9 +68,7 @@ func commonFlags(fs *flag.FlagSet, o *options) {
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("bulkhead-demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	commonFlags(fs, &o)
+	fs := newFlagSet("bulkhead-demo", stderr, &o)
 	fs.StringVar(&o.bulkheadBin, "bulkhead-bin", "", "the bulkhead daemon (default: bulkhead next to this executable, then bin/bulkhead)")
 	fs.StringVar(&o.envoyBin, "envoy-bin", "", "the envoy binary (default: $ENVOY_BIN, .venv/bin/envoy, envoy on $PATH)")
 	fs.StringVar(&o.configPath, "config", "", "bulkhead config file (default: the embedded demo.yaml)")
@@ -81,9 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 // parseTrafficFlags parses traffic mode's flags.
 func parseTrafficFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("bulkhead-demo traffic", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	commonFlags(fs, &o)
+	fs := newFlagSet("bulkhead-demo traffic", stderr, &o)
 	fs.StringVar(&o.envoyURL, "envoy", "http://127.0.0.1:10000", "Envoy's listener, with the demo routes /catalog, /auth, /orders")
 	fs.StringVar(&o.metricsURL, "metrics", "http://127.0.0.1:9090/metrics", "the bulkhead daemon's /metrics")
 	control := fs.String("control", "", "each upstream's control API, route=URL,... (see bulkhead-demo upstream); a route without one\n"+

@@ -26,6 +26,17 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// runInBackground runs l in a goroutine and sends Run's result on the
+// returned channel; the test receives it, which waits for the goroutine.
+func runInBackground(ctx context.Context, l *Load) <-chan Stats {
+	done := make(chan Stats, 1)
+	go func() {
+		s, _ := l.Run(ctx)
+		done <- s
+	}()
+	return done
+}
+
 func runLoad(t *testing.T, ctx context.Context, spec LoadSpec) Stats {
 	t.Helper()
 	l, err := NewLoad(spec)
@@ -108,11 +119,7 @@ func TestLoadOutstandingCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan Stats, 1)
-	go func() {
-		s, _ := l.Run(ctx)
-		done <- s
-	}()
+	done := runInBackground(ctx, l)
 	if err := u.WaitInflight(ctx, 5); err != nil {
 		t.Fatal(err)
 	}
@@ -140,11 +147,7 @@ func TestLoadCancelEndsOutstanding(t *testing.T) {
 		t.Fatal(err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan Stats, 1)
-	go func() {
-		s, _ := l.Run(runCtx)
-		done <- s
-	}()
+	done := runInBackground(runCtx, l)
 	if err := u.WaitInflight(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
@@ -171,11 +174,7 @@ func TestLoadStopLetsOutstandingFinish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan Stats, 1)
-	go func() {
-		s, _ := l.Run(ctx)
-		done <- s
-	}()
+	done := runInBackground(ctx, l)
 	if err := u.WaitInflight(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
