@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -85,7 +87,7 @@ func TestComposeProject(t *testing.T) {
 		t.Fatalf("docker-compose.yaml does not load: %v", err)
 	}
 
-	want := []string{"auth", "bulkhead", "catalog", "envoy", "grafana", "orders", "prometheus"}
+	want := []string{"auth", "bulkhead", "catalog", "envoy", "grafana", "orders", "prometheus", "traffic"}
 	if got := p.ServiceNames(); !slices.Equal(sorted(got), want) {
 		t.Fatalf("services %q, want %q", got, want)
 	}
@@ -156,9 +158,28 @@ func TestComposeProject(t *testing.T) {
 		if _, ok := cfg.Bulkheads[r.BulkheadName()]; !ok {
 			t.Errorf("Envoy route %s names bulkhead %s, which the compose config lacks", r.Prefix, r.BulkheadName())
 		}
-		if _, ok := p.Services[r.Upstream.Host]; !ok {
+		up, ok := p.Services[r.Upstream.Host]
+		if !ok {
 			t.Errorf("Envoy route %s goes to %s, which is no compose service", r.Prefix, r.Upstream.Host)
+			continue
 		}
+		// The upstream is bulkhead-demo's, on the port Envoy sends to (the
+		// commands are parsed by cmd/bulkhead-demo's TestComposeCommands).
+		listen := fmt.Sprintf(":%d", r.Upstream.Port)
+		if cmd := up.Command; len(cmd) < 2 || cmd[0] != "upstream" || cmd[1] != r.Upstream.Host || !slices.Contains(cmd, listen) {
+			t.Errorf("%s: command %q, want bulkhead-demo upstream %s --listen %s", r.Upstream.Host, cmd, r.Upstream.Host, listen)
+		}
+	}
+	// The demo's upstreams and traffic are the Dockerfile's stage demo
+	// (bulkhead-demo), so they can be slowed like the local demo's.
+	for _, name := range []string{"catalog", "auth", "orders", "traffic"} {
+		s := p.Services[name]
+		if s.Build == nil || s.Build.Target != "demo" || !s.ReadOnly || s.User == "" || strings.HasPrefix(s.User, "0") {
+			t.Errorf("%s: want built from the Dockerfile's stage demo, read-only, non-root (build %+v)", name, s.Build)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^FROM \S+ AS demo\n(.*\n)*?ENTRYPOINT \["/usr/local/bin/bulkhead-demo"\]`).Match(readRepoFile(t, "Dockerfile")) {
+		t.Error("the Dockerfile has no stage demo whose entrypoint is bulkhead-demo")
 	}
 	if !strings.HasSuffix(cfg.Listen.GRPC, ":9001") || !strings.HasPrefix(cfg.Listen.HTTP, "0.0.0.0:") {
 		t.Errorf("compose bulkhead listens on %+v: want all interfaces, gRPC on 9001", cfg.Listen)

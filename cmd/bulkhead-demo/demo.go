@@ -21,47 +21,55 @@ import (
 //go:embed demo.yaml
 var demoConfig []byte
 
-// loadGrace is how long the demo waits, after the traffic schedule ends, for
-// the last requests to finish before it cancels them.
-const loadGrace = clientTimeout + time.Second
-
-// demo is one run: its children, its traffic and what the table shows.
-// It is used by one goroutine (run's).
+// demo is one run: its children (local demo), its traffic and what the
+// table shows. It is used by one goroutine (run's).
 type demo struct {
-	opts        options
-	out         io.Writer
-	tty         bool
-	stopSignals func()
+	opts options
+	out  io.Writer
+	tty  bool
 
-	logDir    string
-	upstreams map[string]*testbed.Upstream
-	daemon    *daemon
-	envoy     *envoyproc.Proc
-	flows     []*flow
-	stopped   bool
+	// What the traffic goes to and what the table reads: set by startAll,
+	// or from the flags in traffic mode.
+	envoyURL   string              // http://host:port of Envoy's listener
+	metricsURL string              // the daemon's /metrics
+	upstreams  map[string]upstream // by route; a route without one shows no peak
+
+	// The local demo's children; nil in traffic mode.
+	logDir string
+	local  []*testbed.Upstream
+	daemon *daemon
+	envoy  *envoyproc.Proc
+
+	flows   []*flow
+	stopped bool
 
 	start     time.Time // when traffic began
 	slow      bool
 	slowSince time.Duration
 	events    []string
 	view      view
+
+	// The end of the traffic, for the summary: the requests in flight when
+	// it stopped, and what cut the wait for them short ("" when none).
+	inFlightAtStop int
+	drainCut       string
 }
 
-func newDemo(opts options, out io.Writer, stopSignals func()) *demo {
+func newDemo(opts options, out io.Writer) *demo {
 	return &demo{
-		opts:        opts,
-		out:         out,
-		tty:         isTerminal(out),
-		stopSignals: stopSignals,
-		upstreams:   map[string]*testbed.Upstream{},
-		view:        newView(),
+		opts:      opts,
+		out:       out,
+		tty:       isTerminal(out),
+		upstreams: map[string]upstream{},
+		view:      newView(),
 	}
 }
 
-// run starts everything, drives traffic until ctx ends or --duration has
-// passed, stops everything and prints the summary. Children are stopped on
-// every return path, panics included.
-func (d *demo) run(ctx context.Context) (err error) {
+// runLocal starts everything, drives traffic until ctx ends or --duration
+// has passed, stops everything and prints the summary. abort ends the wait
+// for the requests in flight (see drive). Children are stopped on every
+// return path, panics included.
+func (d *demo) runLocal(ctx, abort context.Context) (err error) {
 	bulkheadBin, err := findBulkhead(d.opts.bulkheadBin)
 	if err != nil {
 		return err
@@ -96,7 +104,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 		}
 		return err
 	}
-	return d.drive(ctx)
+	return d.drive(ctx, abort)
 }
 
 // startAll starts the upstreams, the daemon and Envoy, in that order.
@@ -115,7 +123,8 @@ func (d *demo) startAll(ctx context.Context, bulkheadBin, envoyBin string) error
 			return err
 		}
 		u.SetDelayRange(r.fast[0], r.fast[1])
-		d.upstreams[r.name] = u
+		d.local = append(d.local, u)
+		d.upstreams[r.name] = localUpstream{u}
 	}
 
 	d.say("Starting the bulkhead daemon: %s --config %s", bulkheadBin, configPath)
@@ -124,6 +133,7 @@ func (d *demo) startAll(ctx context.Context, bulkheadBin, envoyBin string) error
 		return err
 	}
 	d.daemon = dm
+	d.metricsURL = "http://" + dm.httpAddr + "/metrics"
 	d.say("  ready: gRPC %s, HTTP %s (metrics at http://%s/metrics)", dm.grpcAddr, dm.httpAddr, dm.httpAddr)
 	if dm.adminAddr != "" {
 		d.say("  admin API %s: in another terminal, bin/bulkheadctl --addr %s status (or watch, or set catalog --max-concurrent 20)",
@@ -164,14 +174,18 @@ func (d *demo) startAll(ctx context.Context, bulkheadBin, envoyBin string) error
 	if err != nil {
 		return fmt.Errorf("envoy listener: %w", err)
 	}
+	d.envoyURL = "http://" + listener
 	d.flows = demoFlows()
-	return newLoads(d.flows, "http://"+listener, d.opts.duration)
+	return newLoads(d.flows, d.envoyURL, d.opts.duration)
 }
 
-// drive runs the traffic and the live table, then stops everything and
-// prints the summary.
-func (d *demo) drive(ctx context.Context) error {
-	loadCtx, cancelLoads := context.WithCancel(ctx)
+// drive runs the traffic and the live table until ctx ends (Ctrl-C),
+// --duration has passed or a child dies; then it stops the traffic (see
+// stopTraffic), stops everything and prints the summary. abort ends the wait
+// for the requests in flight.
+func (d *demo) drive(ctx, abort context.Context) error {
+	// The requests live until abort, not ctx: Ctrl-C stops sending, not them.
+	loadCtx, cancelLoads := context.WithCancel(abort)
 	defer cancelLoads()
 	d.start = time.Now()
 	loadsDone := runLoads(loadCtx, d.flows)
@@ -185,59 +199,104 @@ func (d *demo) drive(ctx context.Context) error {
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	printEvery := max(int(d.opts.printEvery.Round(time.Second)/time.Second), 1)
 	d.event("traffic started: catalog 50/s (4 critical, 31 normal, 15 best_effort), auth 40/s, orders 40/s")
 	var failure error
 loop:
-	for {
+	for ticks := 1; ; ticks++ {
 		select {
 		case <-tick.C:
-			d.phase()
+			d.phase(ctx)
 			d.view.update(ctx, d)
-			d.render()
+			if ticks%printEvery == 0 {
+				d.render()
+			}
 		case <-end:
 			d.event("--duration %v reached", d.opts.duration)
 			break loop
 		case <-ctx.Done():
-			d.stopSignals() // a second Ctrl-C ends the demo at once; the kernel kills the children
-			fmt.Fprintln(d.out, "\nInterrupted: stopping (Ctrl-C again to abort at once)")
+			fmt.Fprintln(d.out, "\nInterrupted: stopping")
 			break loop
 		case <-loadsDone:
 			break loop
-		case <-d.envoy.Done():
+		case <-d.envoyDone():
 			failure = fmt.Errorf("envoy exited unexpectedly (%w); its log: %s", d.envoy.Wait(), filepath.Join(d.logDir, "envoy.log"))
 			break loop
-		case <-d.daemon.done:
+		case <-d.daemonDone():
 			failure = fmt.Errorf("bulkhead daemon exited unexpectedly (%v); its log:\n%s", d.daemon.waitErr, d.daemon.logTail())
 			break loop
 		}
 	}
 
-	fmt.Fprintln(d.out, "Stopping traffic...")
-	grace := time.NewTimer(loadGrace)
-	select {
-	case <-loadsDone:
-	case <-grace.C:
-	}
-	grace.Stop()
-	cancelLoads()
-	<-loadsDone
+	d.stopTraffic(ctx, abort, loadsDone, cancelLoads)
 	d.view.final(d) // metrics while the daemon still runs
 
-	fmt.Fprintln(d.out, "Stopping Envoy, the bulkhead daemon and the upstreams...")
 	stopErr := d.shutdown()
 	d.summary(stopErr)
 	return errors.Join(failure, stopErr)
 }
 
+// stopTraffic stops sending and lets the requests in flight finish, for up
+// to --drain-timeout. The next Ctrl-C (ctx's end, or abort's after it) cuts
+// the wait short; the requests still out are then cancelled.
+func (d *demo) stopTraffic(ctx, abort context.Context, loadsDone <-chan struct{}, cancelLoads func()) {
+	d.inFlightAtStop = stopLoads(d.flows)
+	cut := abort.Done()
+	if ctx.Err() == nil {
+		cut = ctx.Done()
+	}
+	if d.inFlightAtStop > 0 {
+		fmt.Fprintf(d.out, "Stopping traffic: letting the %d requests in flight finish (at most %v; Ctrl-C to cut it short)...\n",
+			d.inFlightAtStop, d.opts.drainTimeout)
+	} else {
+		fmt.Fprintln(d.out, "Stopping traffic...")
+	}
+	timer := time.NewTimer(d.opts.drainTimeout)
+	defer timer.Stop()
+	select {
+	case <-loadsDone:
+	case <-timer.C:
+		d.drainCut = fmt.Sprintf("when the %v wait ran out (--drain-timeout)", d.opts.drainTimeout)
+	case <-cut:
+		d.drainCut = "by Ctrl-C"
+	}
+	cancelLoads()
+	<-loadsDone
+}
+
+// envoyDone and daemonDone are closed when the local demo's Envoy or daemon
+// exits; nil (never ready) in traffic mode.
+func (d *demo) envoyDone() <-chan struct{} {
+	if d.envoy == nil {
+		return nil
+	}
+	return d.envoy.Done()
+}
+
+func (d *demo) daemonDone() <-chan struct{} {
+	if d.daemon == nil {
+		return nil
+	}
+	return d.daemon.done
+}
+
 // phase turns catalog slow after --slow-after and fast again after
-// --slow-for.
-func (d *demo) phase() {
+// --slow-for. A change that fails is tried again at the next tick.
+func (d *demo) phase(ctx context.Context) {
 	elapsed := time.Since(d.start)
-	catalog := d.upstreams["catalog"]
+	catalog, ok := d.upstreams["catalog"]
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
 	switch {
 	case !d.slow && d.slowSince == 0 && elapsed >= d.opts.slowAfter:
 		// +-25%, so that slow responses do not all end in step.
-		catalog.SetDelayRange(d.opts.slowDelay*3/4, d.opts.slowDelay*5/4)
+		if err := catalog.SetDelayRange(ctx, d.opts.slowDelay*3/4, d.opts.slowDelay*5/4); err != nil {
+			d.event("could not slow catalog down: %v", err)
+			return
+		}
 		d.slow, d.slowSince = true, elapsed
 		limit := ""
 		if row := d.view.rows["catalog"]; row.known {
@@ -246,19 +305,24 @@ func (d *demo) phase() {
 		d.event("catalog turned SLOW: requests now take about %v%s", d.opts.slowDelay, limit)
 	case d.slow && d.opts.slowFor > 0 && elapsed >= d.slowSince+d.opts.slowFor:
 		fast := demoRoutes[0].fast
-		catalog.SetDelayRange(fast[0], fast[1])
+		if err := catalog.SetDelayRange(ctx, fast[0], fast[1]); err != nil {
+			d.event("could not speed catalog up: %v", err)
+			return
+		}
 		d.slow = false
 		d.event("catalog recovered: back to %v-%v per request", fast[0], fast[1])
 	}
 }
 
-// shutdown stops Envoy, then the daemon (SIGTERM, then SIGKILL after a
-// timeout), then the upstreams. It is idempotent.
+// shutdown stops the local demo's Envoy, then its daemon (SIGTERM, then
+// SIGKILL after a timeout), then its upstreams. It is idempotent, and does
+// nothing in traffic mode.
 func (d *demo) shutdown() error {
-	if d.stopped {
+	if d.stopped || (d.envoy == nil && d.daemon == nil && len(d.local) == 0) {
 		return nil
 	}
 	d.stopped = true
+	fmt.Fprintln(d.out, "Stopping Envoy, the bulkhead daemon and the upstreams...")
 	var errs []error
 	if d.envoy != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), envoyproc.DefaultStopTimeout)
@@ -272,11 +336,9 @@ func (d *demo) shutdown() error {
 			errs = append(errs, err)
 		}
 	}
-	for _, r := range demoRoutes {
-		if u := d.upstreams[r.name]; u != nil {
-			if err := u.Close(); err != nil {
-				errs = append(errs, err)
-			}
+	for _, u := range d.local {
+		if err := u.Close(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

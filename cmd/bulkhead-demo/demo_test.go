@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"reflect"
 	"testing"
 	"time"
 
@@ -76,9 +77,11 @@ func TestParseFlags(t *testing.T) {
 		ok   bool
 		want options
 	}{
-		{nil, true, options{slowAfter: 10 * time.Second, slowFor: 15 * time.Second, slowDelay: 2 * time.Second}},
-		{[]string{"--duration", "60s", "--config", "x.yaml"}, true,
-			options{duration: time.Minute, configPath: "x.yaml", slowAfter: 10 * time.Second, slowFor: 15 * time.Second, slowDelay: 2 * time.Second}},
+		{nil, true, options{slowAfter: 10 * time.Second, slowFor: 15 * time.Second, slowDelay: 2 * time.Second,
+			drainTimeout: defaultDrainTimeout, printEvery: time.Second}},
+		{[]string{"--duration", "60s", "--config", "x.yaml", "--drain-timeout", "1s"}, true,
+			options{duration: time.Minute, configPath: "x.yaml", slowAfter: 10 * time.Second, slowFor: 15 * time.Second, slowDelay: 2 * time.Second,
+				drainTimeout: time.Second, printEvery: time.Second}},
 		{[]string{"--duration", "-1s"}, false, options{}},
 		{[]string{"extra"}, false, options{}},
 		{[]string{"--nope"}, false, options{}},
@@ -89,7 +92,7 @@ func TestParseFlags(t *testing.T) {
 			if (err == nil) != tc.ok {
 				t.Fatalf("parseFlags error = %v, want ok=%v", err, tc.ok)
 			}
-			if tc.ok && got != tc.want {
+			if tc.ok && !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("parseFlags = %+v, want %+v", got, tc.want)
 			}
 		})

@@ -74,7 +74,7 @@ func (d *demo) renderRow(b *strings.Builder, name string) {
 	}
 	fmt.Fprintf(b, rowFormat, name, limit, active, queued, admitted, rejected,
 		perSec(w.Sent), perSec(w.OK()), perSec(bulkheadRejections(w)), fmt.Sprint(otherErrors(w)),
-		fmtDur(w.P99()), fmt.Sprint(d.view.peak[name]), state(row), fmtReasons(row.rejectedBy, "%.0f"))
+		fmtDur(w.P99()), fmtPeak(d.view.peak[name], true), state(row), fmtReasons(row.rejectedBy, "%.0f"))
 }
 
 // rejectingStates name a bulkhead that rejects, by the main reason.
@@ -147,10 +147,9 @@ func (d *demo) summary(stopErr error) {
 			fmt.Sprint(s.NotSent), fmtReasons(counts, "%.0f"))
 		cancelled += s.Cancelled
 	}
-	fmt.Fprintf(&b, "(cancelled: still in flight when the demo stopped; not sent: due while %d requests of the flow were out)\n", maxOutstanding)
-	if cancelled > 0 {
-		fmt.Fprintf(&b, "%d requests were still in flight when the demo stopped: cancelled, neither answered nor failed.\n", cancelled)
-	}
+	fmt.Fprintf(&b, "(cancelled: in flight when traffic stopped and not finished when the wait for them ended;\n"+
+		" not sent: due while %d requests of the flow were out)\n", maxOutstanding)
+	b.WriteString(d.stopLine(cancelled) + "\n")
 	if wellFormed {
 		b.WriteString("Every 503 carried retry-after and x-bulkhead-reason.\n")
 	} else {
@@ -169,22 +168,41 @@ func (d *demo) summary(stopErr error) {
 	b.WriteString("\nPeak concurrency seen by each upstream (the bulkhead keeps it within the limit):\n")
 	for _, r := range demoRoutes {
 		row := d.view.rows[r.name]
+		peak, known := d.view.runPeak[r.name]
 		verdict := ""
-		if row.known {
+		if !known {
+			verdict = "not known (no control API for this upstream)"
+		} else if row.known {
 			verdict = "within the limit"
-			if float64(d.view.runPeak[r.name]) > row.limit {
+			if float64(peak) > row.limit {
 				verdict = "ABOVE THE LIMIT"
 			}
 			verdict = fmt.Sprintf("limit %s, %s", fmtNum(row.limit), verdict)
 		}
-		fmt.Fprintf(&b, "  %-8s %3d   %s\n", r.name, d.view.runPeak[r.name], verdict)
+		fmt.Fprintf(&b, "  %-8s %3s   %s\n", r.name, fmtPeak(peak, known), verdict)
 	}
-	if stopErr != nil {
+	switch {
+	case stopErr != nil:
 		fmt.Fprintf(&b, "\nStopping had problems: %v\n", stopErr)
-	} else {
+	case d.stopped:
 		b.WriteString("\nEnvoy, the bulkhead daemon and the upstreams have stopped.\n")
 	}
 	_, _ = io.WriteString(d.out, b.String())
+}
+
+// stopLine says what became of the requests in flight when traffic
+// stopped; cancelled are those cut short (the rest finished and are
+// counted as answered or failed).
+func (d *demo) stopLine(cancelled int) string {
+	switch {
+	case d.inFlightAtStop == 0 && cancelled == 0:
+		return "No request was in flight when traffic stopped."
+	case cancelled == 0:
+		return fmt.Sprintf("%d requests were in flight when traffic stopped: all finished and are counted above.", d.inFlightAtStop)
+	default:
+		return fmt.Sprintf("%d requests were in flight when traffic stopped: %d finished and are counted above, %d were cancelled %s.",
+			d.inFlightAtStop, max(d.inFlightAtStop-cancelled, 0), cancelled, d.drainCut)
+	}
 }
 
 // bulkheadRejections counts responses that carry x-bulkhead-reason.
@@ -222,6 +240,14 @@ func fmtReasons(m map[string]float64, num string) string {
 		return "-"
 	}
 	return strings.Join(parts, " ")
+}
+
+// fmtPeak prints an upstream's peak concurrency, "?" when unknown.
+func fmtPeak(n int, known bool) string {
+	if !known || n < 0 {
+		return "?"
+	}
+	return fmt.Sprint(n)
 }
 
 func fmtNum(x float64) string { return fmt.Sprintf("%.0f", x) }

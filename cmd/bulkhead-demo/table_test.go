@@ -61,12 +61,14 @@ func TestState(t *testing.T) {
 	}
 }
 
-// Requests in flight when the demo stopped show as cancelled, not as a
-// gap between sent and the answers.
+// Requests in flight when traffic stopped are accounted for: those cut
+// short show as cancelled, not as a gap between sent and the answers, and
+// the rest as finished.
 func TestSummaryCountsCancelled(t *testing.T) {
 	var out strings.Builder
-	d := newDemo(options{}, &out, func() {})
+	d := newDemo(options{}, &out)
 	d.start = time.Now()
+	d.inFlightAtStop, d.drainCut = 12, "by Ctrl-C"
 	d.flows = demoFlows()
 	for _, f := range d.flows {
 		f.result = testbed.Stats{Sent: 10, ByStatus: map[int]int{200: 7}}
@@ -82,8 +84,9 @@ func TestSummaryCountsCancelled(t *testing.T) {
 		"route       sent      ok  rejected  errors cancelled ",
 		"\ncatalog       30      21         0       0         9 ",
 		"\nauth          10      10         0       0         0 ",
-		"(cancelled: still in flight when the demo stopped; not sent: due while 300 requests of the flow were out)\n",
-		"9 requests were still in flight when the demo stopped: cancelled, neither answered nor failed.\n",
+		"(cancelled: in flight when traffic stopped and not finished when the wait for them ended;\n",
+		" not sent: due while 300 requests of the flow were out)\n",
+		"12 requests were in flight when traffic stopped: 3 finished and are counted above, 9 were cancelled by Ctrl-C.\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
@@ -95,8 +98,14 @@ func TestSummaryCountsCancelled(t *testing.T) {
 		f.result.Cancelled = 0
 	}
 	d.summary(nil)
-	if strings.Contains(out.String(), "still in flight when the demo stopped:") {
-		t.Errorf("summary without cancelled requests mentions them:\n%s", out.String())
+	if want := "12 requests were in flight when traffic stopped: all finished and are counted above.\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("summary without cancelled requests lacks %q:\n%s", want, out.String())
+	}
+	out.Reset()
+	d.inFlightAtStop = 0
+	d.summary(nil)
+	if want := "No request was in flight when traffic stopped.\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, out.String())
 	}
 }
 

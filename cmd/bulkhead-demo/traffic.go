@@ -25,6 +25,25 @@ var demoRoutes = []route{
 	{name: "orders", upstream: "127.0.0.1:8083", path: "/orders/42", fast: [2]time.Duration{5 * time.Millisecond, 15 * time.Millisecond}},
 }
 
+// routeNamed returns the demo route called name.
+func routeNamed(name string) (route, bool) {
+	for _, r := range demoRoutes {
+		if r.name == name {
+			return r, true
+		}
+	}
+	return route{}, false
+}
+
+// routeNames lists the demo routes' names.
+func routeNames() []string {
+	names := make([]string, len(demoRoutes))
+	for i, r := range demoRoutes {
+		names[i] = r.name
+	}
+	return names
+}
+
 // flow is one stream of requests: a route at a rate with one priority.
 type flow struct {
 	route    string
@@ -65,12 +84,8 @@ func newLoads(flows []*flow, base string, duration time.Duration) error {
 		bound = untilStopped
 	}
 	for _, f := range flows {
-		path := ""
-		for _, r := range demoRoutes {
-			if r.name == f.route {
-				path = r.path
-			}
-		}
+		r, _ := routeNamed(f.route)
+		path := r.path
 		header := http.Header{}
 		if f.priority != "" {
 			header.Set("x-bulkhead-priority", f.priority)
@@ -93,8 +108,9 @@ func newLoads(flows []*flow, base string, duration time.Duration) error {
 	return nil
 }
 
-// runLoads runs every flow's load until its schedule ends or ctx does, and
-// closes the returned channel when all have finished.
+// runLoads runs every flow's load until its schedule ends (or stopLoads
+// ends it) and its requests have finished, or until ctx ends, which cancels
+// them. It closes the returned channel when all have finished.
 func runLoads(ctx context.Context, flows []*flow) <-chan struct{} {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -109,6 +125,16 @@ func runLoads(ctx context.Context, flows []*flow) <-chan struct{} {
 		close(done)
 	}()
 	return done
+}
+
+// stopLoads ends every flow's schedule and returns the number of requests
+// then in flight.
+func stopLoads(flows []*flow) int {
+	n := 0
+	for _, f := range flows {
+		n += f.load.Stop()
+	}
+	return n
 }
 
 // routeWindow merges the last windows of a route's flows.

@@ -26,8 +26,11 @@ type view struct {
 	prevAt, curAt time.Time
 	scrapeErr     error
 	rows          map[string]bulkheadRow
-	peak          map[string]int // upstream's max in flight over the last window
-	runPeak       map[string]int // over the whole run
+	// peak is each upstream's most requests in flight over the last
+	// window, -1 when unknown; runPeak over the whole run, for the
+	// upstreams whose peak was known at least once.
+	peak    map[string]int
+	runPeak map[string]int
 }
 
 func newView() view {
@@ -43,12 +46,7 @@ func (v *view) update(ctx context.Context, d *demo) {
 	for _, f := range d.flows {
 		f.window = f.load.TakeWindow()
 	}
-	for _, r := range demoRoutes {
-		u := d.upstreams[r.name]
-		v.peak[r.name] = u.Max()
-		v.runPeak[r.name] = max(v.runPeak[r.name], u.Max())
-		u.ResetMax()
-	}
+	v.takePeaks(ctx, d)
 	for _, r := range demoRoutes {
 		v.rows[r.name] = v.row(r.name)
 	}
@@ -57,15 +55,32 @@ func (v *view) update(ctx context.Context, d *demo) {
 // final takes the last scrape and peaks for the summary.
 func (v *view) final(d *demo) {
 	v.scrape(context.Background(), d)
+	v.takePeaks(context.Background(), d)
+}
+
+// takePeaks takes every upstream's peak since the previous call.
+func (v *view) takePeaks(ctx context.Context, d *demo) {
 	for _, r := range demoRoutes {
-		v.runPeak[r.name] = max(v.runPeak[r.name], d.upstreams[r.name].Max())
+		v.peak[r.name] = -1
+		u, ok := d.upstreams[r.name]
+		if !ok {
+			continue
+		}
+		peakCtx, cancel := context.WithTimeout(ctx, controlTimeout)
+		n, err := u.TakePeak(peakCtx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		v.peak[r.name] = n
+		v.runPeak[r.name] = max(v.runPeak[r.name], n)
 	}
 }
 
 func (v *view) scrape(ctx context.Context, d *demo) {
 	ctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
 	defer cancel()
-	m, err := testbed.Scrape(ctx, "http://"+d.daemon.httpAddr+"/metrics")
+	m, err := testbed.Scrape(ctx, d.metricsURL)
 	v.scrapeErr = err
 	if err != nil {
 		return

@@ -8,7 +8,8 @@
 //     bulkhead invariant where it matters: at the dependency. Its delay, status
 //     and a Hold/ReleaseHeld gate are controlled at run time.
 //   - Load, a bounded open-loop load driver: a fixed request rate, a duration,
-//     a maximum count and a cap on outstanding requests; it records statuses,
+//     a maximum count and a cap on outstanding requests, and Stop, which
+//     ends the schedule and lets the requests out finish; it records statuses,
 //     x-bulkhead-reason values, transport errors and latencies.
 //   - Scrape/ParseMetrics, a small reader of the Prometheus text exposition
 //     format with label-based lookups.

@@ -80,8 +80,11 @@ type Load struct {
 	client *http.Client
 	tr     *http.Transport
 
+	stop chan struct{} // closed by Stop
+
 	mu          sync.Mutex
 	started     bool
+	stopped     bool // Stop was called: admit sends nothing more
 	outstanding int
 	cancelled   int // requests ended by ctx, counted apart from transport errors
 	seen        int // latencies offered to the reservoir
@@ -113,15 +116,17 @@ func NewLoad(spec LoadSpec) (*Load, error) {
 				return http.ErrUseLastResponse
 			},
 		},
+		stop:        make(chan struct{}),
 		total:       newCounts(),
 		window:      newCounts(),
 		windowStart: time.Now(),
 	}, nil
 }
 
-// Run sends the load and returns when the schedule is over and every request
-// has finished, or ctx has ended (outstanding requests are then cancelled and
-// counted in Cancelled). It returns ErrLoadReused when called twice.
+// Run sends the load and returns when the schedule is over (or Stop was
+// called) and every request has finished, or ctx has ended (outstanding
+// requests are then cancelled and counted in Cancelled). It returns
+// ErrLoadReused when called twice.
 func (l *Load) Run(ctx context.Context) (Stats, error) {
 	l.mu.Lock()
 	if l.started {
@@ -152,11 +157,17 @@ schedule:
 			case <-timer.C:
 			case <-ctx.Done():
 				break schedule
+			case <-l.stop:
+				break schedule
 			}
 		} else if ctx.Err() != nil {
 			break
 		}
-		if !l.admit() {
+		send, stopped := l.admit()
+		if stopped {
+			break
+		}
+		if !send {
 			continue
 		}
 		wg.Add(1)
@@ -176,19 +187,38 @@ schedule:
 }
 
 // admit counts a due request as sent, or as not sent when MaxOutstanding
-// requests are already out.
-func (l *Load) admit() bool {
+// requests are already out; after Stop it sends and counts nothing.
+func (l *Load) admit() (send, stopped bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.stopped {
+		return false, true
+	}
 	if l.outstanding >= l.spec.MaxOutstanding {
 		l.total.notSent++
 		l.window.notSent++
-		return false
+		return false, false
 	}
 	l.outstanding++
 	l.total.sent++
 	l.window.sent++
-	return true
+	return true, false
+}
+
+// Stop ends the schedule and returns the number of requests out at that
+// moment. No request is sent once Stop has returned; Run returns when the
+// requests already out have finished (counted as usual), or when its ctx
+// ends, which cancels them (counted in Cancelled). Stop may be called before,
+// during or after Run, more than once (a later call returns the requests
+// still out), from any goroutine.
+func (l *Load) Stop() (outstanding int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.stopped {
+		l.stopped = true
+		close(l.stop)
+	}
+	return l.outstanding
 }
 
 func (l *Load) do(ctx context.Context) {

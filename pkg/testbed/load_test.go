@@ -26,6 +26,17 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// runInBackground runs l in a goroutine and sends Run's result on the
+// returned channel; the test receives it, which waits for the goroutine.
+func runInBackground(ctx context.Context, l *Load) <-chan Stats {
+	done := make(chan Stats, 1)
+	go func() {
+		s, _ := l.Run(ctx)
+		done <- s
+	}()
+	return done
+}
+
 func runLoad(t *testing.T, ctx context.Context, spec LoadSpec) Stats {
 	t.Helper()
 	l, err := NewLoad(spec)
@@ -108,11 +119,7 @@ func TestLoadOutstandingCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan Stats, 1)
-	go func() {
-		s, _ := l.Run(ctx)
-		done <- s
-	}()
+	done := runInBackground(ctx, l)
 	if err := u.WaitInflight(ctx, 5); err != nil {
 		t.Fatal(err)
 	}
@@ -140,11 +147,7 @@ func TestLoadCancelEndsOutstanding(t *testing.T) {
 		t.Fatal(err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan Stats, 1)
-	go func() {
-		s, _ := l.Run(runCtx)
-		done <- s
-	}()
+	done := runInBackground(runCtx, l)
 	if err := u.WaitInflight(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +161,46 @@ func TestLoadCancelEndsOutstanding(t *testing.T) {
 	}
 	if _, err := l.Run(ctx); !errors.Is(err, ErrLoadReused) {
 		t.Errorf("second Run() = %v, want ErrLoadReused", err)
+	}
+}
+
+// Stop sends nothing more and lets the requests out finish: they are
+// answered, not cancelled.
+func TestLoadStopLetsOutstandingFinish(t *testing.T) {
+	ctx := testCtx(t, 20*time.Second)
+	u := newTestUpstream(t)
+	u.Hold()
+	l, err := NewLoad(LoadSpec{URL: u.URL(), Rate: 1000, MaxRequests: 5000, MaxOutstanding: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := runInBackground(ctx, l)
+	if err := u.WaitInflight(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	out := l.Stop()
+	if again := l.Stop(); again != out {
+		t.Errorf("second Stop() = %d, want %d (nothing finished while held)", again, out)
+	}
+	if s := l.Snapshot(); out < 10 || s.Sent != out || s.Outstanding != out {
+		t.Errorf("Stop() = %d, snapshot sent %d outstanding %d: want them equal and >= 10", out, s.Sent, s.Outstanding)
+	}
+	u.ReleaseHeld()
+	s := <-done
+	if s.Sent != out || s.OK() != out || s.Cancelled != 0 || s.TransportErrors != 0 || u.Served() != out {
+		t.Errorf("after Stop: sent %d ok %d cancelled %d transport errors %d upstream served %d, want %d/%d/0/0/%d",
+			s.Sent, s.OK(), s.Cancelled, s.TransportErrors, u.Served(), out, out, out)
+	}
+
+	early, err := NewLoad(LoadSpec{URL: u.URL(), Rate: 1000, MaxRequests: 10, MaxOutstanding: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := early.Stop(); n != 0 {
+		t.Errorf("Stop() before Run = %d, want 0", n)
+	}
+	if s, _ := early.Run(ctx); s.Sent != 0 || s.NotSent != 0 {
+		t.Errorf("Run after Stop sent %d (not sent %d), want nothing", s.Sent, s.NotSent)
 	}
 }
 
