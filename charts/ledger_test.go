@@ -47,7 +47,8 @@ func TestRedisLedgerValues(t *testing.T) {
 	ms := render(t, filepath.Join(chartDir(t), "ci", "redis-values.yaml"))
 	cfg := daemonConfig(t, d, ms)
 	l := cfg.Ledger
-	if l.Backend != config.LedgerRedis || l.OnUnavailable != config.LocalShare {
+	// By name: the policy's type moves to pkg/authz with the lead's wiring.
+	if l.Backend != config.LedgerRedis || l.OnUnavailable.String() != "local_share" {
 		t.Errorf("ledger %v on_unavailable %v, want redis, local_share", l.Backend, l.OnUnavailable)
 	}
 	if l.Redis.Address != "redis-master.redis.svc.cluster.local:6379" || l.Redis.Prefix != "mesh-a:" || !l.Redis.TLS.Enabled {
