@@ -100,7 +100,9 @@ func TestRenderedDaemonConfig(t *testing.T) {
 }
 
 // The Deployment runs one non-root, read-only container probed on the
-// health endpoints, with resource requests, never two pods at once.
+// health endpoints, with resource requests. With the in-memory ledger it
+// runs at most one pod, never two at once; with the Redis ledger, replicas
+// roll without losing capacity (ledger_test.go checks the rest).
 func TestDeploymentHardening(t *testing.T) {
 	d := newDecoder(t)
 	for _, f := range valuesFiles(t) {
@@ -108,11 +110,18 @@ func TestDeploymentHardening(t *testing.T) {
 			ms := render(t, f)
 			dep := decodeAs[*appsv1.Deployment](t, d, find(ms, "Deployment", "")[0])
 			spec := dep.Spec.Template.Spec
-			if dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-				t.Errorf("strategy %q, want Recreate (two pods would each hold permits)", dep.Spec.Strategy.Type)
-			}
-			if r := dep.Spec.Replicas; r == nil || *r > 1 {
-				t.Errorf("replicas %v, want at most 1", r)
+			if daemonConfig(t, d, ms).Ledger.Backend == config.LedgerRedis {
+				if dep.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || dep.Spec.Strategy.RollingUpdate == nil ||
+					dep.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue() != 0 {
+					t.Errorf("strategy %+v, want RollingUpdate with maxUnavailable 0 (the replicas share the ledger)", dep.Spec.Strategy)
+				}
+			} else {
+				if dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+					t.Errorf("strategy %q, want Recreate (two pods would each hold permits)", dep.Spec.Strategy.Type)
+				}
+				if r := dep.Spec.Replicas; r == nil || *r > 1 {
+					t.Errorf("replicas %v, want at most 1 with the memory ledger", r)
+				}
 			}
 			psc := spec.SecurityContext
 			if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {

@@ -27,14 +27,16 @@ var update = flag.Bool("update", false, "rewrite deploy/compose/envoy.yaml from 
 const composeEnvoyPath = "deploy/compose/envoy.yaml"
 
 // composeEnvoyParams are the Envoy parameters of docker-compose.yaml: the
-// demo routes, with the containers' names as hosts.
+// demo routes, with the containers' names as hosts, and both Bulkhead
+// replicas in the cluster "bulkhead".
 func composeEnvoyParams() envoy.Params {
 	return envoy.Params{
-		ListenerAddress: "0.0.0.0",
-		ListenerPort:    10000,
-		AdminAddress:    "0.0.0.0",
-		AdminPort:       9901,
-		Bulkhead:        envoy.Endpoint{Host: "bulkhead", Port: 9001},
+		ListenerAddress:  "0.0.0.0",
+		ListenerPort:     10000,
+		AdminAddress:     "0.0.0.0",
+		AdminPort:        9901,
+		Bulkhead:         envoy.Endpoint{Host: "bulkhead", Port: 9001},
+		BulkheadReplicas: []envoy.Endpoint{{Host: "bulkhead-2", Port: 9001}},
 		Routes: envoy.DemoRoutes(
 			envoy.Endpoint{Host: "catalog", Port: 8081},
 			envoy.Endpoint{Host: "auth", Port: 8082},
@@ -87,7 +89,7 @@ func TestComposeProject(t *testing.T) {
 		t.Fatalf("docker-compose.yaml does not load: %v", err)
 	}
 
-	want := []string{"auth", "bulkhead", "catalog", "envoy", "grafana", "orders", "prometheus", "traffic"}
+	want := []string{"auth", "bulkhead", "bulkhead-2", "catalog", "envoy", "grafana", "orders", "prometheus", "redis", "traffic"}
 	if got := p.ServiceNames(); !slices.Equal(sorted(got), want) {
 		t.Fatalf("services %q, want %q", got, want)
 	}
@@ -184,6 +186,7 @@ func TestComposeProject(t *testing.T) {
 	if !strings.HasSuffix(cfg.Listen.GRPC, ":9001") || !strings.HasPrefix(cfg.Listen.HTTP, "0.0.0.0:") {
 		t.Errorf("compose bulkhead listens on %+v: want all interfaces, gRPC on 9001", cfg.Listen)
 	}
+	checkComposeReplicas(t, p, cfg)
 	// Grafana's dashboard provider reads the directory the dashboard is mounted in.
 	prov := string(readRepoFile(t, "deploy/compose/grafana/provisioning/dashboards/bulkhead.yaml"))
 	if !strings.Contains(prov, "path: /var/lib/grafana/dashboards/bulkhead") {
@@ -192,6 +195,52 @@ func TestComposeProject(t *testing.T) {
 	ds := string(readRepoFile(t, "deploy/compose/grafana/provisioning/datasources/prometheus.yaml"))
 	if !strings.Contains(ds, "url: http://prometheus:9090") {
 		t.Error("the Grafana datasource does not point at the prometheus service")
+	}
+}
+
+// checkComposeReplicas: every endpoint of Envoy's bulkhead cluster is a
+// replica built from the repository with the one compose config, which keeps
+// permits in the compose Redis; that Redis persists nothing (as in e2e: a
+// restart loses the ledger and heartbeats rebuild it).
+func checkComposeReplicas(t *testing.T, p *types.Project, cfg *config.Config) {
+	t.Helper()
+	eps := composeEnvoyParams().BulkheadEndpoints()
+	if len(eps) < 2 {
+		t.Errorf("Envoy's bulkhead cluster has %d endpoint(s), want the two replicas", len(eps))
+	}
+	for _, e := range eps {
+		s, ok := p.Services[e.Host]
+		if !ok {
+			t.Errorf("Envoy's bulkhead cluster lists %s, which is no compose service", e.Host)
+			continue
+		}
+		if s.Build == nil || s.Image != p.Services["bulkhead"].Image {
+			t.Errorf("%s: image %q, build %v: want the bulkhead image, built from the repository", e.Host, s.Image, s.Build)
+		}
+		var mounted bool
+		for _, v := range s.Volumes {
+			mounted = mounted || v.Target == "/etc/bulkhead/bulkhead.yaml" && strings.HasSuffix(v.Source, "deploy/compose/bulkhead.yaml")
+		}
+		if !mounted {
+			t.Errorf("%s: does not mount deploy/compose/bulkhead.yaml", e.Host)
+		}
+		if _, ok := s.DependsOn["redis"]; !ok {
+			t.Errorf("%s: does not depend on redis", e.Host)
+		}
+	}
+	if cfg.Ledger.Backend != config.LedgerRedis {
+		t.Fatalf("compose bulkhead ledger %v: two replicas need the redis backend", cfg.Ledger.Backend)
+	}
+	host, _, _ := strings.Cut(cfg.Ledger.Redis.Address, ":")
+	r, ok := p.Services[host]
+	if !ok {
+		t.Fatalf("ledger.redis.address %q: no compose service %s", cfg.Ledger.Redis.Address, host)
+	}
+	if !strings.HasPrefix(r.Image, "redis:7") {
+		t.Errorf("%s: image %q, want redis:7", host, r.Image)
+	}
+	if cmd := strings.Join(r.Command, " "); !strings.Contains(cmd, `--save  --appendonly no`) {
+		t.Errorf("%s: command %q, want no persistence (--save \"\" --appendonly no)", host, r.Command)
 	}
 }
 

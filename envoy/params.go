@@ -65,6 +65,12 @@ type Route struct {
 	Upstream Endpoint
 }
 
+// BulkheadEndpoints returns the endpoints of the Bulkhead cluster: Bulkhead,
+// then BulkheadReplicas.
+func (p Params) BulkheadEndpoints() []Endpoint {
+	return append([]Endpoint{p.Bulkhead}, p.BulkheadReplicas...)
+}
+
 // BulkheadName returns the bulkhead key sent in the route's CheckRequests.
 func (r Route) BulkheadName() string {
 	if r.Bulkhead != "" {
@@ -89,11 +95,12 @@ type Params struct {
 
 	// Bulkhead is the daemon's gRPC endpoint (ext_authz and access logs).
 	Bulkhead Endpoint
-	// BulkheadReplicas are more replicas of the daemon (ledger.backend:
-	// redis), in the same cluster as Bulkhead and of the same discovery
-	// type. With any, Envoy health-checks the replicas over gRPC health and
-	// retries a Check that could not reach one, so that a dead replica
-	// costs no request once it is ejected.
+	// BulkheadReplicas are further endpoints of the same cluster: daemon
+	// replicas sharing one ledger (ledger.backend redis), among which Envoy
+	// balances Checks and access-log streams. Their hosts are of Bulkhead's
+	// kind (all IP literals or all DNS names: one discovery type).
+	// With any, Envoy health-checks the replicas over gRPC health and
+	// retries a Check that could not reach one.
 	BulkheadReplicas []Endpoint
 	// Routes, matched in order.
 	Routes []Route
@@ -281,8 +288,20 @@ func (p Params) validate() error {
 		checkPort(field+".Port", e.Port, 1)
 	}
 	checkEndpoint("Bulkhead", p.Bulkhead)
+	seenEndpoint := map[Endpoint]bool{p.Bulkhead: true}
 	for i, e := range p.BulkheadReplicas {
-		checkEndpoint(fmt.Sprintf("BulkheadReplicas[%d]", i), e)
+		field := fmt.Sprintf("BulkheadReplicas[%d]", i)
+		checkEndpoint(field, e)
+		if seenEndpoint[e] {
+			bad("%s %s: duplicate endpoint", field, e)
+		}
+		seenEndpoint[e] = true
+		if (net.ParseIP(e.Host) == nil) != (net.ParseIP(p.Bulkhead.Host) == nil) {
+			bad("%s.Host %q: want an IP address or DNS name as Bulkhead.Host %q (one discovery type per cluster)", field, e.Host, p.Bulkhead.Host)
+		}
+	}
+	if t := p.BulkheadTLS; t != nil && t.ServerName == "" && len(p.BulkheadReplicas) > 0 {
+		bad("BulkheadTLS.ServerName: must be set with BulkheadReplicas on IP addresses (one certificate name for every replica)")
 	}
 	if len(p.Routes) == 0 {
 		bad("Routes: want at least one")

@@ -66,9 +66,14 @@ func paramSets(t *testing.T) map[string]envoy.Params {
 	noHeartbeat.NoHeartbeat = true
 	fast := envoy.DemoParams()
 	fast.HeartbeatInterval = 500 * time.Millisecond
+	replicas := envoy.DemoParams() // daemon replicas sharing a Redis ledger
+	replicas.BulkheadReplicas = []envoy.Endpoint{{Host: "127.0.0.2", Port: 9001}, {Host: "127.0.0.1", Port: 9002}}
+	replicasDNS := custom
+	replicasDNS.BulkheadReplicas = []envoy.Endpoint{{Host: "bulkhead-2.mesh.svc", Port: 9001}}
 	return map[string]envoy.Params{"demo": envoy.DemoParams(), "port zero": zero, "custom": custom,
 		"mtls to an IP": mtls, "tls to a DNS name": tlsDNS, "mtls with SNI": mtlsSNI,
-		"single access log": single, "no heartbeat": noHeartbeat, "heartbeat 500ms": fast}
+		"single access log": single, "no heartbeat": noHeartbeat, "heartbeat 500ms": fast,
+		"replicas": replicas, "replicas by name": replicasDNS}
 }
 
 func TestCommittedConfigIsCurrent(t *testing.T) {
@@ -169,6 +174,17 @@ func TestRenderedShape(t *testing.T) {
 				"explicit_http_config", "http2_protocol_options")
 			if got := dig(t, bh, "circuit_breakers", "thresholds", 0, "max_requests").(int); got <= 1024 {
 				t.Errorf("bulkhead max_requests = %d, want far above 1024", got)
+			}
+			eps := dig(t, bh, "load_assignment", "endpoints", 0, "lb_endpoints").([]any)
+			want := p.BulkheadEndpoints()
+			if len(eps) != len(want) {
+				t.Fatalf("bulkhead cluster: %d endpoints, want %d", len(eps), len(want))
+			}
+			for i, e := range want {
+				sa := dig(t, eps[i], "endpoint", "address", "socket_address")
+				if dig(t, sa, "address") != e.Host || dig(t, sa, "port_value") != e.Port {
+					t.Errorf("bulkhead endpoint %d = %v, want %s", i, sa, e)
+				}
 			}
 			checkUpstreamTLS(t, p, bh.(map[string]any))
 		})
@@ -350,6 +366,14 @@ func TestRenderRejects(t *testing.T) {
 		{"SNI an IP", func(p *envoy.Params) { p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: "ca", ServerName: "10.0.0.1"} }, "BulkheadTLS.ServerName"},
 		{"SNI not a name", func(p *envoy.Params) { p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: "ca", ServerName: "a b"} }, "BulkheadTLS.ServerName"},
 		{"newline in a path", func(p *envoy.Params) { p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: "ca\nx"} }, "BulkheadTLS.CAFile"},
+		{"replica host", func(p *envoy.Params) { p.BulkheadReplicas = []envoy.Endpoint{{Host: "a b", Port: 1}} }, "BulkheadReplicas[0].Host"},
+		{"replica port", func(p *envoy.Params) { p.BulkheadReplicas = []envoy.Endpoint{{Host: "127.0.0.2"}} }, "BulkheadReplicas[0].Port"},
+		{"replica twice", func(p *envoy.Params) { p.BulkheadReplicas = []envoy.Endpoint{p.Bulkhead} }, "duplicate endpoint"},
+		{"replicas IP and name", func(p *envoy.Params) { p.BulkheadReplicas = []envoy.Endpoint{{Host: "bulkhead-2", Port: 9001}} }, "one discovery type"},
+		{"replicas on IPs, TLS without a name", func(p *envoy.Params) {
+			p.BulkheadReplicas = []envoy.Endpoint{{Host: "127.0.0.2", Port: 9001}}
+			p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: "ca"}
+		}, "BulkheadTLS.ServerName"},
 		{"every problem at once", func(p *envoy.Params) { p.AdminPort = -1; p.StatusOnError = 1 }, "AdminPort"},
 	}
 	for _, tt := range tests {

@@ -42,18 +42,113 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s.%s.svc.cluster.local" (include "bulkhead.fullname" .) .Release.Namespace }}
 {{- end }}
 
-{{/* Bulkhead's address for plain Envoys. */}}
+{{/*
+Bulkhead's address for plain Envoys. With the Redis ledger, the headless
+Service: its name resolves to every ready replica, and Envoy's STRICT_DNS
+cluster balances Checks across them (a ClusterIP would pin each HTTP/2
+connection to one pod).
+*/}}
 {{- define "bulkhead.envoyAddress" -}}
-{{- default (include "bulkhead.serviceFQDN" .) .Values.envoy.address }}
+{{- if .Values.envoy.address }}
+{{- .Values.envoy.address }}
+{{- else if eq (include "bulkhead.ledgerBackend" .) "redis" }}
+{{- printf "%s-headless.%s.svc.cluster.local" (include "bulkhead.fullname" .) .Release.Namespace }}
+{{- else }}
+{{- include "bulkhead.serviceFQDN" . }}
+{{- end }}
+{{- end }}
+
+{{/* The ledger backend: config.ledger.backend, "memory" when unset. */}}
+{{- define "bulkhead.ledgerBackend" -}}
+{{- dig "ledger" "backend" "memory" (.Values.config | default dict) | default "memory" }}
 {{- end }}
 
 {{/*
-The replica guard: permits of the in-memory ledger are per process, so two
-replicas would each enforce the full limit.
+The ledger guard. Permits of the in-memory ledger are per process, so two
+replicas would each enforce the full limit: more than one replica needs the
+Redis ledger. The values that set a daemon *_file key from a Secret must not
+also set that key by hand, and a top-level `ledger` (chart 0.1) has moved.
 */}}
-{{- define "bulkhead.checkReplicas" -}}
-{{- if and (eq .Values.ledger "memory") (gt (int .Values.replicaCount) 1) }}
-{{- fail (printf "replicaCount %d refused: with ledger \"memory\" every replica keeps its own permits, so %d replicas would each admit the full max_concurrent of every bulkhead (%dx the intended limit). Run one replica (the PodDisruptionBudget and a fast restart cover availability) until a shared ledger is available." (int .Values.replicaCount) (int .Values.replicaCount) (int .Values.replicaCount)) }}
+{{- define "bulkhead.checkLedger" -}}
+{{- $n := int .Values.replicaCount }}
+{{- $backend := include "bulkhead.ledgerBackend" . }}
+{{- if hasKey .Values "ledger" }}
+{{- fail "ledger: moved to config.ledger.backend (memory | redis); remove the top-level `ledger` value" }}
+{{- end }}
+{{- if and (eq $backend "memory") (gt $n 1) }}
+{{- fail (printf "replicaCount %d refused: with ledger \"memory\" every replica keeps its own permits, so %d replicas would each admit the full max_concurrent of every bulkhead (%dx the intended limit). Set config.ledger.backend: redis (and config.ledger.redis.address or .sentinel) so that the replicas share one ledger (docs/redis.md), or run one replica (the PodDisruptionBudget and a fast restart cover availability)." $n $n $n) }}
+{{- end }}
+{{- $redis := dig "ledger" "redis" dict (.Values.config | default dict) | default dict }}
+{{- if eq $backend "redis" }}
+{{- if not (or (get $redis "address") (dig "sentinel" "master" "" $redis)) }}
+{{- fail "config.ledger.backend is redis: set config.ledger.redis.address (host:port) or config.ledger.redis.sentinel (master and addresses)" }}
+{{- end }}
+{{- end }}
+{{- if and .Values.redis.passwordSecret.name (get $redis "password_file") }}
+{{- fail "config.ledger.redis.password_file and redis.passwordSecret are both set: the chart sets password_file from the Secret; remove one" }}
+{{- end }}
+{{- if and .Values.redis.sentinelPasswordSecret.name (dig "sentinel" "password_file" "" $redis) }}
+{{- fail "config.ledger.redis.sentinel.password_file and redis.sentinelPasswordSecret are both set: the chart sets it from the Secret; remove one" }}
+{{- end }}
+{{- $tls := get $redis "tls" | default dict }}
+{{- if and .Values.redis.tlsSecret.name (or (get $tls "ca_file") (get $tls "cert_file") (get $tls "key_file")) }}
+{{- fail "config.ledger.redis.tls.*_file and redis.tlsSecret are both set: the chart sets the TLS files from the Secret; remove one" }}
+{{- end }}
+{{- end }}
+
+{{/* Where the Redis ledger's Secrets are mounted. */}}
+{{- define "bulkhead.redisSecretDir" -}}/var/run/bulkhead/redis{{- end }}
+
+{{/*
+The daemon's settings: config, with the ledger's *_file keys pointed at the
+Secrets of `redis:` (mounted by the Deployment under redisSecretDir).
+*/}}
+{{- define "bulkhead.daemonConfig" -}}
+{{- $c := deepCopy (.Values.config | default dict) }}
+{{- $r := .Values.redis }}
+{{- if or $r.passwordSecret.name $r.sentinelPasswordSecret.name $r.tlsSecret.name }}
+{{- $dir := include "bulkhead.redisSecretDir" . }}
+{{- $ledger := get $c "ledger" | default dict }}
+{{- $redis := get $ledger "redis" | default dict }}
+{{- with $r.passwordSecret.name }}
+{{- $_ := set $redis "password_file" (printf "%s/password/%s" $dir $r.passwordSecret.key) }}
+{{- end }}
+{{- with $r.sentinelPasswordSecret.name }}
+{{- $sentinel := get $redis "sentinel" | default dict }}
+{{- $_ := set $sentinel "password_file" (printf "%s/sentinel-password/%s" $dir $r.sentinelPasswordSecret.key) }}
+{{- $_ := set $redis "sentinel" $sentinel }}
+{{- end }}
+{{- with $r.tlsSecret.name }}
+{{- $tls := get $redis "tls" | default dict }}
+{{- $_ := set $tls "enabled" true }}
+{{- with $r.tlsSecret.caKey }}{{ $_ := set $tls "ca_file" (printf "%s/tls/%s" $dir .) }}{{ end }}
+{{- with $r.tlsSecret.certKey }}{{ $_ := set $tls "cert_file" (printf "%s/tls/%s" $dir .) }}{{ end }}
+{{- with $r.tlsSecret.keyKey }}{{ $_ := set $tls "key_file" (printf "%s/tls/%s" $dir .) }}{{ end }}
+{{- $_ := set $redis "tls" $tls }}
+{{- end }}
+{{- $_ := set $ledger "redis" $redis }}
+{{- $_ := set $c "ledger" $ledger }}
+{{- end }}
+{{- toYaml $c }}
+{{- end }}
+
+{{/*
+The pod's affinity: the values' own, or with more than one replica a
+preferred anti-affinity by node, so that one node's loss takes at most one
+replica where the cluster has room.
+*/}}
+{{- define "bulkhead.affinity" -}}
+{{- if .Values.affinity }}
+{{- toYaml .Values.affinity }}
+{{- else if gt (int .Values.replicaCount) 1 }}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "bulkhead.selectorLabels" . | nindent 12 }}
 {{- end }}
 {{- end }}
 
