@@ -101,6 +101,17 @@ type Policy struct {
 	// the class the route or DefaultPriority gives; a raise is ignored and
 	// counted (InputRecorder.UntrustedPriority). nil trusts no one.
 	TrustedPrioritySources []netip.Prefix
+	// Connections maps a listener port to the bulkhead of the TCP
+	// connections Envoy accepts on it: a network Check (one without an
+	// HTTP request) names its bulkhead by its destination port.
+	Connections map[uint32]Connection
+}
+
+// Connection is the bulkhead of the connections of one listener port, and
+// their class unless the Envoy's LabelPriority label names another.
+type Connection struct {
+	Bulkhead string
+	Priority bulkhead.Priority
 }
 
 // DefaultPolicy returns the documented defaults.

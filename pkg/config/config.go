@@ -142,6 +142,9 @@ type Bulkhead struct {
 	// its MaxWait defaults to the bulkhead's, and it has no reserves (the
 	// bulkhead's reserves apply across tenants).
 	Tenant *bulkhead.Settings
+	// Connections, when not nil, makes the bulkhead count TCP connections
+	// (Envoy's network ext_authz filter) instead of requests.
+	Connections *Connections
 }
 
 // LogFormat selects the slog handler. The zero value is LogText.

@@ -23,7 +23,7 @@ func ValidName(name string) bool { return nameRE.MatchString(name) }
 
 // Field names of one bulkhead and of its reserve, in the order documented.
 var (
-	bulkheadFields = []string{"max_concurrent", "max_queue", "max_wait", "lease_ttl", "reserve", "tenant"}
+	bulkheadFields = []string{"max_concurrent", "max_queue", "max_wait", "lease_ttl", "reserve", "tenant", "connections"}
 	reserveFields  = []string{"critical", "normal"}
 	tenantFields   = []string{"max_concurrent", "max_queue", "max_wait"}
 )
@@ -150,8 +150,9 @@ func (d *decoder) section(path string, raw any, sec *section) (map[string]any, b
 }
 
 // bulkheads decodes the bulkheads mapping. Bulkheads without lease_ttl get
-// defaultTTL. Names are checked here; limits are checked by validate.
-func (d *decoder) bulkheads(raw any, defaultTTL time.Duration) map[string]Bulkhead {
+// defaultTTL, connections without a priority prio. Names are checked here;
+// limits are checked by validate.
+func (d *decoder) bulkheads(raw any, defaultTTL time.Duration, prio bulkhead.Priority) map[string]Bulkhead {
 	m, _ := d.mapping("bulkheads", raw)
 	out := make(map[string]Bulkhead, len(m))
 	for _, name := range slices.Sorted(maps.Keys(m)) {
@@ -163,13 +164,13 @@ func (d *decoder) bulkheads(raw any, defaultTTL time.Duration) map[string]Bulkhe
 		default:
 			d.ps.add(path, "bulkhead name must match "+NamePattern, show(name))
 		}
-		out[name] = d.bulkhead(path, m[name], defaultTTL)
+		out[name] = d.bulkhead(path, m[name], defaultTTL, prio)
 	}
 	return out
 }
 
 // bulkhead decodes one bulkhead and checks its settings.
-func (d *decoder) bulkhead(path string, raw any, defaultTTL time.Duration) Bulkhead {
+func (d *decoder) bulkhead(path string, raw any, defaultTTL time.Duration, prio bulkhead.Priority) Bulkhead {
 	b := Bulkhead{LeaseTTL: defaultTTL}
 	fields, ok := d.mapping(path, raw)
 	if !ok {
@@ -199,6 +200,8 @@ func (d *decoder) bulkhead(path string, raw any, defaultTTL time.Duration) Bulkh
 			s.ReserveCritical, s.ReserveNormal = d.reserve(key, v)
 		case "tenant":
 			tenant = v
+		case "connections":
+			b.Connections = d.connections(path, v, prio)
 		default:
 			d.ps.add(key, unknownField(k, bulkheadFields), "")
 		}

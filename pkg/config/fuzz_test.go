@@ -44,6 +44,9 @@ func FuzzParse(f *testing.F) {
 		"authz: {trusted_priority_sources: \"127.0.0.0/8,,::/0\"}\nleases: {max_permits: 0}\n",
 		"listen: {grpc_tls: {cert_file: c, client_ca_file: ca}, grpc_max_recv_bytes: 1e9, grpc_max_concurrent_streams: -1}\n",
 		"listen: {grpc_tls: {key_file: k, cert: x}, grpc_max_recv_bytes: 65536, grpc_max_concurrent_streams: 100}\n",
+		"bulkheads: {pg: {max_concurrent: 2, connections: {ports: [5432, 6432], priority: critical}}, r: {max_concurrent: 1, connections: {ports: [6379]}}}\n",
+		"bulkheads: {a: {max_concurrent: 1, connections: {ports: [0, 5432, 5432, x, 1e9]}}, b: {max_concurrent: 1, connections: {ports: [5432], prio: 1}}}\n",
+		"authz: {tenant_header: x-t}\nbulkheads: {pg: {max_concurrent: 2, tenant: {max_concurrent: 1}, connections: {ports: 5432, priority: [x]}}}\n",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -108,7 +108,7 @@ func build(name string, data []byte, useEnv bool, flags *pflag.FlagSet) (*Config
 		d.origin[s.key] = originOf(s, raw, useEnv, flags)
 		s.field.set(d, c, s.key, raw)
 	}
-	c.Bulkheads = d.bulkheads(rawBulkheads, c.Leases.DefaultTTL)
+	c.Bulkheads = d.bulkheads(rawBulkheads, c.Leases.DefaultTTL, c.Authz.DefaultPriority)
 	if useEnv {
 		d.envToken(c)
 	}

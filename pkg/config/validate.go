@@ -84,6 +84,7 @@ func (d *decoder) validate(c *Config) {
 			}
 		}
 	}
+	d.connectionBulkheads(c)
 	d.admin(c)
 }
 

@@ -231,6 +231,15 @@ func Policy(cfg *config.Config) authz.Policy {
 	}
 	for k, b := range cfg.Bulkheads {
 		p.LeaseTTL[k] = b.LeaseTTL
+		if b.Connections == nil {
+			continue
+		}
+		if p.Connections == nil {
+			p.Connections = map[uint32]authz.Connection{}
+		}
+		for _, port := range b.Connections.Ports {
+			p.Connections[uint32(port)] = authz.Connection{Bulkhead: k, Priority: b.Connections.Priority}
+		}
 	}
 	return p
 }

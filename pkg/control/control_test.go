@@ -219,3 +219,15 @@ bulkheads:
 		}
 	}
 }
+
+func TestPolicyConnections(t *testing.T) {
+	t.Parallel()
+	p := Policy(parse(t, "bulkheads: {pg: {max_concurrent: 2, connections: {ports: [5432, 6432], priority: critical}}, c: {max_concurrent: 1}}\n"))
+	want := authz.Connection{Bulkhead: "pg", Priority: bulkhead.Critical}
+	if len(p.Connections) != 2 || p.Connections[5432] != want || p.Connections[6432] != want {
+		t.Fatalf("Connections = %v", p.Connections)
+	}
+	if p := Policy(parse(t, "bulkheads: {c: {max_concurrent: 1}}\n")); p.Connections != nil {
+		t.Fatalf("Connections without connection bulkheads = %v", p.Connections)
+	}
+}
