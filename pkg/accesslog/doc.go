@@ -14,6 +14,14 @@
 // release also records its lag: the hold time less the upstream's span in
 // the entry (Recorder.ReleaseLag).
 //
+// Connections are served the same way: the TCP proxy's access log streams a
+// TCPAccessLogEntry when a connection closes (TcpConnectionEnd, which
+// releases) and, with access_log_flush_interval on the TCP proxy, once an
+// interval while it is open (TcpPeriodic, which renews or adopts). The
+// permit is under the network filter's namespace,
+// "envoy.filters.network.ext_authz" (permit.MetadataNamespaceOf). A closed
+// connection succeeded unless its flags report upstream trouble.
+//
 // Register serves the Server to Envoy without decoding whole messages: the
 // gRPC server, built with wire.ServerCodec, hands the stream the encoding,
 // which message.go walks for the identifier and, per entry, the fields

@@ -66,8 +66,8 @@ func (s *fakeStream) Context() context.Context                           { retur
 // FuzzAccessLog feeds random StreamAccessLogsMessage encodings to the
 // server, with heartbeat leases, decoded (StreamAccessLogs) and read from
 // the wire (as Register serves them): no panic; it releases exactly the
-// tokens carried by DownstreamEnd entries and renews exactly those of
-// DownstreamPeriodic entries, each once per entry; it tries to adopt only
+// tokens carried by DownstreamEnd (TcpConnectionEnd) entries and renews
+// exactly those of DownstreamPeriodic (TcpPeriodic) entries, each once per entry; it tries to adopt only
 // renewed tokens that name the bulkhead, and a refused adoption leaves no
 // permit taken.
 func FuzzAccessLog(f *testing.F) {
@@ -80,6 +80,11 @@ func FuzzAccessLog(f *testing.F) {
 		httpLogs(nil, httpEntry(nil, datav3.AccessLogType_DownstreamEnd, 503, &datav3.ResponseFlags{UpstreamRemoteReset: true})),
 		{LogEntries: &alsv3.StreamAccessLogsMessage_TcpLogs{TcpLogs: &alsv3.StreamAccessLogsMessage_TCPAccessLogEntries{
 			LogEntry: []*datav3.TCPAccessLogEntry{{}}}}},
+		// connections: a periodic of a known permit, an end, a periodic of an unknown one, the HTTP namespace
+		tcpMsg(ident("n3"), tcpEntryOf(known, datav3.AccessLogType_TcpPeriodic, nil),
+			tcpEntryOf("x", datav3.AccessLogType_TcpConnectionEnd, nil), tcpEntryOf("BBBBBBBBBBBBBBBBBBBBBA", datav3.AccessLogType_TcpPeriodic, nil),
+			&datav3.TCPAccessLogEntry{CommonProperties: &datav3.AccessLogCommon{Metadata: tokenMeta(known),
+				AccessLogType: datav3.AccessLogType_TcpConnectionEnd}}),
 		{},
 	} {
 		b, err := proto.Marshal(m)
@@ -94,16 +99,21 @@ func FuzzAccessLog(f *testing.F) {
 			t.Skip()
 		}
 		var want, wantRenewed []string
-		for _, e := range msg.GetHttpLogs().GetLogEntry() {
-			cp := e.GetCommonProperties()
-			tok := cp.GetMetadata().GetFilterMetadata()[permit.MetadataNamespace].GetFields()[permit.MetadataToken].GetStringValue()
+		expect := func(cp *datav3.AccessLogCommon, ns string, end, periodic datav3.AccessLogType) {
+			tok := cp.GetMetadata().GetFilterMetadata()[ns].GetFields()[permit.MetadataToken].GetStringValue()
 			switch {
 			case tok == "":
-			case cp.GetAccessLogType() == datav3.AccessLogType_DownstreamEnd:
+			case cp.GetAccessLogType() == end:
 				want = append(want, tok)
-			case cp.GetAccessLogType() == datav3.AccessLogType_DownstreamPeriodic:
+			case cp.GetAccessLogType() == periodic:
 				wantRenewed = append(wantRenewed, tok)
 			}
+		}
+		for _, e := range msg.GetHttpLogs().GetLogEntry() {
+			expect(e.GetCommonProperties(), permit.MetadataNamespace, datav3.AccessLogType_DownstreamEnd, datav3.AccessLogType_DownstreamPeriodic)
+		}
+		for _, e := range msg.GetTcpLogs().GetLogEntry() {
+			expect(e.GetCommonProperties(), permit.MetadataNamespaceNetwork, datav3.AccessLogType_TcpConnectionEnd, datav3.AccessLogType_TcpPeriodic)
 		}
 		want = append(want, want...) // the message is sent twice
 		wantRenewed = append(wantRenewed, wantRenewed...)

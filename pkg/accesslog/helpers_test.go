@@ -212,10 +212,10 @@ func viewOf(t *testing.T, e *datav3.HTTPAccessLogEntry) *entry {
 	if err := read.UnmarshalWire(marshal(t, msg)); err != nil {
 		t.Fatal(err)
 	}
-	if len(read.http) != 1 || !sameEntry(read.http[0], decoded.http[0]) {
-		t.Fatalf("wire read %+v, decoded %+v", read.http, decoded.http)
+	if len(read.entries) != 1 || !sameEntry(read.entries[0], decoded.entries[0]) {
+		t.Fatalf("wire read %+v, decoded %+v", read.entries, decoded.entries)
 	}
-	return &read.http[0]
+	return &read.entries[0]
 }
 
 func marshal(t testing.TB, m proto.Message) []byte {
@@ -229,6 +229,6 @@ func marshal(t testing.TB, m proto.Message) []byte {
 
 // sameEntry reports whether two entries read alike.
 func sameEntry(a, b entry) bool {
-	return a.end == b.end && a.periodic == b.periodic && a.token == b.token && bytes.Equal(a.bulkhead, b.bulkhead) &&
+	return a.conn == b.conn && a.end == b.end && a.periodic == b.periodic && a.token == b.token && bytes.Equal(a.bulkhead, b.bulkhead) &&
 		a.code == b.code && a.flags == b.flags && a.firstUpstreamTx == b.firstUpstreamTx && a.lastUpstreamRx == b.lastUpstreamRx
 }

@@ -13,29 +13,33 @@ import (
 )
 
 // message is what the server reads of one StreamAccessLogsMessage: the
-// stream's identifier and, per HTTP entry, what releasing its permit and
-// classifying its outcome take. It is built from a decoded message
+// stream's identifier and, per entry (an HTTP request's or a TCP
+// connection's), what releasing its permit and classifying its outcome
+// take. It is built from a decoded message
 // (messageOf) or straight from its encoding (UnmarshalWire), with the same
 // result. A stream reuses one message.
 type message struct {
 	identified    bool // the identifier was given (the first message of a stream)
 	node, logName string
-	http          []entry
-	tcp           int // TCP entries: counted, not used
+	entries       []entry // a message holds HTTP entries or TCP entries
 	// arena holds the bytes entries keep (entry.bulkhead), copied out of
 	// the encoding, which the codec reuses; it is reused per message.
 	arena []byte
 }
 
-// entry is what the server reads of one HTTPAccessLogEntry.
+// entry is what the server reads of one HTTPAccessLogEntry or, for a
+// connection, one TCPAccessLogEntry: the two share common_properties, and
+// differ in the log types that end and renew, the namespace of the
+// ext_authz filter's metadata (permit.MetadataNamespaceOf) and the response.
 type entry struct {
-	end      bool   // common_properties.access_log_type is DownstreamEnd
-	periodic bool   // common_properties.access_log_type is DownstreamPeriodic
+	conn     bool   // a TCP connection's entry
+	end      bool   // access_log_type is DownstreamEnd (TcpConnectionEnd)
+	periodic bool   // access_log_type is DownstreamPeriodic (TcpPeriodic)
 	token    string // the permit token in the ext_authz filter metadata, or ""
 	// bulkhead is the permit's bulkhead in the same metadata, or empty; it
 	// is valid until the next message is read (it points into the arena).
 	bulkhead []byte
-	code     uint32 // response.response_code
+	code     uint32 // response.response_code; 0 for a connection
 	flags    flags  // common_properties.response_flags
 	// The upstream's part, from common_properties: time to the first
 	// upstream byte sent and to the last one received, from the start of
@@ -93,48 +97,67 @@ var _ wire.Unmarshaler = (*message)(nil)
 
 // messageOf reads a decoded message into m.
 func messageOf(msg *alsv3.StreamAccessLogsMessage, m *message) {
-	*m = message{http: m.http[:0], arena: m.arena[:0]}
+	*m = message{entries: m.entries[:0], arena: m.arena[:0]}
 	if id := msg.GetIdentifier(); id != nil {
 		m.identified, m.node, m.logName = true, id.GetNode().GetId(), id.GetLogName()
 	}
 	for _, e := range msg.GetHttpLogs().GetLogEntry() {
-		cp := e.GetCommonProperties()
-		rf := cp.GetResponseFlags()
-		var f flags
-		for _, fl := range []struct {
-			n   protowire.Number
-			set bool
-		}{
-			{flagNoHealthyUpstream, rf.GetNoHealthyUpstream()}, {flagUpstreamRequestTimeout, rf.GetUpstreamRequestTimeout()},
-			{flagLocalReset, rf.GetLocalReset()}, {flagUpstreamRemoteReset, rf.GetUpstreamRemoteReset()},
-			{flagUpstreamConnectionFailure, rf.GetUpstreamConnectionFailure()},
-			{flagUpstreamConnectionTermination, rf.GetUpstreamConnectionTermination()},
-			{flagUpstreamOverflow, rf.GetUpstreamOverflow()}, {flagDownstreamConnectionTermination, rf.GetDownstreamConnectionTermination()},
-			{flagUpstreamRetryLimitExceeded, rf.GetUpstreamRetryLimitExceeded()}, {flagStreamIdleTimeout, rf.GetStreamIdleTimeout()},
-			{flagUpstreamMaxStreamDurationReached, rf.GetUpstreamMaxStreamDurationReached()}, {flagDurationTimeout, rf.GetDurationTimeout()},
-			{flagUpstreamProtocolError, rf.GetUpstreamProtocolError()}, {flagDownstreamRemoteReset, rf.GetDownstreamRemoteReset()},
-		} {
-			if fl.set {
-				f |= 1 << fl.n
-			}
-		}
-		md := cp.GetMetadata().GetFilterMetadata()[permit.MetadataNamespace].GetFields()
-		var bh []byte
-		if v := md[permit.MetadataBulkhead].GetStringValue(); v != "" {
-			bh = []byte(v)
-		}
-		m.http = append(m.http, entry{
-			end:             cp.GetAccessLogType() == datav3.AccessLogType_DownstreamEnd,
-			periodic:        cp.GetAccessLogType() == datav3.AccessLogType_DownstreamPeriodic,
-			token:           md[permit.MetadataToken].GetStringValue(),
-			bulkhead:        bh,
-			code:            e.GetResponse().GetResponseCode().GetValue(),
-			flags:           f,
-			firstUpstreamTx: durationOf(cp.GetTimeToFirstUpstreamTxByte()),
-			lastUpstreamRx:  durationOf(cp.GetTimeToLastUpstreamRxByte()),
-		})
+		en := entryOf(e.GetCommonProperties(), false)
+		en.code = e.GetResponse().GetResponseCode().GetValue()
+		m.entries = append(m.entries, en)
 	}
-	m.tcp = len(msg.GetTcpLogs().GetLogEntry())
+	for _, e := range msg.GetTcpLogs().GetLogEntry() {
+		m.entries = append(m.entries, entryOf(e.GetCommonProperties(), true))
+	}
+}
+
+// entryOf reads a decoded entry's common properties.
+func entryOf(cp *datav3.AccessLogCommon, conn bool) entry {
+	rf := cp.GetResponseFlags()
+	var f flags
+	for _, fl := range []struct {
+		n   protowire.Number
+		set bool
+	}{
+		{flagNoHealthyUpstream, rf.GetNoHealthyUpstream()}, {flagUpstreamRequestTimeout, rf.GetUpstreamRequestTimeout()},
+		{flagLocalReset, rf.GetLocalReset()}, {flagUpstreamRemoteReset, rf.GetUpstreamRemoteReset()},
+		{flagUpstreamConnectionFailure, rf.GetUpstreamConnectionFailure()},
+		{flagUpstreamConnectionTermination, rf.GetUpstreamConnectionTermination()},
+		{flagUpstreamOverflow, rf.GetUpstreamOverflow()}, {flagDownstreamConnectionTermination, rf.GetDownstreamConnectionTermination()},
+		{flagUpstreamRetryLimitExceeded, rf.GetUpstreamRetryLimitExceeded()}, {flagStreamIdleTimeout, rf.GetStreamIdleTimeout()},
+		{flagUpstreamMaxStreamDurationReached, rf.GetUpstreamMaxStreamDurationReached()}, {flagDurationTimeout, rf.GetDurationTimeout()},
+		{flagUpstreamProtocolError, rf.GetUpstreamProtocolError()}, {flagDownstreamRemoteReset, rf.GetDownstreamRemoteReset()},
+	} {
+		if fl.set {
+			f |= 1 << fl.n
+		}
+	}
+	md := cp.GetMetadata().GetFilterMetadata()[permit.MetadataNamespaceOf(conn)].GetFields()
+	var bh []byte
+	if v := md[permit.MetadataBulkhead].GetStringValue(); v != "" {
+		bh = []byte(v)
+	}
+	end, periodic := logTypes(conn)
+	return entry{
+		conn:            conn,
+		end:             int32(cp.GetAccessLogType()) == end,
+		periodic:        int32(cp.GetAccessLogType()) == periodic,
+		token:           md[permit.MetadataToken].GetStringValue(),
+		bulkhead:        bh,
+		flags:           f,
+		firstUpstreamTx: durationOf(cp.GetTimeToFirstUpstreamTxByte()),
+		lastUpstreamRx:  durationOf(cp.GetTimeToLastUpstreamRxByte()),
+	}
+}
+
+// logTypes are the access_log_type values of an end entry and of a
+// periodic entry: a connection's (TcpConnectionEnd, TcpPeriodic, with
+// access_log_flush_interval on the TCP proxy) or a request's.
+func logTypes(conn bool) (end, periodic int32) {
+	if conn {
+		return tcpEnd, tcpPeriodic
+	}
+	return downstreamEnd, downstreamPeriodic
 }
 
 // Field numbers of the StreamAccessLogsMessage path read
@@ -148,7 +171,7 @@ const (
 	fieldIdentLogName    = 2  // Identifier.log_name
 	fieldNodeID          = 1  // Node.id
 	fieldEntries         = 1  // HTTPAccessLogEntries.log_entry, TCPAccessLogEntries.log_entry
-	fieldEntryCommon     = 1  // HTTPAccessLogEntry.common_properties
+	fieldEntryCommon     = 1  // HTTPAccessLogEntry.common_properties, TCPAccessLogEntry.common_properties
 	fieldEntryResponse   = 4  // HTTPAccessLogEntry.response
 	fieldCommonFirstUpTx = 7  // AccessLogCommon.time_to_first_upstream_tx_byte
 	fieldCommonLastUpRx  = 10 // AccessLogCommon.time_to_last_upstream_rx_byte
@@ -169,6 +192,8 @@ const (
 	fieldValueList       = 6  // Value.list_value
 	downstreamEnd        = int32(datav3.AccessLogType_DownstreamEnd)
 	downstreamPeriodic   = int32(datav3.AccessLogType_DownstreamPeriodic)
+	tcpEnd               = int32(datav3.AccessLogType_TcpConnectionEnd)
+	tcpPeriodic          = int32(datav3.AccessLogType_TcpPeriodic)
 )
 
 // Which member of the log_entries oneof a message holds.
@@ -183,7 +208,7 @@ const (
 // decode's rules: repeated scalars keep the last value, messages given
 // twice merge, a oneof keeps its last member. Strings are copied.
 func (m *message) UnmarshalWire(b []byte) error {
-	*m = message{http: m.http[:0], arena: m.arena[:0]}
+	*m = message{entries: m.entries[:0], arena: m.arena[:0]}
 	kind := logEntriesNone
 	rd := wire.NewReader(b)
 	for rd.Next() {
@@ -194,14 +219,14 @@ func (m *message) UnmarshalWire(b []byte) error {
 			err = m.identifier(rd.Bytes())
 		case rd.Is(fieldMsgHTTPLogs, protowire.BytesType):
 			if kind != logEntriesHTTP {
-				m.http, m.tcp, kind = m.http[:0], 0, logEntriesHTTP
+				m.entries, kind = m.entries[:0], logEntriesHTTP
 			}
-			err = m.httpEntries(rd.Bytes())
+			err = m.readEntries(rd.Bytes(), false)
 		case rd.Is(fieldMsgTCPLogs, protowire.BytesType):
 			if kind != logEntriesTCP {
-				m.http, m.tcp, kind = m.http[:0], 0, logEntriesTCP
+				m.entries, kind = m.entries[:0], logEntriesTCP
 			}
-			err = m.tcpEntries(rd.Bytes())
+			err = m.readEntries(rd.Bytes(), true)
 		}
 		if err != nil {
 			return err
@@ -231,32 +256,23 @@ func (m *message) identifier(b []byte) error {
 	return rd.Err()
 }
 
-func (m *message) tcpEntries(b []byte) error {
-	rd := wire.NewReader(b)
-	for rd.Next() {
-		if rd.Is(fieldEntries, protowire.BytesType) {
-			m.tcp++
-		}
-	}
-	return rd.Err()
-}
-
-func (m *message) httpEntries(b []byte) error {
+// readEntries reads HTTPAccessLogEntries, or TCPAccessLogEntries when conn.
+func (m *message) readEntries(b []byte, conn bool) error {
 	rd := wire.NewReader(b)
 	for rd.Next() {
 		if !rd.Is(fieldEntries, protowire.BytesType) {
 			continue
 		}
-		var e entry
+		e := entry{conn: conn}
 		if err := e.read(rd.Bytes(), &m.arena); err != nil {
 			return err
 		}
-		m.http = append(m.http, e)
+		m.entries = append(m.entries, e)
 	}
 	return rd.Err()
 }
 
-// read reads one HTTPAccessLogEntry; what it keeps of the encoding is
+// read reads one entry of e.conn's kind; what it keeps of the encoding is
 // copied to arena.
 func (e *entry) read(b []byte, arena *[]byte) error {
 	var logType int32
@@ -266,15 +282,16 @@ func (e *entry) read(b []byte, arena *[]byte) error {
 		switch {
 		case rd.Is(fieldEntryCommon, protowire.BytesType):
 			err = e.common(rd.Bytes(), &logType, arena)
-		case rd.Is(fieldEntryResponse, protowire.BytesType):
+		case !e.conn && rd.Is(fieldEntryResponse, protowire.BytesType):
 			err = e.response(rd.Bytes())
 		}
 		if err != nil {
 			return err
 		}
 	}
-	e.end = logType == downstreamEnd
-	e.periodic = logType == downstreamPeriodic
+	end, periodic := logTypes(e.conn)
+	e.end = logType == end
+	e.periodic = logType == periodic
 	return rd.Err()
 }
 
@@ -352,7 +369,7 @@ func (e *entry) response(b []byte) error {
 }
 
 // metadata finds the token and the bulkhead:
-// filter_metadata[permit.MetadataNamespace].fields[permit.MetadataToken] and
+// filter_metadata[permit.MetadataNamespaceOf(e.conn)].fields[permit.MetadataToken] and
 // [permit.MetadataBulkhead], when they are strings. A map entry replaces an
 // earlier one of the same key; an entry's value given twice is merged.
 func (e *entry) metadata(b []byte, arena *[]byte) error {
@@ -361,7 +378,7 @@ func (e *entry) metadata(b []byte, arena *[]byte) error {
 		if !rd.Is(fieldMetadataFilter, protowire.BytesType) {
 			continue
 		}
-		values, ok, err := entryValues(rd.Bytes(), permit.MetadataNamespace)
+		values, ok, err := entryValues(rd.Bytes(), permit.MetadataNamespaceOf(e.conn))
 		if err != nil || !ok {
 			if err != nil {
 				return err

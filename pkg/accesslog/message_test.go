@@ -34,7 +34,7 @@ func sameAsDecoded(t *testing.T, b []byte) {
 	var decoded message
 	messageOf(&msg, &decoded)
 	if read.identified != decoded.identified || read.node != decoded.node || read.logName != decoded.logName ||
-		read.tcp != decoded.tcp || !slices.EqualFunc(read.http, decoded.http, sameEntry) {
+		!slices.EqualFunc(read.entries, decoded.entries, sameEntry) {
 		t.Fatalf("wire read differs from the decoded message:\n got %+v\nwant %+v", read, decoded)
 	}
 }
@@ -46,6 +46,21 @@ func metaWith(ns, key string, v *structpb.Value) *corev3.Metadata {
 func tcpLogs(n int) *alsv3.StreamAccessLogsMessage {
 	return &alsv3.StreamAccessLogsMessage{LogEntries: &alsv3.StreamAccessLogsMessage_TcpLogs{
 		TcpLogs: &alsv3.StreamAccessLogsMessage_TCPAccessLogEntries{LogEntry: make([]*datav3.TCPAccessLogEntry, n)}}}
+}
+
+// connMeta is the network ext_authz filter's metadata of a connection's
+// permit, as Envoy 1.40 logs it (with the filter's own duration field).
+func connMeta(token string) *corev3.Metadata {
+	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{permit.MetadataNamespaceNetwork: {Fields: map[string]*structpb.Value{
+		permit.MetadataToken: structpb.NewStringValue(token), permit.MetadataBulkhead: structpb.NewStringValue("pg"),
+		"ext_authz_duration": structpb.NewNumberValue(6)}}}}
+}
+
+// tcpOf is a message with one TCP entry.
+func tcpOf(md *corev3.Metadata, typ datav3.AccessLogType, flags *datav3.ResponseFlags) *alsv3.StreamAccessLogsMessage {
+	return &alsv3.StreamAccessLogsMessage{LogEntries: &alsv3.StreamAccessLogsMessage_TcpLogs{
+		TcpLogs: &alsv3.StreamAccessLogsMessage_TCPAccessLogEntries{LogEntry: []*datav3.TCPAccessLogEntry{{
+			CommonProperties: &datav3.AccessLogCommon{Metadata: md, AccessLogType: typ, ResponseFlags: flags}}}}}}
 }
 
 func TestMessageFromWire(t *testing.T) {
@@ -74,20 +89,31 @@ func TestMessageFromWire(t *testing.T) {
 	}{
 		{"empty", nil, message{}},
 		{"identifier and an ended request", cat(httpLogs(ident("n1"), httpEntry(tokenMeta(tok), end, 503, reset))),
-			message{identified: true, node: "n1", logName: "bulkhead", http: []entry{{end: true, token: tok, bulkhead: cat7, code: 503,
+			message{identified: true, node: "n1", logName: "bulkhead", entries: []entry{{end: true, token: tok, bulkhead: cat7, code: 503,
 				flags: 1<<flagUpstreamRemoteReset | 1<<flagDownstreamRemoteReset}}}},
 		{"not the end", cat(httpLogs(nil, httpEntry(tokenMeta(tok), datav3.AccessLogType_DownstreamPeriodic, 0, nil))),
-			message{http: []entry{{periodic: true, token: tok, bulkhead: cat7}}}},
+			message{entries: []entry{{periodic: true, token: tok, bulkhead: cat7}}}},
 		{"token in another namespace", cat(httpLogs(nil, httpEntry(metaWith("other", permit.MetadataToken, structpb.NewStringValue(tok)), end, 200, nil))),
-			message{http: []entry{{end: true, code: 200}}}},
+			message{entries: []entry{{end: true, code: 200}}}},
 		{"token not a string", cat(httpLogs(nil, httpEntry(metaWith(permit.MetadataNamespace, permit.MetadataToken, structpb.NewNumberValue(7)), end, 200, nil))),
-			message{http: []entry{{end: true, code: 200}}}},
+			message{entries: []entry{{end: true, code: 200}}}},
 		// http_logs given twice merge; tcp_logs after them replace them (one oneof).
 		{"http twice", cat(httpLogs(nil, endOf("a")), httpLogs(nil, endOf("b"))),
-			message{http: []entry{{end: true, token: "a", bulkhead: cat7, code: 200}, {end: true, token: "b", bulkhead: cat7, code: 200}}}},
-		{"http then tcp", cat(httpLogs(nil, endOf("a")), tcpLogs(2)), message{tcp: 2}},
+			message{entries: []entry{{end: true, token: "a", bulkhead: cat7, code: 200}, {end: true, token: "b", bulkhead: cat7, code: 200}}}},
+		{"http then tcp", cat(httpLogs(nil, endOf("a")), tcpLogs(2)), message{entries: []entry{{conn: true}, {conn: true}}}},
+		// A connection's entries: the network filter's namespace and the TCP log types.
+		{"tcp end and periodic", cat(tcpOf(connMeta(tok), datav3.AccessLogType_TcpConnectionEnd, nil),
+			tcpOf(connMeta("b"), datav3.AccessLogType_TcpPeriodic, &datav3.ResponseFlags{UpstreamConnectionFailure: true})),
+			message{entries: []entry{{conn: true, end: true, token: tok, bulkhead: []byte("pg")},
+				{conn: true, periodic: true, token: "b", bulkhead: []byte("pg"), flags: 1 << flagUpstreamConnectionFailure}}}},
+		{"tcp entry with the http namespace", cat(tcpOf(tokenMeta(tok), datav3.AccessLogType_TcpConnectionEnd, nil)),
+			message{entries: []entry{{conn: true, end: true}}}},
+		{"http entry with the network namespace", cat(httpLogs(nil, httpEntry(connMeta(tok), end, 200, nil))),
+			message{entries: []entry{{end: true, code: 200}}}},
+		{"http end type in a tcp entry", cat(tcpOf(connMeta(tok), end, nil)),
+			message{entries: []entry{{conn: true, token: tok, bulkhead: []byte("pg")}}}},
 		{"tcp then http", cat(tcpLogs(2), httpLogs(ident("n2"), endOf("a"))),
-			message{identified: true, node: "n2", logName: "bulkhead", http: []entry{{end: true, token: "a", bulkhead: cat7, code: 200}}}},
+			message{identified: true, node: "n2", logName: "bulkhead", entries: []entry{{end: true, token: "a", bulkhead: cat7, code: 200}}}},
 		// Within one entry, given in two halves: the halves merge, but a
 		// map entry of the same key replaces the earlier one whole, so the
 		// later namespace Struct without the token drops it (and keeps
@@ -95,21 +121,21 @@ func TestMessageFromWire(t *testing.T) {
 		{"merged common properties", split(
 			&datav3.AccessLogCommon{AccessLogType: end, Metadata: tokenMeta(tok), ResponseFlags: reset},
 			&datav3.AccessLogCommon{Metadata: metaWith(permit.MetadataNamespace, "bulkhead", structpb.NewStringValue("catalog"))}),
-			message{http: []entry{{end: true, bulkhead: cat7, flags: 1<<flagUpstreamRemoteReset | 1<<flagDownstreamRemoteReset}}}},
+			message{entries: []entry{{end: true, bulkhead: cat7, flags: 1<<flagUpstreamRemoteReset | 1<<flagDownstreamRemoteReset}}}},
 		// ...while another namespace leaves it.
 		{"other namespace merged", split(
 			&datav3.AccessLogCommon{AccessLogType: end, Metadata: tokenMeta(tok)},
 			&datav3.AccessLogCommon{Metadata: metaWith("envoy.lb", "canary", structpb.NewBoolValue(true))}),
-			message{http: []entry{{end: true, token: tok, bulkhead: cat7}}}},
+			message{entries: []entry{{end: true, token: tok, bulkhead: cat7}}}},
 		{"token replaced by a number", split(
 			&datav3.AccessLogCommon{AccessLogType: end, Metadata: tokenMeta(tok)},
 			&datav3.AccessLogCommon{Metadata: metaWith(permit.MetadataNamespace, permit.MetadataToken, structpb.NewBoolValue(true))}),
-			message{http: []entry{{end: true}}}},
+			message{entries: []entry{{end: true}}}},
 		// proto3 does not encode a false bool: the flag stays (see
 		// TestMessageFromWireFlagLastWins for an encoded false).
 		{"flags merged", split(&datav3.AccessLogCommon{ResponseFlags: reset}, &datav3.AccessLogCommon{
 			ResponseFlags: &datav3.ResponseFlags{UpstreamRemoteReset: false, LocalReset: true}}),
-			message{http: []entry{{flags: 1<<flagUpstreamRemoteReset | 1<<flagDownstreamRemoteReset | 1<<flagLocalReset}}}},
+			message{entries: []entry{{flags: 1<<flagUpstreamRemoteReset | 1<<flagDownstreamRemoteReset | 1<<flagLocalReset}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,7 +145,7 @@ func TestMessageFromWire(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got.identified != tt.want.identified || got.node != tt.want.node || got.logName != tt.want.logName ||
-				got.tcp != tt.want.tcp || !slices.EqualFunc(got.http, tt.want.http, sameEntry) {
+				!slices.EqualFunc(got.entries, tt.want.entries, sameEntry) {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
 		})
@@ -139,8 +165,8 @@ func TestMessageFromWireFlagLastWins(t *testing.T) {
 	if err := got.UnmarshalWire(b); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.http) != 1 || got.http[0].flags != 0 {
-		t.Fatalf("got %+v, want one entry with no flags", got.http)
+	if len(got.entries) != 1 || got.entries[0].flags != 0 {
+		t.Fatalf("got %+v, want one entry with no flags", got.entries)
 	}
 }
 
@@ -162,8 +188,8 @@ func TestMessageFromWireToleratesInvalidUTF8(t *testing.T) {
 	if err := got.UnmarshalWire(b); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.http) != 1 || got.http[0].token != tok || !got.http[0].end {
-		t.Fatalf("got %+v", got.http)
+	if len(got.entries) != 1 || got.entries[0].token != tok || !got.entries[0].end {
+		t.Fatalf("got %+v", got.entries)
 	}
 }
 
@@ -197,6 +223,8 @@ func FuzzMessageWire(f *testing.F) {
 		datav3.AccessLogType_DownstreamEnd, 0, &datav3.ResponseFlags{DownstreamConnectionTermination: true}))),
 		marshal(f, tcpLogs(1)))
 	f.Add(marshal(f, tcpLogs(3)), []byte{})
+	f.Add(marshal(f, tcpOf(connMeta(tok), datav3.AccessLogType_TcpPeriodic, nil)),
+		marshal(f, tcpOf(connMeta("b"), datav3.AccessLogType_TcpConnectionEnd, &datav3.ResponseFlags{UpstreamConnectionFailure: true})))
 	timed := endOf(tok)
 	timed.CommonProperties.TimeToFirstUpstreamTxByte = durationpb.New(1500 * time.Microsecond)
 	timed.CommonProperties.TimeToLastUpstreamRxByte = durationpb.New(2*time.Second + 7*time.Millisecond)

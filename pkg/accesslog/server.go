@@ -147,11 +147,8 @@ func (s *Server) serve(recv func(*message) error, done func() error) error {
 			st.identified, st.node, st.logName = true, msg.node, msg.logName
 			s.log.Debug("access-log stream opened", "node", truncate(st.node), "log_name", truncate(st.logName))
 		}
-		for i := range msg.http {
-			s.entry(&st, &msg.http[i])
-		}
-		for range msg.tcp {
-			s.rec.LogEntry(permit.EntryTCPIgnored)
+		for i := range msg.entries {
+			s.entry(&st, &msg.entries[i])
 		}
 	}
 }
@@ -332,7 +329,9 @@ func (s *Server) adopt(st *stream, e *entry) {
 // outcome classifies an ended request: a 5xx, or an upstream/local reset or
 // timeout, is a failure; otherwise a client that went away before the
 // response was complete (before or during the body) is an abort; a request
-// with no response at all is a failure; anything else is a success.
+// with no response at all is a failure; anything else is a success. A
+// connection has no response: it failed on upstream trouble, else it
+// succeeded (the client closing it is its normal end).
 func outcome(e *entry) bulkhead.Outcome {
 	f := e.flags
 	upstreamTrouble := f.has(flagUpstreamRequestTimeout) || f.has(flagLocalReset) || f.has(flagUpstreamRemoteReset) ||
@@ -340,6 +339,10 @@ func outcome(e *entry) bulkhead.Outcome {
 		f.has(flagNoHealthyUpstream) || f.has(flagStreamIdleTimeout) || f.has(flagUpstreamMaxStreamDurationReached) ||
 		f.has(flagDurationTimeout) || f.has(flagUpstreamProtocolError) || f.has(flagUpstreamRetryLimitExceeded)
 	switch {
+	case e.conn && upstreamTrouble:
+		return bulkhead.Failure
+	case e.conn:
+		return bulkhead.Success
 	case e.code >= 500, upstreamTrouble:
 		return bulkhead.Failure
 	case f.has(flagDownstreamConnectionTermination) || f.has(flagDownstreamRemoteReset):

@@ -100,23 +100,6 @@ func TestEntryResults(t *testing.T) {
 	}
 }
 
-func TestTCPEntriesIgnored(t *testing.T) {
-	e := newEnv(t)
-	token := e.grant(t)
-	e.send(t, &alsv3.StreamAccessLogsMessage{LogEntries: &alsv3.StreamAccessLogsMessage_TcpLogs{
-		TcpLogs: &alsv3.StreamAccessLogsMessage_TCPAccessLogEntries{LogEntry: []*datav3.TCPAccessLogEntry{
-			{CommonProperties: &datav3.AccessLogCommon{AccessLogType: datav3.AccessLogType_TcpConnectionEnd, Metadata: tokenMeta(token)}},
-			{},
-		}},
-	}}, &alsv3.StreamAccessLogsMessage{})
-	if got := e.rec.entryCount("tcp_ignored"); got != 2 {
-		t.Fatalf("tcp_ignored = %d, want 2", got)
-	}
-	if e.ledger.Len() != 1 {
-		t.Fatal("a TCP entry released a permit")
-	}
-}
-
 func TestIdentifierOnlyInFirstMessage(t *testing.T) {
 	var buf testkit.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -30,6 +30,16 @@
 // is ignored; each is counted. Metric labels are configured bulkhead names
 // and fixed sets only.
 //
+// Envoy's network ext_authz filter asks the same Check before a TCP
+// connection proceeds; its CheckRequest (Envoy 1.40) has source and
+// destination addresses, no request and no context_extensions. Such a
+// Check names its bulkhead by its destination port (Policy.Connections,
+// the listener's port) and takes its class from the Envoy node's label
+// LabelPriority (sent as destination labels with the filter's
+// bootstrap_metadata_labels_key), else the port's. It then runs the same
+// acquire, lease and answer as a request's; Envoy closes a denied
+// connection, and the access log of the connection brings the permit back.
+//
 // A denial is an answer, never a gRPC error. gRPC errors mean "cannot
 // decide" (the Check was cancelled, or the ledger is full) so that Envoy's
 // failure mode applies. A permit granted to a Check whose context ended

@@ -29,6 +29,13 @@ type request struct {
 	source   string   // attributes.source.address.socket_address.address
 
 	sourceIsSocket bool // the source Address oneof holds socket_address
+
+	// A network (TCP) Check has no HTTP request; it names its bulkhead by
+	// the destination port (the listener's), and its class may come from
+	// the Envoy node's label LabelPriority (destination.labels).
+	http  bool     // attributes.request.http was given
+	port  uint32   // attributes.destination.address.socket_address.port_value
+	label optional // attributes.destination.labels[LabelPriority]
 }
 
 // optional is a map value, and whether the key was there.
@@ -60,6 +67,10 @@ func requestOf(pol *Policy, req *authv3.CheckRequest) *request {
 		r.tenant = h[r.tenantHeader]
 	}
 	r.source = attrs.GetSource().GetAddress().GetSocketAddress().GetAddress()
+	r.http = attrs.GetRequest().GetHttp() != nil
+	dst := attrs.GetDestination()
+	r.port = dst.GetAddress().GetSocketAddress().GetPortValue()
+	r.label.v, r.label.ok = dst.GetLabels()[LabelPriority]
 	return r
 }
 
@@ -68,13 +79,16 @@ func requestOf(pol *Policy, req *authv3.CheckRequest) *request {
 const (
 	fieldCheckAttributes   = 1  // CheckRequest.attributes
 	fieldAttrSource        = 1  // AttributeContext.source (Peer)
+	fieldAttrDestination   = 2  // AttributeContext.destination (Peer)
 	fieldAttrRequest       = 4  // AttributeContext.request
 	fieldAttrExtensions    = 10 // AttributeContext.context_extensions (map)
 	fieldPeerAddress       = 1  // Peer.address (Address)
+	fieldPeerLabels        = 3  // Peer.labels (map)
 	fieldAddressSocket     = 1  // Address.socket_address (oneof)
 	fieldAddressPipe       = 2  // Address.pipe (oneof)
 	fieldAddressInternal   = 3  // Address.envoy_internal_address (oneof)
 	fieldSocketAddressHost = 2  // SocketAddress.address
+	fieldSocketAddressPort = 3  // SocketAddress.port_value
 	fieldRequestHTTP       = 2  // Request.http
 	fieldHTTPHeaders       = 3  // HttpRequest.headers (map)
 )
@@ -101,6 +115,8 @@ func (r *request) attributes(b []byte) error {
 		switch {
 		case rd.Is(fieldAttrSource, protowire.BytesType):
 			err = r.peer(rd.Bytes())
+		case rd.Is(fieldAttrDestination, protowire.BytesType):
+			err = r.destination(rd.Bytes())
 		case rd.Is(fieldAttrRequest, protowire.BytesType):
 			err = r.httpOf(rd.Bytes())
 		case rd.Is(fieldAttrExtensions, protowire.BytesType):
@@ -168,6 +184,7 @@ func (r *request) httpOf(b []byte) error {
 		if !rd.Is(fieldRequestHTTP, protowire.BytesType) {
 			continue
 		}
+		r.http = true
 		h := wire.NewReader(rd.Bytes())
 		for h.Next() {
 			if !h.Is(fieldHTTPHeaders, protowire.BytesType) {
@@ -189,4 +206,48 @@ func (r *request) httpOf(b []byte) error {
 		}
 	}
 	return rd.Err()
+}
+
+// destination reads the destination Peer of a network Check: the port of
+// its socket address (another member of the Address oneof clears it) and
+// the label LabelPriority.
+func (r *request) destination(b []byte) error {
+	rd := wire.NewReader(b)
+	for rd.Next() {
+		var err error
+		switch {
+		case rd.Is(fieldPeerAddress, protowire.BytesType):
+			err = r.destinationAddress(rd.Bytes())
+		case rd.Is(fieldPeerLabels, protowire.BytesType):
+			var k, v []byte
+			if k, v, err = wire.MapEntry(rd.Bytes()); err == nil && string(k) == LabelPriority {
+				r.label = optional{string(v), true}
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return rd.Err()
+}
+
+func (r *request) destinationAddress(b []byte) error {
+	ad := wire.NewReader(b)
+	for ad.Next() {
+		switch {
+		case ad.Is(fieldAddressSocket, protowire.BytesType):
+			sa := wire.NewReader(ad.Bytes())
+			for sa.Next() {
+				if sa.Is(fieldSocketAddressPort, protowire.VarintType) {
+					r.port = uint32(sa.Varint())
+				}
+			}
+			if err := sa.Err(); err != nil {
+				return err
+			}
+		case ad.Is(fieldAddressPipe, protowire.BytesType), ad.Is(fieldAddressInternal, protowire.BytesType):
+			r.port = 0
+		}
+	}
+	return ad.Err()
 }

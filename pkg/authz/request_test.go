@@ -31,6 +31,21 @@ func checkRequest(source string, headers, ext map[string]string) *authv3.CheckRe
 	return req
 }
 
+// networkCheck is a CheckRequest as Envoy's network ext_authz filter sends
+// it (checked with Envoy 1.40): source and destination addresses, and the
+// node's labels as the destination's when bootstrap_metadata_labels_key is
+// set. No request, no context_extensions.
+func networkCheck(source string, port uint32, labels map[string]string) *authv3.CheckRequest {
+	addr := func(host string, port uint32) *corev3.Address {
+		return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}}}}
+	}
+	return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
+		Source:      &authv3.AttributeContext_Peer{Address: addr(source, 40000)},
+		Destination: &authv3.AttributeContext_Peer{Address: addr("127.0.0.1", port), Labels: labels},
+	}}
+}
+
 func marshal(t testing.TB, m proto.Message) []byte {
 	t.Helper()
 	b, err := proto.Marshal(m)
@@ -68,6 +83,9 @@ func TestRequestFromWire(t *testing.T) {
 	pipe.Attributes.Source = &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: "/tmp/s"}}}}
 	socketOnly := checkRequest("192.0.2.1", nil, nil)
 	extOnly := checkRequest("", nil, map[string]string{"bulkhead": "orders", "priority": ""})
+	network := networkCheck("10.0.0.7", 5432, map[string]string{LabelPriority: "critical", "team": "db"})
+	netPipe := &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Destination: &authv3.AttributeContext_Peer{
+		Address: &corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: "/tmp/s"}}}}}}
 	emptyValues := checkRequest("", map[string]string{"x-bulkhead-priority": "", "x-tenant": ""}, map[string]string{"lease_ttl": ""})
 	tests := []struct {
 		name string
@@ -75,18 +93,21 @@ func TestRequestFromWire(t *testing.T) {
 		want request // header names aside
 	}{
 		{"empty", nil, request{}},
-		{"full", marshal(t, full), request{bulkhead: "catalog", priority: optional{"best_effort", true},
+		{"full", marshal(t, full), request{http: true, bulkhead: "catalog", priority: optional{"best_effort", true},
 			leaseTTL: optional{"2s", true}, header: optional{"critical", true}, tenant: "acme", source: "10.0.0.7"}},
-		{"pipe source", marshal(t, pipe), request{bulkhead: "auth"}},
-		{"empty values", marshal(t, emptyValues), request{header: optional{"", true}, leaseTTL: optional{"", true}}},
+		{"pipe source", marshal(t, pipe), request{http: true, bulkhead: "auth"}},
+		{"empty values", marshal(t, emptyValues), request{http: true, header: optional{"", true}, leaseTTL: optional{"", true}}},
 		// A message given twice is merged; a map key given twice keeps its last value.
-		{"merged", append(marshal(t, full), marshal(t, extOnly)...), request{bulkhead: "orders", priority: optional{"", true},
+		{"merged", append(marshal(t, full), marshal(t, extOnly)...), request{http: true, bulkhead: "orders", priority: optional{"", true},
 			leaseTTL: optional{"2s", true}, header: optional{"critical", true}, tenant: "acme", source: "10.0.0.7"}},
 		// A oneof keeps its last member: a pipe after the socket address clears it...
-		{"socket then pipe", append(marshal(t, full), marshal(t, pipe)...), request{bulkhead: "auth", priority: optional{"best_effort", true},
+		{"socket then pipe", append(marshal(t, full), marshal(t, pipe)...), request{http: true, bulkhead: "auth", priority: optional{"best_effort", true},
 			leaseTTL: optional{"2s", true}, header: optional{"critical", true}, tenant: "acme"}},
 		// ...and a socket address after a pipe starts afresh.
-		{"pipe then socket", append(marshal(t, pipe), marshal(t, socketOnly)...), request{bulkhead: "auth", source: "192.0.2.1"}},
+		{"pipe then socket", append(marshal(t, pipe), marshal(t, socketOnly)...), request{http: true, bulkhead: "auth", source: "192.0.2.1"}},
+		// A network Check: no HTTP request, a destination port and labels.
+		{"network", marshal(t, network), request{port: 5432, label: optional{"critical", true}, source: "10.0.0.7"}},
+		{"network then pipe", append(marshal(t, network), marshal(t, netPipe)...), request{label: optional{"critical", true}, source: "10.0.0.7"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -173,6 +194,8 @@ func FuzzRequestWire(f *testing.F) {
 	f.Add(marshal(f, full), marshal(f, pipe))
 	f.Add(marshal(f, pipe), marshal(f, checkRequest("::1", nil, nil)))
 	f.Add([]byte{}, []byte{0x0a, 0x00})
+	f.Add(marshal(f, networkCheck("10.0.0.7", 5432, map[string]string{LabelPriority: "critical"})), marshal(f, full))
+	f.Add(marshal(f, full), marshal(f, networkCheck("::1", 6379, nil)))
 	f.Add(marshal(f, checkRequest("", map[string]string{"x-bulkhead-priority": ""}, map[string]string{"priority": ""})), []byte{})
 	pol := wirePolicy()
 	f.Fuzz(func(t *testing.T, a, b []byte) {

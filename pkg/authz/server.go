@@ -139,6 +139,10 @@ func (s *Server) check(ctx context.Context, pol *Policy, r *request) (answer, er
 		s.inputs.InvalidInput(InputNode)
 	}
 	key := r.bulkhead
+	conn, isConn := pol.connection(r)
+	if isConn {
+		key = conn.Bulkhead
+	}
 
 	l := s.bulkheads.Get(key)
 	if l == nil {
@@ -158,7 +162,12 @@ func (s *Server) check(ctx context.Context, pol *Policy, r *request) (answer, er
 		}
 	}
 
-	prio := s.priority(pol, key, r)
+	var prio bulkhead.Priority
+	if isConn {
+		prio = s.connectionPriority(conn, r)
+	} else {
+		prio = s.priority(pol, key, r)
+	}
 	var deadline time.Time
 	if d, ok := ctx.Deadline(); ok {
 		deadline = d.Add(-pol.DeadlineMargin)

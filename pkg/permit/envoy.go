@@ -4,17 +4,31 @@ package permit
 // a token out and the access-log entries that bring it back.
 //
 // An OK answer carries dynamic_metadata {MetadataToken: token,
-// MetadataBulkhead: bulkhead}. Envoy stores it under MetadataNamespace, and
-// every access-log entry of the request (periodic and final) carries it in
-// common_properties.metadata.filter_metadata[MetadataNamespace].
+// MetadataBulkhead: bulkhead}. Envoy stores it under the filter's namespace,
+// and every access-log entry of the request or connection (periodic and
+// final) carries it in common_properties.metadata.filter_metadata[namespace]
+// (checked with Envoy 1.40 for both filters, TCP periodic entries included).
 const (
-	// MetadataNamespace is where Envoy puts the ext_authz filter's metadata.
+	// MetadataNamespace is where Envoy puts the HTTP ext_authz filter's
+	// metadata.
 	MetadataNamespace = "envoy.filters.http.ext_authz"
+	// MetadataNamespaceNetwork is where Envoy puts the network (TCP)
+	// ext_authz filter's metadata.
+	MetadataNamespaceNetwork = "envoy.filters.network.ext_authz"
 	// MetadataToken is the key of the permit's token.
 	MetadataToken = "bulkhead_permit"
 	// MetadataBulkhead is the key of the permit's bulkhead.
 	MetadataBulkhead = "bulkhead"
 )
+
+// MetadataNamespaceOf is the namespace of a connection's permit metadata
+// (conn) or of a request's.
+func MetadataNamespaceOf(conn bool) string {
+	if conn {
+		return MetadataNamespaceNetwork
+	}
+	return MetadataNamespace
+}
 
 // MaxNodeIDLen is the longest Envoy node id a lease records.
 const MaxNodeIDLen = 256
@@ -42,15 +56,14 @@ type EntryResult string
 
 // The results of access-log entries.
 const (
-	EntryReleased   EntryResult = "released"    // the end entry's token released its permit
-	EntryRenewed    EntryResult = "renewed"     // the periodic entry's token renewed its lease
-	EntryAdopted    EntryResult = "adopted"     // the periodic entry's permit, unknown, was adopted
-	EntryDuplicate  EntryResult = "duplicate"   // its permit had already ended
-	EntryLate       EntryResult = "late"        // a periodic entry that came after its request's end entry
-	EntryUnknown    EntryResult = "unknown"     // a token the ledger does not know (nor adopts)
-	EntryNoToken    EntryResult = "no_token"    // an end entry without a permit token
-	EntryNotEnd     EntryResult = "not_end"     // neither an end entry nor a periodic one with a token
-	EntryTCPIgnored EntryResult = "tcp_ignored" // a TCP entry (not served)
+	EntryReleased  EntryResult = "released"  // the end entry's token released its permit
+	EntryRenewed   EntryResult = "renewed"   // the periodic entry's token renewed its lease
+	EntryAdopted   EntryResult = "adopted"   // the periodic entry's permit, unknown, was adopted
+	EntryDuplicate EntryResult = "duplicate" // its permit had already ended
+	EntryLate      EntryResult = "late"      // a periodic entry that came after its request's end entry
+	EntryUnknown   EntryResult = "unknown"   // a token the ledger does not know (nor adopts)
+	EntryNoToken   EntryResult = "no_token"  // an end entry without a permit token
+	EntryNotEnd    EntryResult = "not_end"   // neither an end entry nor a periodic one with a token
 	// EntryLedgerUnavailable: the shared ledger did not answer; the lease
 	// ends by expiry (a release) or is adopted by a later entry (a renewal).
 	EntryLedgerUnavailable EntryResult = "ledger_unavailable"
@@ -59,7 +72,7 @@ const (
 // EntryResults lists every result.
 func EntryResults() []EntryResult {
 	return []EntryResult{EntryReleased, EntryRenewed, EntryAdopted, EntryDuplicate, EntryLate, EntryUnknown, EntryNoToken,
-		EntryNotEnd, EntryTCPIgnored, EntryLedgerUnavailable}
+		EntryNotEnd, EntryLedgerUnavailable}
 }
 
 // HeartbeatProblem is a sign that an Envoy does not keep its permits'
