@@ -23,18 +23,18 @@ func TestStatus(t *testing.T) {
 			st.Outcomes.Failure += 3
 		})
 	})
-	check(t, "status", inv.wait(t), 0, `BULKHEAD  LIMIT  ACTIVE  QUEUED  ADMITTED/S  REJECTED/S  FAILURES/S  SOURCE
-auth      1      0       0       0.0         0.0         -           file
-catalog   10     3       2       10.0        3.0         3.0         file
+	check(t, "status", inv.wait(t), 0, `BULKHEAD  KIND      LIMIT  ACTIVE  QUEUED  ADMITTED/S  REJECTED/S  FAILURES/S  SOURCE
+auth      requests  1      0       0       0.0         0.0         -           file
+catalog   requests  10     3       2       10.0        3.0         3.0         file
 `, "")
 }
 
 func TestStatusOneReading(t *testing.T) {
 	e := newEnv(t)
 	e.ctl(t, "set", "auth", "--max-concurrent", "2")
-	check(t, "status --sample 0", e.ctl(t, "status", "--sample", "0"), 0, `BULKHEAD  LIMIT  ACTIVE  QUEUED  ADMITTED/S  REJECTED/S  FAILURES/S  SOURCE
-auth      2      0       0       -           -           -           override
-catalog   10     3       2       -           -           -           file
+	check(t, "status --sample 0", e.ctl(t, "status", "--sample", "0"), 0, `BULKHEAD  KIND      LIMIT  ACTIVE  QUEUED  ADMITTED/S  REJECTED/S  FAILURES/S  SOURCE
+auth      requests  2      0       0       -           -           -           override
+catalog   requests  10     3       2       -           -           -           file
 `, "")
 }
 

@@ -33,8 +33,9 @@ func statusCmd() *command {
 		summary: "show every bulkhead: limit, active, queued and rates",
 		help: `Prints one line per bulkhead:
 
+  KIND        what it counts: requests, or connections (TCP)
   LIMIT       max_concurrent in force
-  ACTIVE      permits in use
+  ACTIVE      permits in use (requests or connections in flight)
   QUEUED      waiters of every class
   ADMITTED/S  grants per second
   REJECTED/S  rejections per second (every reason)

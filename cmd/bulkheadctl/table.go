@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admin"
 	adminv1 "github.com/bulkhead-mesh/bulkhead/proto/bulkhead/admin/v1"
 )
 
@@ -25,7 +26,7 @@ func frameOf(m *adminv1.WatchBulkheadsResponse) frame {
 // after a restart).
 func writeTable(w io.Writer, cur frame, prev *frame) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "BULKHEAD\tLIMIT\tACTIVE\tQUEUED\tADMITTED/S\tREJECTED/S\tFAILURES/S\tSOURCE")
+	fmt.Fprintln(tw, "BULKHEAD\tKIND\tLIMIT\tACTIVE\tQUEUED\tADMITTED/S\tREJECTED/S\tFAILURES/S\tSOURCE")
 	before := map[string]*adminv1.Bulkhead{}
 	var dt float64
 	if prev != nil {
@@ -47,8 +48,8 @@ func writeTable(w io.Writer, cur frame, prev *frame) error {
 			}
 			return strconv.FormatFloat(float64(now-then)/dt, 'f', 1, 64)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n",
-			b.GetName(), b.GetSettings().GetMaxConcurrent(), b.GetInUse(), queued(b),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n",
+			b.GetName(), admin.KindOf(b), b.GetSettings().GetMaxConcurrent(), b.GetInUse(), queued(b),
 			rate(admitted), rate(rejected), rate(failures), source(b))
 	}
 	return tw.Flush()

@@ -25,15 +25,15 @@ func TestWatch(t *testing.T) {
 	})
 	check(t, "watch", inv.wait(t), 0, e.addr+`  every 2s  2026-03-01T12:00:00Z
 
-BULKHEAD  LIMIT  ACTIVE  QUEUED  ADMITTED/S  REJECTED/S  FAILURES/S  SOURCE
-auth      1      0       0       -           -           -           file
-catalog   10     3       2       -           -           -           file
+BULKHEAD  KIND      LIMIT  ACTIVE  QUEUED  ADMITTED/S  REJECTED/S  FAILURES/S  SOURCE
+auth      requests  1      0       0       -           -           -           file
+catalog   requests  10     3       2       -           -           -           file
 
 `+e.addr+`  every 2s  2026-03-01T12:00:02Z
 
-BULKHEAD  LIMIT  ACTIVE  QUEUED  ADMITTED/S  REJECTED/S  FAILURES/S  SOURCE
-auth      1      1       0       2.5         0.5         -           file
-catalog   10     3       2       0.0         0.0         0.0         file
+BULKHEAD  KIND      LIMIT  ACTIVE  QUEUED  ADMITTED/S  REJECTED/S  FAILURES/S  SOURCE
+auth      requests  1      1       0       2.5         0.5         -           file
+catalog   requests  10     3       2       0.0         0.0         0.0         file
 `, "")
 }
 

@@ -44,6 +44,7 @@ func toProto(s Status) *adminv1.Bulkhead {
 		},
 		LeaseTtl: durationpb.New(s.LeaseTTL),
 		Tenants:  int64(s.Tenants),
+		Kind:     string(s.Kind),
 	}
 	if o := s.Override; o != nil {
 		b.Override = &adminv1.Override{Settings: settingsToProto(o.Settings), Actor: o.Actor, Time: timestamppb.New(o.At)}

@@ -3,6 +3,7 @@ package admin
 import (
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	adminv1 "github.com/bulkhead-mesh/bulkhead/proto/bulkhead/admin/v1"
 )
 
@@ -20,6 +21,8 @@ type View struct {
 	Outcomes     *OutcomesView `json:"outcomes,omitempty" yaml:"outcomes,omitempty"`
 	LeaseTTL     string        `json:"lease_ttl" yaml:"lease_ttl"`
 	Tenants      int64         `json:"tenants" yaml:"tenants"`
+	// Kind is what the bulkhead counts: requests or connections.
+	Kind string `json:"kind" yaml:"kind"`
 }
 
 // SettingsView is Settings in the JSON API.
@@ -95,6 +98,7 @@ func NewView(b *adminv1.Bulkhead) View {
 		},
 		LeaseTTL: b.GetLeaseTtl().AsDuration().String(),
 		Tenants:  b.GetTenants(),
+		Kind:     KindOf(b),
 	}
 	if o := b.GetOverride(); o != nil {
 		v.Override = &OverrideView{Settings: newSettingsView(o.GetSettings()), Actor: o.GetActor(), Time: o.GetTime().AsTime()}
@@ -126,4 +130,13 @@ func Views(bs []*adminv1.Bulkhead) []View {
 		out[i] = NewView(b)
 	}
 	return out
+}
+
+// KindOf is what b counts (config.Kind); a server older than connection
+// bulkheads reports no kind: its bulkheads count requests.
+func KindOf(b *adminv1.Bulkhead) string {
+	if k := b.GetKind(); k != "" {
+		return k
+	}
+	return string(config.KindRequests)
 }

@@ -133,10 +133,10 @@ func (c *Control) getLocked(name string) (Status, error) {
 }
 
 func (c *Control) statusLocked(s bulkhead.Snapshot) Status {
-	st := Status{Snapshot: s}
+	st := Status{Snapshot: s, Kind: config.KindRequests}
 	if c.cfg != nil {
 		b := c.cfg.Bulkheads[s.Name]
-		st.FileSettings, st.LeaseTTL = b.Settings, b.LeaseTTL
+		st.FileSettings, st.LeaseTTL, st.Kind = b.Settings, b.LeaseTTL, b.Kind()
 	}
 	if ov, ok := c.overrides[s.Name]; ok {
 		st.Override = &ov

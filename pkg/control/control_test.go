@@ -231,3 +231,16 @@ func TestPolicyConnections(t *testing.T) {
 		t.Fatalf("Connections without connection bulkheads = %v", p.Connections)
 	}
 }
+
+func TestStatusKind(t *testing.T) {
+	c, _, _, _ := newControl(t)
+	if _, err := c.Reload(parse(t, "bulkheads: {pg: {max_concurrent: 2, connections: {ports: [5432]}}, c: {max_concurrent: 1}}\n")); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]config.Kind{"pg": config.KindConnections, "c": config.KindRequests} {
+		st, err := c.Get(name)
+		if err != nil || st.Kind != want {
+			t.Errorf("Get(%s) kind = %q, %v; want %q", name, st.Kind, err, want)
+		}
+	}
+}

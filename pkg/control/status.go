@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 )
 
 // Status is one bulkhead as the admin API shows it.
@@ -11,6 +12,9 @@ type Status struct {
 	// Snapshot holds the effective settings, state and counters.
 	Snapshot bulkhead.Snapshot
 	LeaseTTL time.Duration
+	// Kind is what the bulkhead counts: requests, or connections (its file
+	// entry has a connections section).
+	Kind config.Kind
 	// FileSettings are what the configuration file says.
 	FileSettings bulkhead.Settings
 	// Override is the admin change in force, or nil when the file's

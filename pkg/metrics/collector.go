@@ -37,7 +37,7 @@ type snapshotCollector struct {
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descActive, descQueued, descLimit, descMaxQueue, descAdmitted, descRejected, descCancelled,
-		descTenants, descTenantsEvicted, descTenantRejected} {
+		descTenants, descTenantsEvicted, descTenantRejected, descKind} {
 		ch <- d
 	}
 }
@@ -58,6 +58,9 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descActive, float64(inUse), s.Name)
 		gauge(descQueued, float64(queued), s.Name)
 		gauge(descLimit, float64(s.Settings.MaxConcurrent), s.Name)
+		if k := c.m.kindOf(s.Name); k != "" {
+			gauge(descKind, 1, s.Name, k)
+		}
 		gauge(descMaxQueue, float64(s.Settings.MaxQueue), s.Name)
 		for _, p := range bulkhead.Priorities() {
 			counter(descAdmitted, s.Admitted[p], s.Name, p.String())

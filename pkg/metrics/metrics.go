@@ -42,6 +42,7 @@ type Metrics struct {
 	ledger          *Ledger       // nil until UseLedger
 	unknownRejected atomic.Uint64 // rejected with reason unknown_bulkhead, no bulkhead
 	deps            sync.Map      // dependency name -> *depSeries
+	kinds           atomic.Pointer[map[string]string]
 }
 
 var (

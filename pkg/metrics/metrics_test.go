@@ -48,6 +48,7 @@ var closedSets = map[string]map[string]bool{
 	"to":         set("strict", "unavailable", "recovering"),
 	"backend":    set("memory", "redis"),
 	"problem":    set("no_periodic_entries", "ended_after_expiry", "renewed_after_expiry"),
+	"kind":       set("requests", "connections"),
 }
 
 func set(vs ...string) map[string]bool {
@@ -79,6 +80,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatalf("New: %v", err)
 	}
 	f.m = m
+	m.SetKinds(map[string]string{"catalog": "requests"})
 	f.ledger = permit.NewMemory(f.clk, permit.WithObserver(m))
 	f.az = authz.New(f.bh, f.ledger, m, authz.DefaultPolicy(), authz.WithClock(f.clk))
 	f.als = accesslog.New(f.ledger, m, nil)
@@ -220,6 +222,7 @@ func TestMetricsAfterActivity(t *testing.T) {
 	}{
 		{"bulkhead_limit", []string{"dependency", "catalog"}, 1},
 		{"bulkhead_queue_limit", []string{"dependency", "catalog"}, 0},
+		{"bulkhead_kind", []string{"dependency", "catalog", "kind", "requests"}, 1},
 		{"bulkhead_active_calls", []string{"dependency", "catalog"}, 0},
 		{"bulkhead_queued_calls", []string{"dependency", "catalog"}, 0},
 		{"bulkhead_admitted_total", []string{"dependency", "catalog", "priority", "normal"}, 2},

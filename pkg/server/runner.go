@@ -170,6 +170,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	if _, err := r.Control.Reload(cfg); err != nil {
 		return nil, err
 	}
+	m.SetKinds(kindsOf(cfg))
 	m.Reload(true)
 	r.als = accesslog.New(r.Ledger, m, log, alsOpts...)
 	return r, nil
@@ -362,6 +363,7 @@ func (r *Runner) reload(cfg *config.Config, err error) {
 		r.log.Error("configuration reload partly applied", "path", r.watchPath, "err", err)
 		return
 	}
+	r.Metrics.SetKinds(kindsOf(cfg))
 	r.Metrics.Reload(true)
 }
 

@@ -629,7 +629,10 @@ type Bulkhead struct {
 	// Live tenant sub-bulkheads.
 	Tenants int64 `protobuf:"varint,10,opt,name=tenants,proto3" json:"tenants,omitempty"`
 	// How admitted requests ended; unset when the server does not track it.
-	Outcomes      *Outcomes `protobuf:"bytes,11,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
+	Outcomes *Outcomes `protobuf:"bytes,11,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
+	// What the bulkhead counts: "requests" (HTTP ext_authz) or "connections"
+	// (TCP connections, Envoy's network ext_authz filter).
+	Kind          string `protobuf:"bytes,12,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -739,6 +742,13 @@ func (x *Bulkhead) GetOutcomes() *Outcomes {
 		return x.Outcomes
 	}
 	return nil
+}
+
+func (x *Bulkhead) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
 }
 
 type ListBulkheadsRequest struct {
@@ -1502,7 +1512,7 @@ const file_bulkhead_admin_v1_admin_proto_rawDesc = "" +
 	"\bOutcomes\x12\x18\n" +
 	"\asuccess\x18\x01 \x01(\x04R\asuccess\x12\x18\n" +
 	"\afailure\x18\x02 \x01(\x04R\afailure\x12\x18\n" +
-	"\aaborted\x18\x03 \x01(\x04R\aaborted\"\x80\x04\n" +
+	"\aaborted\x18\x03 \x01(\x04R\aaborted\"\x94\x04\n" +
 	"\bBulkhead\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x127\n" +
 	"\bsettings\x18\x02 \x01(\v2\x1b.bulkhead.admin.v1.SettingsR\bsettings\x12@\n" +
@@ -1515,7 +1525,8 @@ const file_bulkhead_admin_v1_admin_proto_rawDesc = "" +
 	"\tlease_ttl\x18\t \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x18\n" +
 	"\atenants\x18\n" +
 	" \x01(\x03R\atenants\x127\n" +
-	"\boutcomes\x18\v \x01(\v2\x1b.bulkhead.admin.v1.OutcomesR\boutcomes\"\x16\n" +
+	"\boutcomes\x18\v \x01(\v2\x1b.bulkhead.admin.v1.OutcomesR\boutcomes\x12\x12\n" +
+	"\x04kind\x18\f \x01(\tR\x04kind\"\x16\n" +
 	"\x14ListBulkheadsRequest\"R\n" +
 	"\x15ListBulkheadsResponse\x129\n" +
 	"\tbulkheads\x18\x01 \x03(\v2\x1b.bulkhead.admin.v1.BulkheadR\tbulkheads\"(\n" +
