@@ -41,6 +41,7 @@ catalog   requests  10     3       2       -           -           -           f
 func TestGet(t *testing.T) {
 	e := newEnv(t)
 	check(t, "get", e.ctl(t, "get", "catalog"), 0, `NAME            catalog
+KIND            requests
 SOURCE          config file
 MAX CONCURRENT  10
 MAX QUEUE       20

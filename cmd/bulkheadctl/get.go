@@ -81,6 +81,7 @@ func writeBulkhead(w io.Writer, b *adminv1.Bulkhead, format string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }
 	row("NAME", "%s", v.Name)
+	row("KIND", "%s", v.Kind)
 	switch {
 	case v.Closed:
 		row("SOURCE", "removed from the config file; draining")
