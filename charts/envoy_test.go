@@ -32,6 +32,9 @@ type snippet struct {
 	HTTPFilters          []any                     `json:"http_filters"`
 	TypedPerFilterConfig map[string]map[string]any `json:"typed_per_filter_config"`
 	Clusters             []any                     `json:"clusters"`
+	// TCPListenerFilters are the filters of each connection bulkhead's TCP
+	// listener.
+	TCPListenerFilters map[string][]any `json:"tcp_listener_filters"`
 
 	raw string // the document as rendered
 }
@@ -53,7 +56,17 @@ func TestEnvoySnippetValidatesInEnvoy(t *testing.T) {
 				t.Errorf("snippet access_log_flush_interval %v, daemon's leases.heartbeat_interval %v: want them equal and on",
 					got, cfg.Leases.HeartbeatInterval)
 			}
-			want := valuesBulkheads(t, f)
+			want, conns := map[string]map[string]any{}, map[string]map[string]any{}
+			for name, b := range valuesBulkheads(t, f) {
+				if b["connections"] != nil {
+					conns[name] = b
+				} else {
+					want[name] = b
+				}
+			}
+			if len(s.TCPListenerFilters) != len(conns) {
+				t.Fatalf("snippet: %d TCP listener filter sets, want one per connection bulkhead (%d)", len(s.TCPListenerFilters), len(conns))
+			}
 			if len(s.AccessLog) != 2 || len(s.HTTPFilters) != 1 || len(s.Clusters) != 1 || len(s.TypedPerFilterConfig) != len(want) {
 				t.Fatalf("snippet pieces: %d access logs, %d filters, %d clusters, %d per-route blocks (want 2, 1, 1, %d)",
 					len(s.AccessLog), len(s.HTTPFilters), len(s.Clusters), len(s.TypedPerFilterConfig), len(want))
@@ -87,10 +100,26 @@ func TestEnvoySnippetValidatesInEnvoy(t *testing.T) {
 					"typed_per_filter_config": s.TypedPerFilterConfig[name],
 				})
 			}
+			var tcpListeners []any
+			for name, filters := range s.TCPListenerFilters {
+				// The snippet leaves the database's cluster to the user.
+				proxy := filters[1].(map[string]any)["typed_config"].(map[string]any)
+				if proxy["cluster"] != "UPSTREAM_CLUSTER" {
+					t.Errorf("%s: tcp_proxy cluster %v", name, proxy["cluster"])
+				}
+				proxy["cluster"] = "upstream"
+				if got := flushInterval(t, proxy["access_log_options"].(map[string]any)); got != cfg.Leases.HeartbeatInterval {
+					t.Errorf("%s: tcp_proxy access_log_flush_interval %v, want the daemon's %v", name, got, cfg.Leases.HeartbeatInterval)
+				}
+				tcpListeners = append(tcpListeners, map[string]any{
+					"name": "tcp-" + name, "address": sockAddr("127.0.0.1", 0),
+					"filter_chains": []any{map[string]any{"filters": filters}},
+				})
+			}
 			bootstrap := map[string]any{
 				"admin": map[string]any{"address": sockAddr("127.0.0.1", 0)},
 				"static_resources": map[string]any{
-					"listeners": []any{map[string]any{
+					"listeners": append([]any{map[string]any{
 						"name":    "test",
 						"address": sockAddr("127.0.0.1", 0),
 						"filter_chains": []any{map[string]any{"filters": []any{map[string]any{
@@ -104,7 +133,7 @@ func TestEnvoySnippetValidatesInEnvoy(t *testing.T) {
 								"route_config":       map[string]any{"name": "r", "virtual_hosts": []any{map[string]any{"name": "v", "domains": []any{"*"}, "routes": routes}}},
 							},
 						}}}},
-					}},
+					}}, tcpListeners...),
 					"clusters": append(s.Clusters, map[string]any{
 						"name": "upstream", "type": "STATIC", "connect_timeout": "1s",
 						"load_assignment": map[string]any{"cluster_name": "upstream", "endpoints": []any{map[string]any{"lb_endpoints": []any{map[string]any{

@@ -141,8 +141,37 @@ type Params struct {
 	// certificate. nil = plaintext HTTP/2.
 	BulkheadTLS *UpstreamTLS
 
+	// TCPListeners are listeners whose TCP connections are bulkheaded:
+	// Envoy's network ext_authz filter asks the daemon for a permit before
+	// a connection proceeds, and the TCP proxy's access log gives it back
+	// when the connection closes (and renews it every HeartbeatInterval
+	// while it is open).
+	TCPListeners []TCPListener
+	// NodePriority, if set, is the node metadata label
+	// permit.LabelPriority: the class of every connection this Envoy
+	// opens through TCPListeners (the daemon's bulkheads.<name>.connections
+	// priority otherwise).
+	NodePriority string
+
 	// Room for later: downstream TLS settings.
 }
+
+// TCPListener proxies the connections accepted on Port to Upstream, each
+// holding a permit of the daemon's connection bulkhead whose
+// connections.ports lists Port: a network Check names its bulkhead by the
+// port it came in on.
+type TCPListener struct {
+	// Name names the listener and its upstream cluster (not "bulkhead",
+	// nor a route's cluster).
+	Name string
+	// Port is the listener's port, 1..65535: the daemon must know it.
+	Port int
+	// Upstream is the single endpoint of the cluster (plain TCP).
+	Upstream Endpoint
+}
+
+// LabelPriority is the node metadata label NodePriority sets.
+func (Params) LabelPriority() string { return permit.LabelPriority }
 
 // HeartbeatLog reports whether periodic entries have an access logger of
 // their own (heartbeats on, and not SingleAccessLog).
@@ -339,6 +368,30 @@ func (p Params) validate() error {
 			}
 		}
 		checkEndpoint(field+".Upstream", r.Upstream)
+	}
+	ports := map[int]bool{p.ListenerPort: true}
+	for i, l := range p.TCPListeners {
+		field := fmt.Sprintf("TCPListeners[%d]", i)
+		switch {
+		case !namePattern.MatchString(l.Name):
+			bad("%s.Name %q: want %s", field, l.Name, namePattern)
+		case l.Name == BulkheadClusterName:
+			bad("%s.Name %q: reserved for the Bulkhead cluster", field, l.Name)
+		case seen[l.Name]:
+			bad("%s.Name %q: duplicate (listener and route cluster names share one namespace)", field, l.Name)
+		}
+		seen[l.Name] = true
+		checkPort(field+".Port", l.Port, 1)
+		if ports[l.Port] {
+			bad("%s.Port %d: used by another listener", field, l.Port)
+		}
+		ports[l.Port] = true
+		checkEndpoint(field+".Upstream", l.Upstream)
+	}
+	if p.NodePriority != "" {
+		if _, err := bulkhead.ParsePriority(p.NodePriority); err != nil {
+			bad("NodePriority: %w", err)
+		}
 	}
 	if p.ExtAuthzTimeout <= 0 || p.ExtAuthzTimeout%time.Millisecond != 0 {
 		bad("ExtAuthzTimeout %v: want a positive whole number of milliseconds", p.ExtAuthzTimeout)

@@ -70,7 +70,16 @@ func paramSets(t *testing.T) map[string]envoy.Params {
 	replicas.BulkheadReplicas = []envoy.Endpoint{{Host: "127.0.0.2", Port: 9001}, {Host: "127.0.0.1", Port: 9002}}
 	replicasDNS := custom
 	replicasDNS.BulkheadReplicas = []envoy.Endpoint{{Host: "bulkhead-2.mesh.svc", Port: 9001}}
+	tcp := envoy.DemoParams() // a database behind a connection bulkhead
+	tcp.TCPListeners = []envoy.TCPListener{{Name: "postgres", Port: 15432, Upstream: envoy.Endpoint{Host: "127.0.0.1", Port: 5432}}}
+	tcp.NodePriority = "best_effort"
+	tcpCustom := custom
+	tcpCustom.BulkheadReplicas = []envoy.Endpoint{{Host: "bulkhead-2.mesh.svc", Port: 9001}}
+	tcpCustom.NoHeartbeat = true
+	tcpCustom.TCPListeners = []envoy.TCPListener{{Name: "redis", Port: 6379, Upstream: envoy.Endpoint{Host: "redis.db.svc", Port: 6379}},
+		{Name: "pg", Port: 5432, Upstream: envoy.Endpoint{Host: "::1", Port: 5433}}}
 	return map[string]envoy.Params{"demo": envoy.DemoParams(), "port zero": zero, "custom": custom,
+		"tcp listener": tcp, "tcp listeners custom": tcpCustom,
 		"mtls to an IP": mtls, "tls to a DNS name": tlsDNS, "mtls with SNI": mtlsSNI,
 		"single access log": single, "no heartbeat": noHeartbeat, "heartbeat 500ms": fast,
 		"replicas": replicas, "replicas by name": replicasDNS}
@@ -163,9 +172,10 @@ func TestRenderedShape(t *testing.T) {
 			}
 
 			clusters := dig(t, doc, "static_resources", "clusters").([]any)
-			if len(clusters) != 1+len(p.Routes) {
-				t.Fatalf("%d clusters, want %d", len(clusters), 1+len(p.Routes))
+			if len(clusters) != 1+len(p.Routes)+len(p.TCPListeners) {
+				t.Fatalf("%d clusters, want %d", len(clusters), 1+len(p.Routes)+len(p.TCPListeners))
 			}
+			checkTCPListeners(t, p, doc, clusters[1+len(p.Routes):])
 			bh := clusters[0]
 			if dig(t, bh, "name") != envoy.BulkheadClusterName {
 				t.Fatalf("first cluster = %v", dig(t, bh, "name"))
@@ -374,6 +384,16 @@ func TestRenderRejects(t *testing.T) {
 			p.BulkheadReplicas = []envoy.Endpoint{{Host: "127.0.0.2", Port: 9001}}
 			p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: "ca"}
 		}, "BulkheadTLS.ServerName"},
+		{"tcp listener name", func(p *envoy.Params) { p.TCPListeners = []envoy.TCPListener{{Name: "PG", Port: 1, Upstream: p.Bulkhead}} }, "TCPListeners[0].Name"},
+		{"tcp listener named as a route", func(p *envoy.Params) {
+			p.TCPListeners = []envoy.TCPListener{{Name: "catalog", Port: 1, Upstream: p.Bulkhead}}
+		}, "TCPListeners[0].Name \"catalog\": duplicate"},
+		{"tcp listener port 0", func(p *envoy.Params) { p.TCPListeners = []envoy.TCPListener{{Name: "pg", Upstream: p.Bulkhead}} }, "TCPListeners[0].Port"},
+		{"tcp listener on the http port", func(p *envoy.Params) {
+			p.TCPListeners = []envoy.TCPListener{{Name: "pg", Port: p.ListenerPort, Upstream: p.Bulkhead}}
+		}, "used by another listener"},
+		{"tcp upstream", func(p *envoy.Params) { p.TCPListeners = []envoy.TCPListener{{Name: "pg", Port: 1}} }, "TCPListeners[0].Upstream.Host"},
+		{"node priority", func(p *envoy.Params) { p.NodePriority = "urgent" }, "NodePriority"},
 		{"every problem at once", func(p *envoy.Params) { p.AdminPort = -1; p.StatusOnError = 1 }, "AdminPort"},
 	}
 	for _, tt := range tests {
@@ -446,5 +466,46 @@ func TestRenderKeepsCallersTLS(t *testing.T) {
 	}
 	if tls.ServerName != "" {
 		t.Errorf("Render set the caller's ServerName to %q", tls.ServerName)
+	}
+}
+
+// checkTCPListeners checks the listeners after the HTTP one: network
+// ext_authz (with the node's labels) then the TCP proxy, whose access log
+// streams unbuffered to the bulkhead cluster with periodic entries; and
+// their clusters.
+func checkTCPListeners(t *testing.T, p envoy.Params, doc map[string]any, clusters []any) {
+	t.Helper()
+	listeners := dig(t, doc, "static_resources", "listeners").([]any)
+	if len(listeners) != 1+len(p.TCPListeners) {
+		t.Fatalf("%d listeners, want %d", len(listeners), 1+len(p.TCPListeners))
+	}
+	md, _ := dig(t, doc, "node").(map[string]any)["metadata"].(map[string]any)
+	labels, _ := md["labels"].(map[string]any)
+	if got, _ := labels["bulkhead_priority"].(string); got != p.NodePriority {
+		t.Errorf("node label bulkhead_priority = %q, want %q", got, p.NodePriority)
+	}
+	for i, l := range p.TCPListeners {
+		ln := listeners[1+i]
+		if dig(t, ln, "address", "socket_address", "port_value") != l.Port {
+			t.Errorf("tcp listener %d port = %v, want %d", i, dig(t, ln, "address", "socket_address", "port_value"), l.Port)
+		}
+		authz := dig(t, ln, "filter_chains", 0, "filters", 0)
+		if dig(t, authz, "name") != "envoy.filters.network.ext_authz" ||
+			dig(t, authz, "typed_config", "bootstrap_metadata_labels_key") != "labels" ||
+			dig(t, authz, "typed_config", "grpc_service", "envoy_grpc", "cluster_name") != envoy.BulkheadClusterName {
+			t.Errorf("tcp listener %d: first filter %v", i, authz)
+		}
+		proxy := dig(t, ln, "filter_chains", 0, "filters", 1, "typed_config")
+		if dig(t, proxy, "cluster") != l.Name || dig(t, clusters[i], "name") != l.Name {
+			t.Errorf("tcp listener %d: proxy to %v, cluster %v; want %s", i, dig(t, proxy, "cluster"), dig(t, clusters[i], "name"), l.Name)
+		}
+		logger := dig(t, proxy, "access_log", 0)
+		if dig(t, logger, "name") != "envoy.access_loggers.tcp_grpc" || dig(t, logger, "typed_config", "common_config", "buffer_size_bytes") != 0 {
+			t.Errorf("tcp listener %d: access log %v", i, logger)
+		}
+		_, periodic := proxy.(map[string]any)["access_log_options"]
+		if periodic == p.NoHeartbeat {
+			t.Errorf("tcp listener %d: access_log_options present %v with NoHeartbeat %v", i, periodic, p.NoHeartbeat)
+		}
 	}
 }

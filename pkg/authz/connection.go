@@ -2,15 +2,6 @@ package authz
 
 import "github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 
-// LabelPriority is the Envoy node metadata label that names the class of
-// the connections that Envoy opens (critical, normal or best_effort). The
-// network ext_authz filter sends the node's labels as the Check's
-// destination labels when its bootstrap_metadata_labels_key names the
-// metadata field that holds them. A label is the operator's (set in the
-// Envoy's bootstrap, one per workload), never a client's, so it may raise
-// the class as well as lower it.
-const LabelPriority = "bulkhead_priority"
-
 // connection is the bulkhead and class of a network (TCP) Check: one
 // without an HTTP request, named by the listener port it came in on. ok is
 // false for an HTTP Check, a Check naming its bulkhead in

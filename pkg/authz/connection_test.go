@@ -23,8 +23,8 @@ func TestCheckConnection(t *testing.T) {
 		bad    int // InvalidPriority counted
 	}{
 		{"the port's class", 5432, nil, bulkhead.BestEffort, 0},
-		{"the node's label", 5432, map[string]string{LabelPriority: "critical", "team": "db"}, bulkhead.Critical, 0},
-		{"an invalid label", 5432, map[string]string{LabelPriority: "urgent"}, bulkhead.BestEffort, 1},
+		{"the node's label", 5432, map[string]string{permit.LabelPriority: "critical", "team": "db"}, bulkhead.Critical, 0},
+		{"an invalid label", 5432, map[string]string{permit.LabelPriority: "urgent"}, bulkhead.BestEffort, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

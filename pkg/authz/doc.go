@@ -35,7 +35,7 @@
 // destination addresses, no request and no context_extensions. Such a
 // Check names its bulkhead by its destination port (Policy.Connections,
 // the listener's port) and takes its class from the Envoy node's label
-// LabelPriority (sent as destination labels with the filter's
+// permit.LabelPriority (sent as destination labels with the filter's
 // bootstrap_metadata_labels_key), else the port's. It then runs the same
 // acquire, lease and answer as a request's; Envoy closes a denied
 // connection, and the access log of the connection brings the permit back.

@@ -108,7 +108,7 @@ type Policy struct {
 }
 
 // Connection is the bulkhead of the connections of one listener port, and
-// their class unless the Envoy's LabelPriority label names another.
+// their class unless the Envoy's permit.LabelPriority label names another.
 type Connection struct {
 	Bulkhead string
 	Priority bulkhead.Priority

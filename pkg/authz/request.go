@@ -4,6 +4,7 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
 
@@ -32,10 +33,10 @@ type request struct {
 
 	// A network (TCP) Check has no HTTP request; it names its bulkhead by
 	// the destination port (the listener's), and its class may come from
-	// the Envoy node's label LabelPriority (destination.labels).
+	// the Envoy node's label permit.LabelPriority (destination.labels).
 	http  bool     // attributes.request.http was given
 	port  uint32   // attributes.destination.address.socket_address.port_value
-	label optional // attributes.destination.labels[LabelPriority]
+	label optional // attributes.destination.labels[permit.LabelPriority]
 }
 
 // optional is a map value, and whether the key was there.
@@ -70,7 +71,7 @@ func requestOf(pol *Policy, req *authv3.CheckRequest) *request {
 	r.http = attrs.GetRequest().GetHttp() != nil
 	dst := attrs.GetDestination()
 	r.port = dst.GetAddress().GetSocketAddress().GetPortValue()
-	r.label.v, r.label.ok = dst.GetLabels()[LabelPriority]
+	r.label.v, r.label.ok = dst.GetLabels()[permit.LabelPriority]
 	return r
 }
 
@@ -210,7 +211,7 @@ func (r *request) httpOf(b []byte) error {
 
 // destination reads the destination Peer of a network Check: the port of
 // its socket address (another member of the Address oneof clears it) and
-// the label LabelPriority.
+// the label permit.LabelPriority.
 func (r *request) destination(b []byte) error {
 	rd := wire.NewReader(b)
 	for rd.Next() {
@@ -220,7 +221,7 @@ func (r *request) destination(b []byte) error {
 			err = r.destinationAddress(rd.Bytes())
 		case rd.Is(fieldPeerLabels, protowire.BytesType):
 			var k, v []byte
-			if k, v, err = wire.MapEntry(rd.Bytes()); err == nil && string(k) == LabelPriority {
+			if k, v, err = wire.MapEntry(rd.Bytes()); err == nil && string(k) == permit.LabelPriority {
 				r.label = optional{string(v), true}
 			}
 		}

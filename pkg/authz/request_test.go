@@ -8,6 +8,8 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
 // wirePolicy keeps both headers, as a policy with tenants does.
@@ -83,7 +85,7 @@ func TestRequestFromWire(t *testing.T) {
 	pipe.Attributes.Source = &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: "/tmp/s"}}}}
 	socketOnly := checkRequest("192.0.2.1", nil, nil)
 	extOnly := checkRequest("", nil, map[string]string{"bulkhead": "orders", "priority": ""})
-	network := networkCheck("10.0.0.7", 5432, map[string]string{LabelPriority: "critical", "team": "db"})
+	network := networkCheck("10.0.0.7", 5432, map[string]string{permit.LabelPriority: "critical", "team": "db"})
 	netPipe := &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Destination: &authv3.AttributeContext_Peer{
 		Address: &corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: "/tmp/s"}}}}}}
 	emptyValues := checkRequest("", map[string]string{"x-bulkhead-priority": "", "x-tenant": ""}, map[string]string{"lease_ttl": ""})
@@ -194,7 +196,7 @@ func FuzzRequestWire(f *testing.F) {
 	f.Add(marshal(f, full), marshal(f, pipe))
 	f.Add(marshal(f, pipe), marshal(f, checkRequest("::1", nil, nil)))
 	f.Add([]byte{}, []byte{0x0a, 0x00})
-	f.Add(marshal(f, networkCheck("10.0.0.7", 5432, map[string]string{LabelPriority: "critical"})), marshal(f, full))
+	f.Add(marshal(f, networkCheck("10.0.0.7", 5432, map[string]string{permit.LabelPriority: "critical"})), marshal(f, full))
 	f.Add(marshal(f, full), marshal(f, networkCheck("::1", 6379, nil)))
 	f.Add(marshal(f, checkRequest("", map[string]string{"x-bulkhead-priority": ""}, map[string]string{"priority": ""})), []byte{})
 	pol := wirePolicy()

@@ -17,7 +17,7 @@ import (
 // connection's bulkhead is the port Envoy accepted it on (the Check's
 // destination address, the listener's own port), so each guarded listener
 // has its own port. Its class is Priority unless the Envoy's node metadata
-// label authz.LabelPriority (sent as the Check's destination labels) names
+// label permit.LabelPriority (bulkhead_priority, sent as the Check's destination labels) names
 // another: a label is set by the operator in the Envoy's bootstrap, never by
 // a client.
 type Connections struct {

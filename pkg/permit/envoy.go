@@ -21,6 +21,15 @@ const (
 	MetadataBulkhead = "bulkhead"
 )
 
+// LabelPriority is the Envoy node metadata label that names the class of
+// the connections that Envoy opens (critical, normal or best_effort). The
+// network ext_authz filter sends the node's labels as the Check's
+// destination labels when its bootstrap_metadata_labels_key names the
+// node metadata field that holds them (checked with Envoy 1.40). A label is
+// the operator's (set in the Envoy's bootstrap, one per workload), never a
+// client's, so it may raise the class as well as lower it.
+const LabelPriority = "bulkhead_priority"
+
 // MetadataNamespaceOf is the namespace of a connection's permit metadata
 // (conn) or of a request's.
 func MetadataNamespaceOf(conn bool) string {

@@ -163,6 +163,16 @@ podAntiAffinity:
 {{- join "|" (sortAlpha $names) }}
 {{- end }}
 
+{{/* The names of the bulkheads that count requests, or "" if none. */}}
+{{- define "bulkhead.requestBulkheads" -}}
+{{- range $name, $b := .Values.bulkheads }}{{ if not $b.connections }}{{ $name }} {{ end }}{{ end }}
+{{- end }}
+
+{{/* The names of the bulkheads that count connections, or "" if none. */}}
+{{- define "bulkhead.connectionBulkheads" -}}
+{{- range $name, $b := .Values.bulkheads }}{{ if $b.connections }}{{ $name }} {{ end }}{{ end }}
+{{- end }}
+
 {{/* The daemon's bulkheads map: the values' map less the chart-only keys. */}}
 {{- define "bulkhead.daemonBulkheads" -}}
 {{- $out := dict }}
