@@ -384,7 +384,9 @@ func TestRenderRejects(t *testing.T) {
 			p.BulkheadReplicas = []envoy.Endpoint{{Host: "127.0.0.2", Port: 9001}}
 			p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: "ca"}
 		}, "BulkheadTLS.ServerName"},
-		{"tcp listener name", func(p *envoy.Params) { p.TCPListeners = []envoy.TCPListener{{Name: "PG", Port: 1, Upstream: p.Bulkhead}} }, "TCPListeners[0].Name"},
+		{"tcp listener name", func(p *envoy.Params) {
+			p.TCPListeners = []envoy.TCPListener{{Name: "PG", Port: 1, Upstream: p.Bulkhead}}
+		}, "TCPListeners[0].Name"},
 		{"tcp listener named as a route", func(p *envoy.Params) {
 			p.TCPListeners = []envoy.TCPListener{{Name: "catalog", Port: 1, Upstream: p.Bulkhead}}
 		}, "TCPListeners[0].Name \"catalog\": duplicate"},
