@@ -108,6 +108,9 @@ func TestEnvoySnippetValidatesInEnvoy(t *testing.T) {
 					t.Errorf("%s: tcp_proxy cluster %v", name, proxy["cluster"])
 				}
 				proxy["cluster"] = "upstream"
+				if proxy["upstream_connect_mode"] != "ON_DOWNSTREAM_DATA" {
+					t.Errorf("%s: tcp_proxy upstream_connect_mode %v: the upstream would see connections before their Check", name, proxy["upstream_connect_mode"])
+				}
 				if got := flushInterval(t, proxy["access_log_options"].(map[string]any)); got != cfg.Leases.HeartbeatInterval {
 					t.Errorf("%s: tcp_proxy access_log_flush_interval %v, want the daemon's %v", name, got, cfg.Leases.HeartbeatInterval)
 				}

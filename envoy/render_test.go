@@ -505,6 +505,9 @@ func checkTCPListeners(t *testing.T, p envoy.Params, doc map[string]any, cluster
 		if dig(t, logger, "name") != "envoy.access_loggers.tcp_grpc" || dig(t, logger, "typed_config", "common_config", "buffer_size_bytes") != 0 {
 			t.Errorf("tcp listener %d: access log %v", i, logger)
 		}
+		if dig(t, proxy, "upstream_connect_mode") != "ON_DOWNSTREAM_DATA" {
+			t.Errorf("tcp listener %d: upstream_connect_mode %v: the upstream would see connections before their Check", i, dig(t, proxy, "upstream_connect_mode"))
+		}
 		_, periodic := proxy.(map[string]any)["access_log_options"]
 		if periodic == p.NoHeartbeat {
 			t.Errorf("tcp listener %d: access_log_options present %v with NoHeartbeat %v", i, periodic, p.NoHeartbeat)
