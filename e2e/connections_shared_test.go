@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
-	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
@@ -20,11 +19,7 @@ import (
 // replica hears it.
 func TestConnectionSharedLedger(t *testing.T) {
 	srv := testkit.StartRedis(t)
-	echo, err := testbed.NewTCPEcho()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { echo.Close() })
+	echo := newEcho(t)
 	port := endpoint(t, freePort(t)).Port
 	rs := startReplicaStack(t, replicaSpec{
 		ledger: redisLedger(srv.Addr),

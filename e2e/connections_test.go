@@ -40,11 +40,7 @@ func startConnStack(t *testing.T, yaml string, listeners []string, mod func(*env
 	var ports []any
 	var tcp []envoy.TCPListener
 	for _, name := range listeners {
-		e, err := testbed.NewTCPEcho()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Close() })
+		e := newEcho(t)
 		cs.echo[name], cs.port[name] = e, endpoint(t, freePort(t)).Port
 		ports = append(ports, cs.port[name])
 		tcp = append(tcp, envoy.TCPListener{Name: name, Port: cs.port[name], Upstream: endpoint(t, e.Addr())})
@@ -68,6 +64,17 @@ func startConnStack(t *testing.T, yaml string, listeners []string, mod func(*env
 		}
 	})
 	return cs
+}
+
+// newEcho starts a TCP echo upstream, closed when the test ends.
+func newEcho(t testing.TB) *testbed.TCPEcho {
+	t.Helper()
+	e, err := testbed.NewTCPEcho()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
 }
 
 // tcpClient is one client connection through Envoy. It sends a line at

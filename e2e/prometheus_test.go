@@ -270,7 +270,7 @@ func (p *prometheus) checkRulesHealthy(ctx context.Context, want int) {
 }
 
 // freePort returns a 127.0.0.1 address whose port was free a moment ago.
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

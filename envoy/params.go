@@ -168,6 +168,9 @@ type TCPListener struct {
 	Port int
 	// Upstream is the single endpoint of the cluster (plain TCP).
 	Upstream Endpoint
+	// Unguarded leaves the bulkhead out (no Check, no access log): a
+	// baseline for benchmarks.
+	Unguarded bool
 }
 
 // LabelPriority is the node metadata label NodePriority sets.

@@ -77,7 +77,8 @@ func paramSets(t *testing.T) map[string]envoy.Params {
 	tcpCustom.BulkheadReplicas = []envoy.Endpoint{{Host: "bulkhead-2.mesh.svc", Port: 9001}}
 	tcpCustom.NoHeartbeat = true
 	tcpCustom.TCPListeners = []envoy.TCPListener{{Name: "redis", Port: 6379, Upstream: envoy.Endpoint{Host: "redis.db.svc", Port: 6379}},
-		{Name: "pg", Port: 5432, Upstream: envoy.Endpoint{Host: "::1", Port: 5433}}}
+		{Name: "pg", Port: 5432, Upstream: envoy.Endpoint{Host: "::1", Port: 5433}},
+		{Name: "pg-plain", Port: 5434, Upstream: envoy.Endpoint{Host: "::1", Port: 5433}, Unguarded: true}}
 	return map[string]envoy.Params{"demo": envoy.DemoParams(), "port zero": zero, "custom": custom,
 		"tcp listener": tcp, "tcp listeners custom": tcpCustom,
 		"mtls to an IP": mtls, "tls to a DNS name": tlsDNS, "mtls with SNI": mtlsSNI,
@@ -490,6 +491,13 @@ func checkTCPListeners(t *testing.T, p envoy.Params, doc map[string]any, cluster
 		ln := listeners[1+i]
 		if dig(t, ln, "address", "socket_address", "port_value") != l.Port {
 			t.Errorf("tcp listener %d port = %v, want %d", i, dig(t, ln, "address", "socket_address", "port_value"), l.Port)
+		}
+		if l.Unguarded {
+			proxy := dig(t, ln, "filter_chains", 0, "filters", 0)
+			if dig(t, proxy, "name") != "envoy.filters.network.tcp_proxy" || dig(t, proxy, "typed_config").(map[string]any)["access_log"] != nil {
+				t.Errorf("unguarded tcp listener %d: %v", i, proxy)
+			}
+			continue
 		}
 		authz := dig(t, ln, "filter_chains", 0, "filters", 0)
 		if dig(t, authz, "name") != "envoy.filters.network.ext_authz" ||
