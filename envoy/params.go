@@ -338,18 +338,22 @@ func (p Params) validate() error {
 	if len(p.Routes) == 0 {
 		bad("Routes: want at least one")
 	}
-	seen := make(map[string]bool, len(p.Routes))
+	// Routes and TCP listeners name clusters: one namespace.
+	seen := make(map[string]bool, len(p.Routes)+len(p.TCPListeners))
+	checkCluster := func(field, name string) {
+		switch {
+		case !namePattern.MatchString(name):
+			bad("%s.Name %q: want %s", field, name, namePattern)
+		case name == BulkheadClusterName:
+			bad("%s.Name %q: reserved for the Bulkhead cluster", field, name)
+		case seen[name]:
+			bad("%s.Name %q: duplicate (route and TCP listener clusters share one namespace)", field, name)
+		}
+		seen[name] = true
+	}
 	for i, r := range p.Routes {
 		field := fmt.Sprintf("Routes[%d]", i)
-		switch {
-		case !namePattern.MatchString(r.Name):
-			bad("%s.Name %q: want %s", field, r.Name, namePattern)
-		case r.Name == BulkheadClusterName:
-			bad("%s.Name %q: reserved for the Bulkhead cluster", field, r.Name)
-		case seen[r.Name]:
-			bad("%s.Name %q: duplicate", field, r.Name)
-		}
-		seen[r.Name] = true
+		checkCluster(field, r.Name)
 		if !prefixPattern.MatchString(r.Prefix) {
 			bad("%s.Prefix %q: want a path starting with /", field, r.Prefix)
 		}
@@ -375,15 +379,7 @@ func (p Params) validate() error {
 	ports := map[int]bool{p.ListenerPort: true}
 	for i, l := range p.TCPListeners {
 		field := fmt.Sprintf("TCPListeners[%d]", i)
-		switch {
-		case !namePattern.MatchString(l.Name):
-			bad("%s.Name %q: want %s", field, l.Name, namePattern)
-		case l.Name == BulkheadClusterName:
-			bad("%s.Name %q: reserved for the Bulkhead cluster", field, l.Name)
-		case seen[l.Name]:
-			bad("%s.Name %q: duplicate (listener and route cluster names share one namespace)", field, l.Name)
-		}
-		seen[l.Name] = true
+		checkCluster(field, l.Name)
 		checkPort(field+".Port", l.Port, 1)
 		if ports[l.Port] {
 			bad("%s.Port %d: used by another listener", field, l.Port)
