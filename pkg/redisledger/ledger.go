@@ -85,6 +85,9 @@ type Ledger struct {
 	state    atomic.Int32 // State
 	replicas atomic.Int32 // live replicas, last seen (at least 1)
 	kick     chan struct{}
+	// downLogged is when the ticker last logged that Redis does not
+	// answer (zero: it answered since); only the ticker's goroutine uses it.
+	downLogged time.Time
 }
 
 // New returns a ledger on rdb. It does not contact Redis: Run does.

@@ -115,12 +115,21 @@ func (l *Ledger) tickLoop(ctx context.Context, names func() []string, handover H
 // counts, in ticks.
 const replicaStale = 3
 
+// stillDownEvery bounds how often a replica whose Redis does not answer
+// says so again in its log.
+const stillDownEvery = 30 * time.Second
+
 func (l *Ledger) tick(ctx context.Context, names func() []string, handover Handover) {
 	res, err := l.call(ctx, time.Time{}, OpReplicas, l.sc.replicas, []string{l.cfg.Prefix + "replicas"},
 		l.cfg.Replica, ms(replicaStale*l.cfg.Tick))
 	if err != nil {
+		if ctx.Err() == nil && time.Since(l.downLogged) >= stillDownEvery {
+			l.downLogged = time.Now()
+			l.log.Error("redis ledger unavailable: ledger.on_unavailable applies until Redis answers", "err", err)
+		}
 		return
 	}
+	l.downLogged = time.Time{}
 	if n, _ := res.(int64); n > 0 {
 		l.replicas.Store(int32(n))
 		l.rec.LedgerReplicas(int(n))

@@ -45,7 +45,11 @@ func newShared(cfg *config.Config, log *slog.Logger, obs permit.Observer, rec *m
 		client.Close()
 		return nil, err
 	}
-	log = log.With("component", "ledger", "replica", replica)
+	where := cfg.Ledger.Redis.Address
+	if where == "" {
+		where = "sentinel " + cfg.Ledger.Redis.Sentinel.Master + " at " + strings.Join(cfg.Ledger.Redis.Sentinel.Addresses, ",")
+	}
+	log = log.With("component", "ledger", "replica", replica, "redis", where)
 	l := redisledger.New(client, redisledger.Config{
 		Prefix:   cfg.Ledger.Redis.Prefix,
 		Replica:  replica,
