@@ -48,10 +48,11 @@ const (
 	OpLeave    Op = "leave"
 	OpState    Op = "state"
 	OpReplicas Op = "replicas"
+	OpReopen   Op = "reopen"
 )
 
 // Ops lists every operation.
-func Ops() []Op { return []Op{OpAcquire, OpRelease, OpRenew, OpLeave, OpState, OpReplicas} }
+func Ops() []Op { return []Op{OpAcquire, OpRelease, OpRenew, OpLeave, OpState, OpReplicas, OpReopen} }
 
 // Config is what a Ledger needs besides its Redis client.
 type Config struct {
@@ -88,6 +89,8 @@ type Ledger struct {
 	// downLogged is when the ticker last logged that Redis does not
 	// answer (zero: it answered since); only the ticker's goroutine uses it.
 	downLogged time.Time
+	// runID is the run id of the Redis last heard (ticker only).
+	runID string
 }
 
 // New returns a ledger on rdb. It does not contact Redis: Run does.

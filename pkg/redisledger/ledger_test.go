@@ -299,3 +299,39 @@ func TestTenantCompartmentIsGlobal(t *testing.T) {
 		t.Fatalf("x's waiter: %v", r.err)
 	}
 }
+
+// A Redis that failed over may have lost the last grants: a changed run id
+// reopens adoption, so the running request's next periodic entry counts
+// its permit again.
+func TestRunIDChangeReopensAdoption(t *testing.T) {
+	f := newFixture(t)
+	l := New(f.rdb, Config{Prefix: "test:", Replica: "a", Timeout: time.Second, Adopt: 100 * time.Millisecond,
+		Tick: time.Hour}, f.obs, f.rec, nil)
+	ctx := context.Background()
+	names := func() []string { return []string{"orders"} }
+	l.tick(ctx, names, nil) // strict, run id learnt
+	if l.State() != Strict || l.runID == "" {
+		t.Fatalf("state %v, run id %q", l.State(), l.runID)
+	}
+	tok, err := l.Acquire(ctx, req("orders", settings(2, 0, 0), bulkhead.Normal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The grant is lost, as an unreplicated write is in a failover.
+	keys := keysOf("test:", "orders")
+	f.rdb.ZRem(ctx, keys[1], tok)
+	f.rdb.HDel(ctx, keys[2], tok)
+	f.rdb.HIncrBy(ctx, keys[0], "inuse", -1)
+	time.Sleep(150 * time.Millisecond) // past the adoption window of the bulkhead's first use
+	if _, res := l.Renew("orders", tok, time.Second, "n", false); res != UnknownToken {
+		t.Fatalf("renew of a lost grant outside the window: %v, want unknown", res)
+	}
+	l.runID = "a-previous-redis"
+	l.tick(ctx, names, nil)
+	if _, res := l.Renew("orders", tok, time.Second, "n", false); res != AdoptedUnknown {
+		t.Fatalf("renew after the run id changed: %v, want adopted", res)
+	}
+	if got := f.inUse("orders"); got != 1 {
+		t.Fatalf("in use %d, want 1", got)
+	}
+}

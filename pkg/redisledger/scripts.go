@@ -14,7 +14,7 @@ var scriptFiles embed.FS
 // failed-over Redis needs nothing from the replicas). Every per-bulkhead
 // script starts with common.lua, which documents the data model.
 type scripts struct {
-	acquire, release, renew, leave, state, replicas *redis.Script
+	acquire, release, renew, leave, state, reopen, replicas *redis.Script
 }
 
 func loadScripts() scripts {
@@ -26,6 +26,7 @@ func loadScripts() scripts {
 		renew:    op("renew.lua"),
 		leave:    op("leave.lua"),
 		state:    op("state.lua"),
+		reopen:   op("reopen.lua"),
 		replicas: redis.NewScript(read("replicas.lua")),
 	}
 }

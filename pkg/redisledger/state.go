@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -130,6 +131,7 @@ func (l *Ledger) tick(ctx context.Context, names func() []string, handover Hando
 		return
 	}
 	l.downLogged = time.Time{}
+	l.checkRunID(ctx, names)
 	if n, _ := res.(int64); n > 0 {
 		l.replicas.Store(int32(n))
 		l.rec.LedgerReplicas(int(n))
@@ -202,5 +204,36 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 		redisNow, _ := a[4].(int64)
 		l.expired(names[i], swept, redisNow)
 		l.rec.LedgerGlobal(names[i], int(inUse), int(queued), left > 0)
+	}
+}
+
+// checkRunID notices a Redis that restarted or failed over (its run id
+// changed): asynchronous replication may have lost the last grants, so every
+// bulkhead pauses admissions for the recovery window while the running
+// requests' heartbeats adopt what Redis forgot.
+func (l *Ledger) checkRunID(ctx context.Context, names func() []string) {
+	info, err := l.rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return
+	}
+	id := ""
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
+			id = strings.TrimSpace(v)
+		}
+	}
+	if id == "" || id == l.runID {
+		return
+	}
+	prev := l.runID
+	l.runID = id
+	if prev == "" || names == nil {
+		return
+	}
+	l.log.Warn("redis restarted or failed over (its run id changed): it may have lost the last grants; "+
+		"every bulkhead pauses admissions for the recovery window while heartbeats adopt the running requests",
+		"previous_run_id", prev, "run_id", id)
+	for _, n := range names() {
+		_, _ = l.call(ctx, time.Time{}, OpReopen, l.sc.reopen, l.keysOf(n), ms(l.cfg.Recovery), ms(l.cfg.Adopt))
 	}
 }
