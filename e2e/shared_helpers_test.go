@@ -272,3 +272,25 @@ func hostPort(base string) (string, int) {
 	n, _ := strconv.Atoi(p)
 	return h, n
 }
+
+// waitBackStrict waits until every live replica has been unavailable (it
+// counted a transition to it) and is strict again, and returns when the
+// last one was.
+func (rs *replicaStack) waitBackStrict(ctx context.Context) time.Time {
+	rs.t.Helper()
+	for i, r := range rs.replicas {
+		if r.proc == nil {
+			continue
+		}
+		poll(rs.t, ctx, fmt.Sprintf("replica %d unavailable, then strict", i), func() bool {
+			m, err := testbed.Scrape(ctx, "http://"+r.http+"/metrics")
+			if err != nil {
+				return false
+			}
+			down, _ := m.Value("bulkhead_ledger_transitions_total", map[string]string{"to": "unavailable"})
+			up, _ := m.Value("bulkhead_ledger_state", map[string]string{"state": "strict"})
+			return down >= 1 && up == 1
+		})
+	}
+	return time.Now()
+}

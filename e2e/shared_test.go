@@ -165,3 +165,63 @@ func TestSharedLedgerRedisRestart(t *testing.T) {
 		}
 	}
 }
+
+// A Sentinel failover under load (the master SIGKILLed): measure the time
+// until every replica is strict again on the new master, the time until
+// the running requests are counted there, and the over-admission seen at
+// the upstream.
+func TestSharedLedgerSentinelFailover(t *testing.T) {
+	master := testkit.StartRedis(t)
+	mh, mp := hostPort("http://" + master.Addr)
+	replicaRedis := testkit.StartRedis(t, "--replicaof", mh, fmt.Sprint(mp))
+	sentinel := testkit.StartSentinel(t, "bulkhead", master.Addr, 300*time.Millisecond)
+	sentinelClient := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "bulkhead",
+		SentinelAddrs: []string{sentinel.Addr}, MaxRetries: -1})
+	t.Cleanup(func() { sentinelClient.Close() })
+	rs := startReplicaStack(t, replicaSpec{
+		ledger: fmt.Sprintf("ledger: {backend: redis, on_unavailable: fail_closed, redis: {sentinel: {master: bulkhead, addresses: [%q]}, timeout: 100ms}}",
+			sentinel.Addr),
+		yaml:     "bulkheads:\n  orders: {max_concurrent: 4, max_queue: 4, max_wait: 200ms}\n",
+		replicas: 3, envoys: 2, rdb: sentinelClient,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	up := rs.up["orders"]
+	up.Hold()
+	var held []<-chan response
+	for range 4 {
+		held = append(held, rs.getAsync(ctx, "/orders", nil))
+	}
+	if err := up.WaitInflight(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	replicaClient := newRedisClient(t, replicaRedis.Addr)
+	poll(t, ctx, "the grants replicated", func() bool {
+		v, err := replicaClient.HGet(ctx, "bulkhead:{orders}:s", "inuse").Int()
+		return err == nil && v == 4
+	})
+	master.Kill()
+	killed := time.Now()
+	var wg sync.WaitGroup
+	var st testbed.Stats
+	wg.Add(1)
+	go func() { defer wg.Done(); st = floodBoth(t, ctx, rs, "/orders", 50, 6*time.Second) }()
+	// Each replica notices (a failed call: unavailable) and comes back
+	// strict on the new master.
+	strict := rs.waitBackStrict(ctx)
+	poll(t, ctx, "the running requests counted on the new master", func() bool { return rs.inUse(ctx, "orders") >= 4 })
+	counted := time.Since(killed)
+	wg.Wait()
+	t.Logf("Sentinel failover (master SIGKILLed, down-after 300ms): replicas strict again after %v, running requests counted after %v; "+
+		"flood %s; upstream max %d of 4 (over-admission %d)",
+		(strict.Sub(killed)).Round(time.Millisecond), counted.Round(time.Millisecond), summary(st), up.Max(), max(0, up.Max()-4))
+	if up.Max() > 4 {
+		t.Fatalf("INVARIANT: upstream saw %d concurrent requests across the failover, limit 4", up.Max())
+	}
+	up.ReleaseHeld()
+	for _, ch := range held {
+		if r := <-ch; r.err != nil || r.status != http.StatusOK {
+			t.Fatalf("held request: %d %v", r.status, r.err)
+		}
+	}
+}
