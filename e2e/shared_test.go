@@ -225,3 +225,64 @@ func TestSharedLedgerSentinelFailover(t *testing.T) {
 		}
 	}
 }
+
+// Each on_unavailable policy with Redis stopped under load, two replicas
+// behind Envoy: fail_closed rejects with its own reason, fail_open lets
+// everything through, local_share keeps the sum of the replicas' shares
+// within the limit; and each comes back strict when Redis does.
+func TestSharedLedgerUnavailablePolicies(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		check  func(t *testing.T, st testbed.Stats, max int)
+	}{
+		{"fail_closed", func(t *testing.T, st testbed.Stats, max int) {
+			if st.ByReason["ledger_unavailable"] == 0 || st.OK() > 0 {
+				t.Errorf("fail_closed with Redis down: %s, want every request rejected ledger_unavailable", summary(st))
+			}
+		}},
+		{"fail_open", func(t *testing.T, st testbed.Stats, max int) {
+			if st.OK() != st.Sent {
+				t.Errorf("fail_open with Redis down: %s, want every request through", summary(st))
+			}
+		}},
+		{"local_share", func(t *testing.T, st testbed.Stats, max int) {
+			if st.OK() == 0 || max > 6 {
+				t.Errorf("local_share with Redis down: %s, upstream max %d; want admissions within 2 shares of 3", summary(st), max)
+			}
+		}},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			srv := testkit.StartRedis(t)
+			rs := startReplicaStack(t, replicaSpec{
+				ledger:   fmt.Sprintf("ledger: {backend: redis, on_unavailable: %s, redis: {address: %q, timeout: 100ms}}", tc.policy, srv.Addr),
+				yaml:     "bulkheads:\n  catalog: {max_concurrent: 6, max_queue: 6, max_wait: 300ms}\n",
+				replicas: 2, envoys: 1, rdb: newRedisClient(t, srv.Addr),
+			})
+			if tc.policy == "fail_open" {
+				rs.limits["catalog"] = 1 << 30 // no limit holds while Redis is down: that is the policy
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			up := rs.up["catalog"]
+			up.SetDelay(50 * time.Millisecond)
+			// Both replicas have heard that they are two (local_share's divisor).
+			poll(t, ctx, "two live replicas", func() bool {
+				v, _ := rs.metrics().Value("bulkhead_ledger_replicas", nil)
+				return v == 2
+			})
+			srv.Kill()
+			// local_share admits alone only after the other replicas would
+			// hold its share back (3 ticks, plus one): a 6 s flood sees both.
+			st := floodBoth(t, ctx, rs, "/catalog", 100, 6*time.Second)
+			t.Logf("%s, Redis down: %s; upstream max %d", tc.policy, summary(st), up.Max())
+			tc.check(t, st, up.Max())
+			srv.Start()
+			rs.waitStrict(ctx)
+			up.ResetMax()
+			st = floodBoth(t, ctx, rs, "/catalog", 100, time.Second)
+			if up.Max() > 6 || st.OK() == 0 {
+				t.Errorf("after Redis came back: %s, upstream max %d of 6", summary(st), up.Max())
+			}
+		})
+	}
+}

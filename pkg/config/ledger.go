@@ -14,6 +14,8 @@ const (
 	DefaultRedisPrefix      = "bulkhead:"
 	DefaultRedisTimeout     = 50 * time.Millisecond
 	DefaultRedisDialTimeout = time.Second
+	DefaultLocalShareFor    = 30 * time.Second
+	maxLocalShareFor        = 10 * time.Minute
 	maxRedisTimeout         = 10 * time.Second
 )
 
@@ -23,6 +25,9 @@ type Ledger struct {
 	// OnUnavailable is what a replica does while Redis does not answer
 	// (Backend Redis only).
 	OnUnavailable authz.UnavailablePolicy
+	// LocalShareFor bounds how long a replica cut off from Redis admits its
+	// share alone (OnUnavailable local_share); past it, it rejects.
+	LocalShareFor time.Duration
 	Redis         Redis
 }
 
@@ -87,6 +92,8 @@ func ParseLedgerBackend(s string) (LedgerBackend, error) {
 // ledger checks the ledger section.
 func (d *decoder) ledger(c *Config) {
 	l := &c.Ledger
+	d.rule("ledger.local_share_for", l.LocalShareFor, l.LocalShareFor > 0 && l.LocalShareFor <= maxLocalShareFor,
+		"must be positive and at most "+maxLocalShareFor.String())
 	if l.Backend != LedgerRedis {
 		return
 	}

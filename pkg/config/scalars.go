@@ -117,6 +117,8 @@ var scalars = []scalar{
 	{"ledger.on_unavailable", authz.FailClosed.String(), "", restartOnly,
 		enum(func(c *Config) *authz.UnavailablePolicy { return &c.Ledger.OnUnavailable }, authz.ParseUnavailablePolicy,
 			"must be fail_closed, fail_open or local_share")},
+	{"ledger.local_share_for", DefaultLocalShareFor.String(), "", restartOnly,
+		duration(func(c *Config) *time.Duration { return &c.Ledger.LocalShareFor })},
 	{"ledger.redis.address", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.Address })},
 	{"ledger.redis.sentinel.master", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.Sentinel.Master })},
 	{"ledger.redis.sentinel.addresses", []any{}, "", restartOnly,

@@ -77,7 +77,7 @@ func TestRestartOnlyKeys(t *testing.T) {
 		"listen.grpc_tls.cert_file", "listen.grpc_tls.key_file", "listen.grpc_tls.client_ca_file",
 		"log.level", "log.format",
 		"leases.sweep_interval", "leases.heartbeat_interval", "leases.heartbeat_ttl", "leases.recovery_window", "leases.max_permits",
-		"ledger.backend", "ledger.on_unavailable", "ledger.redis.address", "ledger.redis.sentinel.master",
+		"ledger.backend", "ledger.on_unavailable", "ledger.local_share_for", "ledger.redis.address", "ledger.redis.sentinel.master",
 		"ledger.redis.sentinel.addresses", "ledger.redis.sentinel.password_file", "ledger.redis.username",
 		"ledger.redis.password_file", "ledger.redis.db", "ledger.redis.tls.enabled", "ledger.redis.tls.ca_file",
 		"ledger.redis.tls.cert_file", "ledger.redis.tls.key_file", "ledger.redis.tls.server_name",

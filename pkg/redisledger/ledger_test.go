@@ -335,3 +335,44 @@ func TestRunIDChangeReopensAdoption(t *testing.T) {
 		t.Fatalf("in use %d, want 1", got)
 	}
 }
+
+// With local_share, a replica that stopped reaching Redis may admit its
+// share alone: the replicas that still reach Redis hold that share back.
+func TestAbsentReplicaShareIsHeldBack(t *testing.T) {
+	f := newFixture(t)
+	cfg := Config{Prefix: "test:", Timeout: time.Second, Tick: 100 * time.Millisecond, LocalShareFor: 10 * time.Second}
+	a, b := cfg, cfg
+	a.Replica, b.Replica = "a", "b"
+	la, lb := New(f.rdb, a, f.obs, f.rec, nil), New(f.rdb, b, f.obs, f.rec, nil)
+	ctx := context.Background()
+	names := func() []string { return []string{"orders"} }
+	la.tick(ctx, names, nil)
+	lb.tick(ctx, names, nil) // b looks once, then is cut off
+	admit := func(n int) int {
+		got := 0
+		for range n {
+			if _, err := la.Acquire(ctx, req("orders", settings(6, 0, 0), bulkhead.Normal)); err == nil {
+				got++
+			}
+		}
+		return got
+	}
+	if got := admit(2); got != 2 {
+		t.Fatalf("both replicas present: admitted %d of 2", got)
+	}
+	// Until b has been absent longer than the staleness window (on Redis's
+	// clock), nothing is held back.
+	testkit.Eventually(t, "b absent for longer than 3 ticks", func() bool {
+		seen, err := f.rdb.HGet(ctx, keysOf("test:", "orders")[12], "b").Int64()
+		now, terr := f.rdb.Time(ctx).Result()
+		return err == nil && terr == nil && now.UnixMilli()-seen > 300
+	})
+	la.tick(ctx, names, nil)
+	admit(10)
+	if got := f.inUse("orders"); got != 3 {
+		t.Fatalf("a admitted %d with b absent, want 3 (6 less b's share of 3)", got)
+	}
+	if lb.LocalShareOK() {
+		t.Fatal("b may admit alone before it has been cut off long enough")
+	}
+}

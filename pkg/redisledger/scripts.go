@@ -41,7 +41,7 @@ func read(name string) string {
 
 // keySuffixes are the keys of one bulkhead, in the order common.lua reads
 // KEYS.
-var keySuffixes = [...]string{"s", "p", "i", "q1", "q2", "q3", "w", "wd", "t", "tq", "ex", "ed"}
+var keySuffixes = [...]string{"s", "p", "i", "q1", "q2", "q3", "w", "wd", "t", "tq", "ex", "ed", "r"}
 
 // keysOf returns the keys of bulkhead name: <prefix>{<name>}:<suffix>, so
 // that every key of a bulkhead shares one hash tag (one Redis Cluster slot).

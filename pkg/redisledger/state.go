@@ -47,6 +47,7 @@ func (l *Ledger) Replicas() int { return int(l.replicas.Load()) }
 // switches to Unavailable and is logged.
 func (l *Ledger) unavailable(op Op, err error) {
 	if l.state.CompareAndSwap(int32(Strict), int32(Unavailable)) {
+		l.down.Store(time.Now().UnixNano())
 		l.log.Error("redis ledger unavailable: applying ledger.on_unavailable until Redis answers again",
 			"op", op, "err", err)
 		l.rec.LedgerState(Unavailable)
@@ -94,6 +95,9 @@ func (l *Ledger) listen(ctx context.Context) error {
 }
 
 func (l *Ledger) tickLoop(ctx context.Context, names func() []string, handover Handover) error {
+	if names != nil {
+		defer func() { l.depart(names()) }()
+	}
 	for {
 		l.tick(ctx, names, handover)
 		d := l.cfg.Tick
@@ -143,6 +147,7 @@ func (l *Ledger) tick(ctx context.Context, names func() []string, handover Hando
 		if handover != nil {
 			if err := handover(ctx); err != nil {
 				l.log.Warn("hand-over to the redis ledger incomplete; retrying", "err", err)
+				l.down.Store(time.Now().UnixNano())
 				l.state.Store(int32(Unavailable))
 				l.rec.LedgerState(Unavailable)
 				return
@@ -158,6 +163,25 @@ func (l *Ledger) tick(ctx context.Context, names func() []string, handover Hando
 	}
 }
 
+// stateArgs are the state script's arguments: a replica not seen for
+// longer than the others hold its share back is forgotten.
+func (l *Ledger) stateArgs() []any {
+	forget := l.cfg.stale() + max(l.cfg.LocalShareFor, 0) + l.cfg.Tick
+	return []any{ms(l.cfg.Recovery), ms(l.cfg.Adopt), l.cfg.Replica, ms(forget)}
+}
+
+// depart says that this replica stops: it no longer counts among those
+// that may admit alone (a graceful stop shrinks no limit).
+func (l *Ledger) depart(names []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout*4)
+	defer cancel()
+	pipe := l.rdb.Pipeline()
+	for _, n := range names {
+		pipe.HDel(ctx, l.keysOf(n)[len(keySuffixes)-1], l.cfg.Replica)
+	}
+	_, _ = pipe.Exec(ctx)
+}
+
 // look runs the state script of each bulkhead, pipelined: it reclaims
 // expired leases, serves queues (a recovery window that ended, permits
 // that expired) and reports the global gauges.
@@ -171,7 +195,7 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 	pipe := l.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(names))
 	for i, n := range names {
-		cmds[i] = l.sc.state.EvalSha(cctx, pipe, l.keysOf(n), ms(l.cfg.Recovery), ms(l.cfg.Adopt))
+		cmds[i] = l.sc.state.EvalSha(cctx, pipe, l.keysOf(n), l.stateArgs()...)
 	}
 	_, err := pipe.Exec(cctx)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -180,7 +204,7 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 		if err == nil {
 			pipe = l.rdb.Pipeline()
 			for i, n := range names {
-				cmds[i] = l.sc.state.EvalSha(cctx, pipe, l.keysOf(n), ms(l.cfg.Recovery), ms(l.cfg.Adopt))
+				cmds[i] = l.sc.state.EvalSha(cctx, pipe, l.keysOf(n), l.stateArgs()...)
 			}
 			_, err = pipe.Exec(cctx)
 		}

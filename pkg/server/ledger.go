@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
@@ -50,12 +51,17 @@ func newShared(cfg *config.Config, log *slog.Logger, obs permit.Observer, rec *m
 		where = "sentinel " + cfg.Ledger.Redis.Sentinel.Master + " at " + strings.Join(cfg.Ledger.Redis.Sentinel.Addresses, ",")
 	}
 	log = log.With("component", "ledger", "replica", replica, "redis", where)
+	localFor := time.Duration(0)
+	if cfg.Ledger.OnUnavailable == authz.LocalShare {
+		localFor = cfg.Ledger.LocalShareFor
+	}
 	l := redisledger.New(client, redisledger.Config{
-		Prefix:   cfg.Ledger.Redis.Prefix,
-		Replica:  replica,
-		Timeout:  cfg.Ledger.Redis.Timeout,
-		Recovery: cfg.Leases.RecoveryWindow,
-		Adopt:    cfg.Leases.HeartbeatTTL + cfg.Leases.HeartbeatInterval,
+		LocalShareFor: localFor,
+		Prefix:        cfg.Ledger.Redis.Prefix,
+		Replica:       replica,
+		Timeout:       cfg.Ledger.Redis.Timeout,
+		Recovery:      cfg.Leases.RecoveryWindow,
+		Adopt:         cfg.Leases.HeartbeatTTL + cfg.Leases.HeartbeatInterval,
 	}, obs, rec, log)
 	return &shared{client: client, ledger: l, shares: bulkhead.NewRegistry(), log: log}, nil
 }

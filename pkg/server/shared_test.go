@@ -113,6 +113,14 @@ func TestSharedLedgerUnavailablePolicies(t *testing.T) {
 			waitStrict(t, rn)
 			testkit.Eventually(t, "share sized", func() bool { return rn.r.shared.shares.Get("auth") != nil })
 			srv.Kill()
+			if tc.policy == "local_share" {
+				// Rejected until the other replicas would hold this one's
+				// share back, then admitted within it.
+				if _, r := check(t, rn, "auth"); r != "ledger_unavailable" {
+					t.Fatalf("local_share at once: %q, want ledger_unavailable", r)
+				}
+				testkit.Eventually(t, "local share allowed", rn.r.shared.ledger.LocalShareOK)
+			}
 			var got []string
 			var tokens []string
 			for range 3 {

@@ -1,8 +1,15 @@
 -- state.lua: the periodic look at a bulkhead: ends expired leases, serves
--- the queue (a recovery window that ended, permits that expired), and
--- returns {inuse, queued, swept, recovering ms left, now}.
+-- the queue (a recovery window that ended, permits that expired), records
+-- that this replica reaches Redis, and returns {inuse, queued, swept,
+-- recovering ms left, now}. ARGV: 1 recovery ms, 2 adopt ms, 3 replica,
+-- 4 forget ms (a replica not seen for longer is forgotten).
 local now = now_ms()
 touch(now, tonumber(ARGV[1]), tonumber(ARGV[2]))
+redis.call('HSET', R, ARGV[3], now)
+local seen = redis.call('HGETALL', R)
+for i = 2, #seen, 2 do
+  if now - num(seen[i]) > tonumber(ARGV[4]) then redis.call('HDEL', R, seen[i - 1]) end
+end
 local swept = sweep(now)
 pump(now, '')
 local st = redis.call('HMGET', S, 'inuse', 'qlen', 'ru')
