@@ -128,7 +128,7 @@ func TestShortRate(t *testing.T) {
 		wants float64
 	}{
 		{"fixed", 700, 9000, 700},
-		{"half the bulkhead's best", 0, 9001, 4501},
+		{"half the bulkhead's median", 0, 9001, 4501},
 		{"no closed loop", 0, 0, fallbackShortRate},
 	}
 	for _, tt := range tests {
