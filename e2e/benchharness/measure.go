@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/envoy"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
 )
 
@@ -44,7 +45,56 @@ type Phase struct {
 	// by result (bulkhead_access_log_entries_total): "renewed" counts the
 	// periodic entries (heartbeats).
 	AccessLog map[string]int64 `json:"access_log_entries,omitempty"`
-	Problems  []string         `json:"problems,omitempty"`
+	// Sidecar is what Envoy's own /stats counted between it and its
+	// sidecar over the window; nil without a sidecar.
+	Sidecar  *SidecarTraffic `json:"envoy_sidecar,omitempty"`
+	Problems []string        `json:"problems,omitempty"`
+}
+
+// SidecarTraffic is Envoy's traffic with its sidecar (the cluster of the
+// ext_authz server and the access log) over a phase's window, from Envoy's
+// /stats, per request completed in the window.
+type SidecarTraffic struct {
+	// Bytes Envoy wrote to and read from the sidecar's connections
+	// (upstream_cx_tx_bytes_total, upstream_cx_rx_bytes_total): Checks and
+	// access-log entries out; Check answers and HTTP/2 control frames
+	// (window updates, pings, settings) in.
+	TxBytes float64 `json:"tx_bytes_per_request"`
+	RxBytes float64 `json:"rx_bytes_per_request"`
+	// Requests: upstream_rq_total (Checks and access-log streams opened).
+	Requests float64 `json:"upstream_requests_per_request"`
+	// LogsWritten: access-log entries Envoy's gRPC access loggers wrote
+	// (access_logs.grpc_access_log.logs_written), and dropped.
+	LogsWritten float64 `json:"logs_written_per_request"`
+	LogsDropped int64   `json:"logs_dropped"`
+}
+
+// sidecarCluster is the Envoy cluster of st's sidecar, "" without one.
+func (s *stack) sidecarCluster() string {
+	switch {
+	case s.side == nil:
+		return ""
+	case s.spec.daemon():
+		return envoy.BulkheadClusterName
+	}
+	return "sidecar" // proxy.yaml.tmpl
+}
+
+// sidecarTraffic is the traffic between two readings of Envoy's /stats,
+// per request; nil if either is missing.
+func sidecarTraffic(cluster string, before, after map[string]uint64, requests int64) *SidecarTraffic {
+	if cluster == "" || before == nil || after == nil || requests <= 0 {
+		return nil
+	}
+	delta := func(name string) float64 { return float64(after[name]) - float64(before[name]) }
+	per := func(name string) float64 { return round3(delta(name) / float64(requests)) }
+	c := "cluster." + cluster + "."
+	return &SidecarTraffic{
+		TxBytes: per(c + "upstream_cx_tx_bytes_total"), RxBytes: per(c + "upstream_cx_rx_bytes_total"),
+		Requests:    per(c + "upstream_rq_total"),
+		LogsWritten: per("access_logs.grpc_access_log.logs_written"),
+		LogsDropped: int64(delta("access_logs.grpc_access_log.logs_dropped")),
+	}
 }
 
 // CPUUse is one process's CPU over a phase's window.
@@ -71,7 +121,8 @@ type reading struct {
 	threads  map[string]time.Duration // threadsCPU, by role
 	others   time.Duration            // machine busy + stolen - every process of the run
 	at       time.Time
-	metrics  *testbed.Metrics // the daemon's, or nil
+	metrics  *testbed.Metrics  // the daemon's, or nil
+	stats    map[string]uint64 // Envoy's counters, when it has a sidecar
 	upServed int64
 	upBusy   time.Duration
 	err      error
@@ -104,10 +155,15 @@ func (e *env) allPIDs() []int {
 func (e *env) read(ctx context.Context, st *stack, end bool) reading {
 	r := reading{cpu: map[string]time.Duration{}, threads: map[string]time.Duration{}}
 	scrape := func() {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		if url := st.metricsURL(); url != "" && r.err == nil {
-			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
 			r.metrics, r.err = testbed.Scrape(sctx, url)
+		}
+		if st.sidecarCluster() != "" && r.err == nil {
+			if r.stats, r.err = st.proxy.Stats(sctx); r.err != nil {
+				r.err = fmt.Errorf("envoy /stats: %w", r.err)
+			}
 		}
 	}
 	if !end {
@@ -182,6 +238,7 @@ func (e *env) measure(ctx context.Context, st *stack, p Phase, load func(marker)
 		}
 		p.CPU[role] = u
 	}
+	p.Sidecar = sidecarTraffic(st.sidecarCluster(), r[0].stats, r[1].stats, s.Requests)
 	if m := r[1].metrics; m != nil {
 		p.Daemon = &DaemonMemory{
 			RSSBytes:       sum(m, "process_resident_memory_bytes"),

@@ -110,6 +110,16 @@ func writeMarkdown(w io.Writer, r *Results) error {
 			ph.CPU["envoy"].Cores, sidecar(*ph, func(u CPUUse) float64 { return u.Cores }, "%.2f"))
 	}
 
+	p("\n## Envoy and its sidecar\n\nFrom Envoy's own /stats over each window, per request: bytes Envoy wrote to its sidecar's cluster ")
+	p("(Checks and access-log entries) and read from it (Check answers and HTTP/2 control frames: window updates, pings), ")
+	p("upstream requests (Checks, access-log streams opened), access-log entries written by the gRPC access loggers, and entries dropped.\n\n")
+	p("| phase | config | tx bytes / req | rx bytes / req | upstream requests / req | log entries / req | entries dropped |\n|---|---|---|---|---|---|---|\n")
+	for _, ph := range reported {
+		if t := ph.Sidecar; t != nil {
+			p("| %s | %s | %.1f | %.1f | %.3f | %.3f | %d |\n", phaseName(*ph), ph.Config, t.TxBytes, t.RxBytes, t.Requests, t.LogsWritten, t.LogsDropped)
+		}
+	}
+
 	p("\n## Bulkhead daemon: memory\n\nFrom the daemon's own /metrics (process and Go collectors) at the end of each phase; ")
 	p("one daemon serves both bulkhead configurations, in turn.\n\n")
 	p("| phase | config | RSS MiB | Go heap in use MiB | Go heap allocated MiB | goroutines |\n|---|---|---|---|---|---|\n")

@@ -162,3 +162,24 @@ func TestGoalsFromTheMedian(t *testing.T) {
 		t.Errorf("closed-loop table: the bulkhead's row is not its median with the best beside it:\n%s", md.String())
 	}
 }
+
+func TestSidecarTraffic(t *testing.T) {
+	before := map[string]uint64{"cluster.bulkhead.upstream_cx_tx_bytes_total": 1000, "cluster.bulkhead.upstream_cx_rx_bytes_total": 500,
+		"cluster.bulkhead.upstream_rq_total": 10, "access_logs.grpc_access_log.logs_written": 10}
+	after := map[string]uint64{"cluster.bulkhead.upstream_cx_tx_bytes_total": 901000, "cluster.bulkhead.upstream_cx_rx_bytes_total": 300500,
+		"cluster.bulkhead.upstream_rq_total": 1012, "access_logs.grpc_access_log.logs_written": 1010, "access_logs.grpc_access_log.logs_dropped": 3}
+	got := sidecarTraffic("bulkhead", before, after, 1000)
+	want := SidecarTraffic{TxBytes: 900, RxBytes: 300, Requests: 1.002, LogsWritten: 1, LogsDropped: 3}
+	if got == nil || *got != want {
+		t.Fatalf("sidecarTraffic = %+v, want %+v", got, want)
+	}
+	for _, c := range []struct {
+		cluster       string
+		before, after map[string]uint64
+		requests      int64
+	}{{"", before, after, 1000}, {"bulkhead", nil, after, 1000}, {"bulkhead", before, after, 0}} {
+		if got := sidecarTraffic(c.cluster, c.before, c.after, c.requests); got != nil {
+			t.Errorf("sidecarTraffic(%q, ...) = %+v, want nil", c.cluster, got)
+		}
+	}
+}
