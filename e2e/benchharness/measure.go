@@ -105,6 +105,10 @@ type CPUUse struct {
 	// nanosecond counters (threadsCPU), not /proc/PID/stat's 10 ms ticks:
 	// the figure to use when the window holds little CPU.
 	UsPerRequest float64 `json:"us_per_request,omitempty"`
+	// RunsPerRequest is how many times the process's threads were put on
+	// a CPU (schedstat's timeslices) per request: wake-ups of its event
+	// loops, which a busy machine hardly changes, unlike CPU time.
+	RunsPerRequest float64 `json:"runs_per_request,omitempty"`
 }
 
 // DaemonMemory is read from the daemon's own /metrics at a phase's end.
@@ -119,6 +123,7 @@ type DaemonMemory struct {
 type reading struct {
 	cpu      map[string]time.Duration
 	threads  map[string]time.Duration // threadsCPU, by role
+	runs     map[string]int64         // threadsCPU's timeslices, by role
 	others   time.Duration            // machine busy + stolen - every process of the run
 	at       time.Time
 	metrics  *testbed.Metrics  // the daemon's, or nil
@@ -153,7 +158,7 @@ func (e *env) allPIDs() []int {
 // CPU window (before the CPU at the start, after it at the end), so that
 // the scrape's own cost is not charged to the requests.
 func (e *env) read(ctx context.Context, st *stack, end bool) reading {
-	r := reading{cpu: map[string]time.Duration{}, threads: map[string]time.Duration{}}
+	r := reading{cpu: map[string]time.Duration{}, threads: map[string]time.Duration{}, runs: map[string]int64{}}
 	scrape := func() {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -175,10 +180,11 @@ func (e *env) read(ctx context.Context, st *stack, end bool) reading {
 			r.err = fmt.Errorf("%s: %w", role, err)
 		}
 		r.cpu[role] = d
-		if d, err = threadsCPU(pid); err != nil && r.err == nil {
+		d, runs, err := threadsCPU(pid)
+		if err != nil && r.err == nil {
 			r.err = fmt.Errorf("%s: %w", role, err)
 		}
-		r.threads[role] = d
+		r.threads[role], r.runs[role] = d, runs
 	}
 	r.upServed, r.upBusy = e.upstream.Stats()
 	r.at = time.Now()
@@ -235,6 +241,7 @@ func (e *env) measure(ctx context.Context, st *stack, p Phase, load func(marker)
 			u.MsPer1k = round3(float64(d.Milliseconds()) / (float64(s.Requests) / 1000))
 			td := r[1].threads[role] - r[0].threads[role]
 			u.UsPerRequest = round3(float64(td) / float64(time.Microsecond) / float64(s.Requests))
+			u.RunsPerRequest = round3(float64(r[1].runs[role]-r[0].runs[role]) / float64(s.Requests))
 		}
 		p.CPU[role] = u
 	}

@@ -102,12 +102,15 @@ func writeMarkdown(w io.Writer, r *Results) error {
 
 	p("\n## CPU per 1,000 requests\n\nFrom /proc/PID/stat (utime+stime) over each window. Sidecar = the no-op server or the bulkhead daemon; ")
 	p("harness = load generator + upstream (the same work in every configuration).\n\n")
-	p("| phase | config | envoy ms | sidecar ms | envoy+sidecar ms | harness ms | envoy cores | sidecar cores |\n|---|---|---|---|---|---|---|---|\n")
+	p("Envoy us and runs: Envoy's CPU per request from its threads' nanosecond counters, and how often its threads were put on a CPU per request ")
+	p("(schedstat timeslices: event-loop wake-ups, which interference hardly changes).\n\n")
+	p("| phase | config | envoy ms | sidecar ms | envoy+sidecar ms | harness ms | envoy cores | sidecar cores | envoy us / req | envoy runs / req | sidecar runs / req |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	reported := r.reported()
 	for _, ph := range reported {
-		p("| %s | %s | %.1f | %s | %.1f | %.1f | %.2f | %s |\n", phaseName(*ph), ph.Config, ph.CPU["envoy"].MsPer1k,
+		p("| %s | %s | %.1f | %s | %.1f | %.1f | %.2f | %s | %.1f | %.2f | %s |\n", phaseName(*ph), ph.Config, ph.CPU["envoy"].MsPer1k,
 			sidecar(*ph, func(u CPUUse) float64 { return u.MsPer1k }, "%.1f"), pathCPU(ph), ph.CPU["harness"].MsPer1k,
-			ph.CPU["envoy"].Cores, sidecar(*ph, func(u CPUUse) float64 { return u.Cores }, "%.2f"))
+			ph.CPU["envoy"].Cores, sidecar(*ph, func(u CPUUse) float64 { return u.Cores }, "%.2f"),
+			ph.CPU["envoy"].UsPerRequest, ph.CPU["envoy"].RunsPerRequest, sidecar(*ph, func(u CPUUse) float64 { return u.RunsPerRequest }, "%.2f"))
 	}
 
 	p("\n## Envoy and its sidecar\n\nFrom Envoy's own /stats over each window, per request: bytes Envoy wrote to its sidecar's cluster ")
