@@ -41,6 +41,15 @@ import (
 // few hundred bytes; request headers travel in the CheckRequest message).
 const maxGRPCHeaderList = 64 << 10
 
+// grpcWindow is the daemon's static HTTP/2 flow-control window, per stream
+// and per connection. Static windows turn off grpc-go's BDP estimation,
+// which answers a stream of small access-log messages with a PING and a
+// WINDOW_UPDATE about once per round trip: each is a wake-up, a read and a
+// PING ACK for the Envoy worker (docs/performance.md, "Where the time
+// goes"). 1 MiB is far above what a worker's access-log stream has in
+// flight and below the 16 MiB the estimation may grow to.
+const grpcWindow = 1 << 20
+
 // Runner is one Bulkhead process: everything config describes, ready to Run.
 type Runner struct {
 	cfg         *config.Config
@@ -209,6 +218,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		grpc.MaxRecvMsgSize(r.cfg.Listen.GRPCMaxRecvBytes),
 		grpc.MaxConcurrentStreams(uint32(r.cfg.Listen.GRPCMaxConcurrentStreams)),
 		grpc.MaxHeaderListSize(maxGRPCHeaderList),
+		grpc.InitialWindowSize(grpcWindow),
+		grpc.InitialConnWindowSize(grpcWindow),
 		// Check and access-log messages are read straight from their
 		// encoding (package wire); other services use protobuf as usual.
 		wire.ServerCodec(),
