@@ -41,6 +41,9 @@ type Redis struct {
 	PasswordFile string
 	DB           int
 	TLS          RedisTLS
+	// Cluster connects to a Redis Cluster through Address (a cluster-mode
+	// configuration endpoint, or any one node).
+	Cluster bool
 	// Prefix starts every key and channel; it must not contain '{'.
 	Prefix      string
 	Timeout     time.Duration
@@ -108,6 +111,9 @@ func (d *decoder) ledger(c *Config) {
 	case r.Address != "":
 		d.address("ledger.redis.address", r.Address)
 	}
+	if sentinel && r.Cluster {
+		d.rule("ledger.redis.cluster", r.Cluster, false, "must be false with ledger.redis.sentinel (a cluster fails over by itself)")
+	}
 	if sentinel {
 		d.rule("ledger.redis.sentinel.master", r.Sentinel.Master, r.Sentinel.Master != "",
 			"must name the master when ledger.redis.sentinel.addresses is set")
@@ -118,6 +124,9 @@ func (d *decoder) ledger(c *Config) {
 		}
 	}
 	d.rule("ledger.redis.db", r.DB, r.DB >= 0 && r.DB <= 15, "must be in 0..15")
+	if r.Cluster && r.DB != 0 {
+		d.rule("ledger.redis.db", r.DB, false, "must be 0 with ledger.redis.cluster (a cluster has one database)")
+	}
 	d.rule("ledger.redis.key_prefix", r.Prefix, !strings.ContainsAny(r.Prefix, "{}\n"),
 		"must not contain '{', '}' or a newline (a bulkhead's keys share the hash tag {name})")
 	d.rule("ledger.redis.timeout", r.Timeout, r.Timeout > 0 && r.Timeout <= maxRedisTimeout,

@@ -127,6 +127,7 @@ var scalars = []scalar{
 		text(func(c *Config) *string { return &c.Ledger.Redis.Sentinel.PasswordFile })},
 	{"ledger.redis.username", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.Username })},
 	{"ledger.redis.password_file", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.PasswordFile })},
+	{"ledger.redis.cluster", false, "", restartOnly, fieldOf(func(c *Config) *bool { return &c.Ledger.Redis.Cluster }, (*decoder).boolean)},
 	{"ledger.redis.db", 0, "", restartOnly, integer(func(c *Config) *int { return &c.Ledger.Redis.DB })},
 	{"ledger.redis.tls.enabled", false, "", restartOnly, fieldOf(func(c *Config) *bool { return &c.Ledger.Redis.TLS.Enabled }, (*decoder).boolean)},
 	{"ledger.redis.tls.ca_file", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.TLS.CAFile })},

@@ -101,8 +101,8 @@ type Ledger struct {
 	// downLogged is when the ticker last logged that Redis does not
 	// answer (zero: it answered since); only the ticker's goroutine uses it.
 	downLogged time.Time
-	// runID is the run id of the Redis last heard (ticker only).
-	runID string
+	// masters are the run ids of the masters last heard (ticker only).
+	masters map[string]bool
 }
 
 // New returns a ledger on rdb. It does not contact Redis: Run does.

@@ -3,8 +3,11 @@ package redisledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
@@ -310,8 +313,8 @@ func TestRunIDChangeReopensAdoption(t *testing.T) {
 	ctx := context.Background()
 	names := func() []string { return []string{"orders"} }
 	l.tick(ctx, names, nil) // strict, run id learnt
-	if l.State() != Strict || l.runID == "" {
-		t.Fatalf("state %v, run id %q", l.State(), l.runID)
+	if l.State() != Strict || len(l.masters) != 1 {
+		t.Fatalf("state %v, run ids %v", l.State(), l.masters)
 	}
 	tok, err := l.Acquire(ctx, req("orders", settings(2, 0, 0), bulkhead.Normal))
 	if err != nil {
@@ -326,7 +329,7 @@ func TestRunIDChangeReopensAdoption(t *testing.T) {
 	if _, res := l.Renew("orders", tok, time.Second, "n", false); res != UnknownToken {
 		t.Fatalf("renew of a lost grant outside the window: %v, want unknown", res)
 	}
-	l.runID = "a-previous-redis"
+	l.masters = map[string]bool{"a-previous-redis": true}
 	l.tick(ctx, names, nil)
 	if _, res := l.Renew("orders", tok, time.Second, "n", false); res != AdoptedUnknown {
 		t.Fatalf("renew after the run id changed: %v, want adopted", res)
@@ -374,5 +377,56 @@ func TestAbsentReplicaShareIsHeldBack(t *testing.T) {
 	}
 	if lb.LocalShareOK() {
 		t.Fatal("b may admit alone before it has been cut off long enough")
+	}
+}
+
+// On a Redis Cluster: every key of a bulkhead shares its hash tag, so each
+// script runs on one shard; bulkheads spread over the shards, and wake-ups
+// cross the cluster bus.
+func TestRedisCluster(t *testing.T) {
+	nodes := testkit.StartRedisCluster(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: nodes[:1], IsClusterMode: true,
+		ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	names := []string{"orders", "catalog", "auth", "search"}
+	start := func(id string) *Ledger {
+		l := New(rdb, Config{Prefix: "test:", Replica: id, Timeout: time.Second, Tick: 100 * time.Millisecond,
+			Recovery: 300 * time.Millisecond}, &fakeObs{}, newFakeRec(), nil) // a run id taken for gone would pause admissions again and again
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = l.Run(ctx, func() []string { return names }, nil) }()
+		t.Cleanup(func() { cancel(); <-done })
+		testkit.Eventually(t, "strict on the cluster", func() bool { return l.State() == Strict })
+		return l
+	}
+	a, b := start("a"), start("b")
+	for _, name := range names {
+		s := settings(1, 2, 5*time.Second)
+		tok, err := a.Acquire(context.Background(), req(name, s, bulkhead.Normal))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		w := acquireAsync(b, req(name, s, bulkhead.Normal))
+		testkit.Eventually(t, name+" waiter queued", func() bool {
+			v, err := rdb.HGet(context.Background(), "test:{"+name+"}:s", "qlen").Int()
+			return err == nil && v == 1
+		})
+		if _, res := a.Release(name, tok, permit.AccessLog); res != permit.Released {
+			t.Fatalf("%s: release %v", name, res)
+		}
+		r := <-w
+		if r.err != nil {
+			t.Fatalf("%s: waiter on the other replica: %v", name, r.err)
+		}
+		b.Release(name, r.token, permit.AccessLog)
+	}
+	// The bulkheads' keys really are on more than one shard.
+	shards := map[string]bool{}
+	for _, name := range names {
+		slot := redis.NewClient(&redis.Options{Addr: nodes[0]}).ClusterKeySlot(context.Background(), "test:{"+name+"}:s").Val()
+		shards[fmt.Sprint(slot*3/16384)] = true
+	}
+	if len(shards) < 2 {
+		t.Fatalf("the bulkheads' slots all fell in one third of the cluster: %v", shards)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -231,33 +232,62 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 	}
 }
 
-// checkRunID notices a Redis that restarted or failed over (its run id
-// changed): asynchronous replication may have lost the last grants, so every
-// bulkhead pauses admissions for the recovery window while the running
-// requests' heartbeats adopt what Redis forgot.
+// checkRunID notices a Redis that restarted or failed over (the run id of
+// a master it knew is gone): asynchronous replication may have lost the
+// last grants, so every bulkhead pauses admissions for the recovery window
+// while the running requests' heartbeats adopt what Redis forgot. With a
+// cluster, each master's run id counts.
 func (l *Ledger) checkRunID(ctx context.Context, names func() []string) {
-	info, err := l.rdb.Info(ctx, "server").Result()
-	if err != nil {
+	ids, err := l.runIDs(ctx)
+	if err != nil || len(ids) == 0 {
 		return
 	}
-	id := ""
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
-			id = strings.TrimSpace(v)
+	prev := l.masters
+	l.masters = ids
+	if len(prev) == 0 || names == nil {
+		return
+	}
+	var gone []string
+	for id := range prev {
+		if !ids[id] {
+			gone = append(gone, id)
 		}
 	}
-	if id == "" || id == l.runID {
+	if len(gone) == 0 {
 		return
 	}
-	prev := l.runID
-	l.runID = id
-	if prev == "" || names == nil {
-		return
-	}
-	l.log.Warn("redis restarted or failed over (its run id changed): it may have lost the last grants; "+
+	l.log.Warn("redis restarted or failed over (a master's run id is gone): it may have lost the last grants; "+
 		"every bulkhead pauses admissions for the recovery window while heartbeats adopt the running requests",
-		"previous_run_id", prev, "run_id", id)
+		"gone_run_ids", gone)
 	for _, n := range names() {
 		_, _ = l.call(ctx, time.Time{}, OpReopen, l.sc.reopen, l.keysOf(n), ms(l.cfg.Recovery), ms(l.cfg.Adopt))
+	}
+}
+
+// runIDs returns the run ids of the masters serving the ledger.
+func (l *Ledger) runIDs(ctx context.Context) (map[string]bool, error) {
+	ids := map[string]bool{}
+	var mu sync.Mutex
+	add := func(c *redis.Client) error {
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(line, "run_id:"); ok {
+				mu.Lock()
+				ids[strings.TrimSpace(v)] = true
+				mu.Unlock()
+			}
+		}
+		return nil
+	}
+	switch c := l.rdb.(type) {
+	case *redis.ClusterClient:
+		return ids, c.ForEachMaster(ctx, func(_ context.Context, n *redis.Client) error { return add(n) })
+	case *redis.Client:
+		return ids, add(c)
+	default:
+		return nil, nil
 	}
 }

@@ -93,7 +93,7 @@ func newRedisClient(c config.Redis) (redis.UniversalClient, error) {
 		MaxRetries:            -1,
 	}
 	if c.Address != "" {
-		o.Addrs = []string{c.Address}
+		o.Addrs, o.IsClusterMode = []string{c.Address}, c.Cluster
 	} else {
 		o.Addrs, o.MasterName = c.Sentinel.Addresses, c.Sentinel.Master
 	}
