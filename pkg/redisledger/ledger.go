@@ -31,10 +31,19 @@ type Recorder interface {
 	LedgerState(s State)
 	// LedgerReplicas reports the live replicas Redis knows of.
 	LedgerReplicas(n int)
-	// LedgerGlobal reports a bulkhead's permits in use and waiters, summed
-	// over every replica, as Redis counts them, and whether its recovery
-	// window holds admissions (Redis lost its state, or it is new).
-	LedgerGlobal(bulkhead string, inUse, queued int, recovering bool)
+	// LedgerGlobal reports a bulkhead's state summed over every replica,
+	// as Redis counts it.
+	LedgerGlobal(bulkhead string, g Global)
+}
+
+// Global is a bulkhead's state in Redis, every replica's together.
+type Global struct {
+	InUse int
+	// Queued is indexed by bulkhead.Priority.
+	Queued [3]int
+	// Recovering: the bulkhead's recovery window holds admissions (Redis
+	// had no state for it, or a master's run id is gone).
+	Recovering bool
 }
 
 // Op names a call to Redis; its value is a metric label.

@@ -219,16 +219,14 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 	}
 	for i, c := range cmds {
 		a, _ := c.Val().([]any)
-		if len(a) < 5 {
+		if len(a) < 8 {
 			continue
 		}
-		inUse, _ := a[0].(int64)
-		queued, _ := a[1].(int64)
+		n := func(i int) int { v, _ := a[i].(int64); return int(v) }
 		swept, _ := a[2].([]any)
-		left, _ := a[3].(int64)
 		redisNow, _ := a[4].(int64)
 		l.expired(names[i], swept, redisNow)
-		l.rec.LedgerGlobal(names[i], int(inUse), int(queued), left > 0)
+		l.rec.LedgerGlobal(names[i], Global{InUse: n(0), Queued: [3]int{n(5), n(6), n(7)}, Recovering: n(3) > 0})
 	}
 }
 

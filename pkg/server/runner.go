@@ -156,7 +156,14 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		m.AdmissionsPaused(true)
 	}
 	r.authz = authz.New(r.Registry, r.Ledger, m, authz.DefaultPolicy(), azOpts...)
-	r.Control = control.New(r.Registry, r.authz, log, control.WithOutcomes(m))
+	ctlOpts := []control.Option{control.WithOutcomes(m)}
+	if r.shared != nil {
+		ctlOpts = append(ctlOpts, control.WithGlobal(func(name string) (int, [3]int, bool) {
+			g, ok := lm.Global(name)
+			return g.InUse, g.Queued, ok
+		}))
+	}
+	r.Control = control.New(r.Registry, r.authz, log, ctlOpts...)
 	var aopts []admin.AuthOption
 	if cfg.Admin.TokenFile != "" {
 		aopts = append(aopts, admin.WithTokenFile(cfg.Admin.TokenFile))
@@ -175,7 +182,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	if err := admin.CheckListen(cfg.Listen.Admin, auth, r.adminTLS); err != nil {
 		return nil, err
 	}
-	r.admin = admin.New(r.Control, auth, log.With("component", "admin"), admin.WithLeases(r.Ledger))
+	r.admin = admin.New(r.Control, auth, log.With("component", "admin"), admin.WithLeases(r.Ledger), admin.WithLedger(r.ledgerInfo))
 	if _, err := r.Control.Reload(cfg); err != nil {
 		return nil, err
 	}
@@ -395,4 +402,13 @@ func (r *Runner) recover(ctx context.Context) error {
 	r.Registry.SetPaused(false)
 	r.Metrics.AdmissionsPaused(false)
 	return nil
+}
+
+// ledgerInfo is what the admin API says of the permit ledger.
+func (r *Runner) ledgerInfo() admin.LedgerInfo {
+	if r.shared == nil {
+		return admin.LedgerInfo{Backend: config.LedgerMemory.String(), State: "strict", Replicas: 1}
+	}
+	return admin.LedgerInfo{Backend: config.LedgerRedis.String(), State: r.shared.ledger.State().String(),
+		Replicas: r.shared.ledger.Replicas(), OnUnavailable: r.cfg.Ledger.OnUnavailable.String()}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -77,6 +78,25 @@ func TestSharedLedgerOneLimitAcrossReplicas(t *testing.T) {
 	if t1 == "" || r1 != "" || r2 != "" || r3 != "queue_full" {
 		t.Fatalf("three Checks on a limit of 2 over two replicas: reasons %q %q %q", r1, r2, r3)
 	}
+	// Either replica's admin API shows the ledger and every replica's permits.
+	testkit.Eventually(t, "b's admin API shows both permits", func() bool {
+		resp, err := b.http.Get("http://" + b.addrs["admin"] + "/v1/bulkheads")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var list struct {
+			Bulkheads []struct {
+				Name  string `json:"name"`
+				InUse int    `json:"in_use"`
+			} `json:"bulkheads"`
+			Ledger struct{ Backend, State string } `json:"ledger"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&list) != nil || len(list.Bulkheads) != 1 {
+			return false
+		}
+		return list.Ledger.Backend == "redis" && list.Ledger.State == "strict" && list.Bulkheads[0].InUse == 2
+	})
 	// The release reaches the ledger through the other replica's stream.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
