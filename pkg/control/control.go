@@ -30,6 +30,7 @@ type Control struct {
 	clock    clock.Clock
 	outcomes OutcomeSource
 	global   GlobalSource // nil: this process's own counts
+	sink     OverrideSink // nil: overrides stay here
 
 	mu        sync.Mutex
 	cfg       *config.Config // last applied file configuration
@@ -191,6 +192,7 @@ func (c *Control) Update(name string, p Patch, actor string) (Status, error) {
 	}
 	c.log.Info("bulkhead changed", "bulkhead", name, "actor", actor,
 		"before", fmtSettings(before), "after", fmtSettings(after))
+	c.tell(name)
 	return c.getLocked(name)
 }
 
@@ -210,6 +212,7 @@ func (c *Control) Reset(name, actor string) (Status, error) {
 		delete(c.overrides, name)
 		c.log.Info("bulkhead reset to the file", "bulkhead", name, "actor", actor,
 			"before", fmtSettings(before), "after", fmtSettings(after))
+		c.tell(name)
 	}
 	return c.getLocked(name)
 }

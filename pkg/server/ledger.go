@@ -33,6 +33,8 @@ type shared struct {
 	ledger *redisledger.Ledger
 	shares *bulkhead.Registry
 	log    *slog.Logger
+	// overrides carries admin overrides to the other replicas.
+	overrides *overrideSync
 }
 
 // newShared connects nothing yet: the ledger's Run does.

@@ -163,7 +163,14 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 			return g.InUse, g.Queued, ok
 		}))
 	}
+	if r.shared != nil {
+		r.shared.overrides = newOverrideSync(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.log)
+		ctlOpts = append(ctlOpts, control.WithOverrideSink(r.shared.overrides.sink))
+	}
 	r.Control = control.New(r.Registry, r.authz, log, ctlOpts...)
+	if r.shared != nil {
+		r.shared.overrides.ctl = r.Control
+	}
 	var aopts []admin.AuthOption
 	if cfg.Admin.TokenFile != "" {
 		aopts = append(aopts, admin.WithTokenFile(cfg.Admin.TokenFile))
@@ -264,6 +271,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	background.Go(func() error { return r.Ledger.Run(sweepCtx) })
 	if r.shared != nil {
 		background.Go(func() error { return r.shared.run(sweepCtx, r.Registry, r.Ledger, r.cfg.Leases.HeartbeatTTL) })
+		background.Go(func() error { r.shared.overrides.run(sweepCtx, time.Second); return nil })
 	}
 	background.Go(func() error { return r.recover(sweepCtx) }) // nil when the window passes or sweepCtx ends
 	if r.watchPath != "" {

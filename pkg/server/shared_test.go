@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,4 +177,39 @@ func TestSharedLedgerUnavailablePolicies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An admin override sent to one replica applies at every replica, and so
+// does its reset.
+func TestSharedLedgerOverridesReachEveryReplica(t *testing.T) {
+	srv := testkit.StartRedis(t)
+	a := start(t, parseConfig(t, sharedYAML(srv.Addr, "fail_closed")))
+	b := start(t, parseConfig(t, sharedYAML(srv.Addr, "fail_closed")))
+	waitStrict(t, a)
+	waitStrict(t, b)
+	req, err := http.NewRequest(http.MethodPatch, "http://"+a.addrs["admin"]+"/v1/bulkheads/auth", strings.NewReader(`{"max_concurrent": 5}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PATCH: %d", resp.StatusCode)
+	}
+	limit := func(rn *running) int { return rn.r.Registry.Get("auth").Settings().MaxConcurrent }
+	testkit.Eventually(t, "the other replica resized", func() bool { return limit(b) == 5 })
+	// A replica that starts later takes the override in force.
+	c := start(t, parseConfig(t, sharedYAML(srv.Addr, "fail_closed")))
+	testkit.Eventually(t, "a new replica resized", func() bool { return limit(c) == 5 })
+	req, _ = http.NewRequest(http.MethodDelete, "http://"+b.addrs["admin"]+"/v1/bulkheads/auth/override", nil)
+	resp, err = b.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	testkit.Eventually(t, "the reset reached every replica", func() bool { return limit(a) == 2 && limit(c) == 2 })
 }
