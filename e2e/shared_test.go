@@ -131,14 +131,7 @@ func TestSharedLedgerRedisRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	up := rs.up["orders"]
-	up.Hold()
-	var held []<-chan response
-	for range 4 {
-		held = append(held, rs.getAsync(ctx, "/orders", nil))
-	}
-	if err := up.WaitInflight(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
+	held := holdRequests(t, ctx, rs, "orders", 4)
 	srv.Kill()
 	srv.Start()
 	restarted := time.Now()
@@ -158,12 +151,7 @@ func TestSharedLedgerRedisRestart(t *testing.T) {
 	if rebuilt > 3*time.Second {
 		t.Fatalf("the count took %v to come back, more than 3 heartbeat intervals", rebuilt)
 	}
-	up.ReleaseHeld()
-	for _, ch := range held {
-		if r := <-ch; r.err != nil || r.status != http.StatusOK {
-			t.Fatalf("held request: %d %v", r.status, r.err)
-		}
-	}
+	releaseHeld(t, up, held)
 }
 
 // A Sentinel failover under load (the master SIGKILLed): measure the time
@@ -187,14 +175,7 @@ func TestSharedLedgerSentinelFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	up := rs.up["orders"]
-	up.Hold()
-	var held []<-chan response
-	for range 4 {
-		held = append(held, rs.getAsync(ctx, "/orders", nil))
-	}
-	if err := up.WaitInflight(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
+	held := holdRequests(t, ctx, rs, "orders", 4)
 	replicaClient := newRedisClient(t, replicaRedis.Addr)
 	poll(t, ctx, "the grants replicated", func() bool {
 		v, err := replicaClient.HGet(ctx, "bulkhead:{orders}:s", "inuse").Int()
@@ -218,12 +199,7 @@ func TestSharedLedgerSentinelFailover(t *testing.T) {
 	if up.Max() > 4 {
 		t.Fatalf("INVARIANT: upstream saw %d concurrent requests across the failover, limit 4", up.Max())
 	}
-	up.ReleaseHeld()
-	for _, ch := range held {
-		if r := <-ch; r.err != nil || r.status != http.StatusOK {
-			t.Fatalf("held request: %d %v", r.status, r.err)
-		}
-	}
+	releaseHeld(t, up, held)
 }
 
 // Each on_unavailable policy with Redis stopped under load, two replicas
@@ -284,5 +260,32 @@ func TestSharedLedgerUnavailablePolicies(t *testing.T) {
 				t.Errorf("after Redis came back: %s, upstream max %d of 6", summary(st), up.Max())
 			}
 		})
+	}
+}
+
+// holdRequests sends n requests to route through Envoy 0 and waits until
+// its upstream holds them all (upstream.Hold).
+func holdRequests(t *testing.T, ctx context.Context, rs *replicaStack, route string, n int) []<-chan response {
+	t.Helper()
+	up := rs.up[route]
+	up.Hold()
+	var held []<-chan response
+	for range n {
+		held = append(held, rs.getAsync(ctx, "/"+route, nil))
+	}
+	if err := up.WaitInflight(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	return held
+}
+
+// releaseHeld lets the held requests finish and checks that each succeeded.
+func releaseHeld(t *testing.T, up *testbed.Upstream, held []<-chan response) {
+	t.Helper()
+	up.ReleaseHeld()
+	for _, ch := range held {
+		if r := <-ch; r.err != nil || r.status != http.StatusOK {
+			t.Fatalf("held request: %d %v", r.status, r.err)
+		}
 	}
 }
