@@ -62,21 +62,8 @@ func startFaultStack(t *testing.T, spec faultSpec) *faultStack {
 		listen: spec.listen,
 		dir:    t.TempDir(),
 	}
-	cfg, err := config.Parse("e2e.yaml", []byte(fs.configText("127.0.0.1:0")))
-	if err != nil {
-		t.Fatalf("test config: %v", err)
-	}
-	for name, b := range cfg.Bulkheads {
-		fs.limits[name] = b.Settings.MaxConcurrent
-	}
-	for _, name := range routes {
-		u, err := testbed.NewUpstream(name, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		fs.up[name] = u
-		t.Cleanup(func() { u.Close() })
-	}
+	fs.limits = limitsOf(t, fs.configText("127.0.0.1:0"))
+	fs.up = startUpstreams(t)
 	fs.cfgPath = filepath.Join(fs.dir, "bulkhead.yaml")
 	fs.startDaemon(ctx, "127.0.0.1:0")
 	t.Cleanup(func() {
@@ -131,44 +118,98 @@ func (fs *faultStack) startDaemon(ctx context.Context, grpc string) {
 	}
 	fs.gen++
 	addrPath := filepath.Join(fs.dir, fmt.Sprintf("addr-%d.json", fs.gen))
-	cmd := exec.Command(bulkheadBin, "--config", fs.cfgPath, "--address-file", addrPath)
-	cmd.Stdout, cmd.Stderr = &fs.daemonLog, &fs.daemonLog
+	d, addrs := startDaemonProc(t, ctx, fs.cfgPath, addrPath, &fs.daemonLog)
+	fs.daemon = d
+	fs.grpcAddr, fs.httpAddr, fs.adminAddr = addrs["grpc"], addrs["http"], addrs["admin"]
+}
+
+// limitsOf returns the limit of each bulkhead of a daemon configuration.
+func limitsOf(t testing.TB, yaml string) map[string]int {
+	t.Helper()
+	cfg, err := config.Parse("e2e.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+	limits := map[string]int{}
+	for name, b := range cfg.Bulkheads {
+		limits[name] = b.Settings.MaxConcurrent
+	}
+	return limits
+}
+
+// startUpstreams starts the routes' upstreams, closed when the test ends.
+func startUpstreams(t testing.TB) map[string]*testbed.Upstream {
+	t.Helper()
+	up := map[string]*testbed.Upstream{}
+	for _, name := range routes {
+		u, err := testbed.NewUpstream(name, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		up[name] = u
+		t.Cleanup(func() { u.Close() })
+	}
+	return up
+}
+
+// startDaemonProc starts a daemon on cfgPath, its output to out, and waits
+// for its address file.
+func startDaemonProc(t testing.TB, ctx context.Context, cfgPath, addrPath string, out *testkit.SyncBuffer) (*daemonProc, map[string]string) {
+	t.Helper()
+	cmd := exec.Command(bulkheadBin, "--config", cfgPath, "--address-file", addrPath)
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	d := &daemonProc{cmd: cmd, exited: make(chan error, 1)}
 	go func() { d.exited <- cmd.Wait() }()
-	fs.daemon = d
 	var addrs map[string]string
 	poll(t, ctx, "bulkhead address file", func() bool {
 		select {
 		case err := <-d.exited:
 			d.exited <- err
-			t.Fatalf("bulkhead exited at start: %v\n%s", err, tail(fs.daemonLog.String(), 3000))
+			t.Fatalf("bulkhead exited at start: %v\n%s", err, tail(out.String(), 3000))
 		default:
 		}
 		b, err := os.ReadFile(addrPath)
 		return err == nil && json.Unmarshal(b, &addrs) == nil
 	})
-	fs.grpcAddr, fs.httpAddr, fs.adminAddr = addrs["grpc"], addrs["http"], addrs["admin"]
+	return d, addrs
+}
+
+// stop stops the daemon with SIGTERM and expects a clean exit.
+func (d *daemonProc) stop(t testing.TB) {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.exited:
+		if err != nil {
+			t.Errorf("bulkhead exited with %v after SIGTERM", err)
+		}
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+		<-d.exited
+		t.Error("bulkhead did not stop within 10s of SIGTERM")
+	}
+}
+
+// kill SIGKILLs the daemon (a crash: nothing drained or released) and waits
+// until it is reaped.
+func (d *daemonProc) kill(t testing.TB) {
+	t.Helper()
+	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-d.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("bulkhead not reaped within 10s of SIGKILL")
+	}
 }
 
 // stopDaemon stops the current daemon with SIGTERM and expects a clean exit.
 func (fs *faultStack) stopDaemon() {
 	d := fs.daemon
 	fs.daemon = nil
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-d.exited:
-		if err != nil {
-			fs.t.Errorf("bulkhead exited with %v after SIGTERM", err)
-		}
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-		<-d.exited
-		fs.t.Error("bulkhead did not stop within 10s of SIGTERM")
-	}
+	d.stop(fs.t)
 }
 
 // killDaemon SIGKILLs the daemon (a crash: nothing is drained or released)
@@ -177,12 +218,7 @@ func (fs *faultStack) killDaemon() {
 	fs.t.Helper()
 	d := fs.daemon
 	fs.daemon = nil
-	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-d.exited:
-	case <-time.After(10 * time.Second):
-		fs.t.Fatal("bulkhead not reaped within 10s of SIGKILL")
-	}
+	d.kill(fs.t)
 }
 
 // restartDaemon starts a new daemon on the gRPC port of the last one (where

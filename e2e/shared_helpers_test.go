@@ -4,22 +4,18 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
-	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
@@ -65,21 +61,8 @@ func startReplicaStack(t *testing.T, spec replicaSpec) *replicaStack {
 		stack:      &stack{t: t, up: map[string]*testbed.Upstream{}, limits: map[string]int{}},
 		ledgerYAML: spec.ledger, yaml: spec.yaml, dir: t.TempDir(), rdb: spec.rdb,
 	}
-	cfg, err := config.Parse("e2e.yaml", []byte(rs.configText("127.0.0.1:0")))
-	if err != nil {
-		t.Fatalf("test config: %v", err)
-	}
-	for name, b := range cfg.Bulkheads {
-		rs.limits[name] = b.Settings.MaxConcurrent
-	}
-	for _, name := range routes {
-		u, err := testbed.NewUpstream(name, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs.up[name] = u
-		t.Cleanup(func() { u.Close() })
-	}
+	rs.limits = limitsOf(t, rs.configText("127.0.0.1:0"))
+	rs.up = startUpstreams(t)
 	for i := range spec.replicas {
 		rs.replicas = append(rs.replicas, rs.startReplica(ctx, i, "127.0.0.1:0"))
 	}
@@ -102,14 +85,11 @@ func startReplicaStack(t *testing.T, spec replicaSpec) *replicaStack {
 	if spec.envoy != nil {
 		spec.envoy(&params)
 	}
-	bootstrap, err := envoy.Render(params)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i := range spec.envoys {
 		p := params
 		p.NodeID = fmt.Sprintf("front-proxy-%d", i)
-		if bootstrap, err = envoy.Render(p); err != nil {
+		bootstrap, err := envoy.Render(p)
+		if err != nil {
 			t.Fatal(err)
 		}
 		e, err := envoyproc.Start(ctx, envoyproc.Options{Binary: envoyBin, ConfigYAML: bootstrap, Concurrency: 2, Stderr: &rs.envLog})
@@ -159,26 +139,8 @@ func (rs *replicaStack) startReplica(ctx context.Context, i int, grpc string) *r
 	if i < len(rs.replicas) {
 		r = rs.replicas[i] // a restart keeps the log
 	}
-	cmd := exec.Command(bulkheadBin, "--config", cfgPath, "--address-file", addrPath)
-	cmd.Stdout, cmd.Stderr = &r.log, &r.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d := &daemonProc{cmd: cmd, exited: make(chan error, 1)}
-	go func() { d.exited <- cmd.Wait() }()
+	d, addrs := startDaemonProc(t, ctx, cfgPath, addrPath, &r.log)
 	r.proc = d
-	var addrs map[string]string
-	poll(t, ctx, "bulkhead address file", func() bool {
-		select {
-		case err := <-d.exited:
-			d.exited <- err
-			t.Fatalf("replica %d exited at start: %v\n%s", i, err, tail(r.log.String(), 3000))
-		default:
-		}
-		b, err := os.ReadFile(addrPath)
-		return err == nil && json.Unmarshal(b, &addrs) == nil
-	})
 	r.grpc, r.http, r.admn = addrs["grpc"], addrs["http"], addrs["admin"]
 	return r
 }
@@ -193,17 +155,7 @@ func (rs *replicaStack) stopReplica(i int) {
 	r := rs.replicas[i]
 	d := r.proc
 	r.proc = nil
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-d.exited:
-		if err != nil {
-			rs.t.Errorf("replica %d exited with %v after SIGTERM", i, err)
-		}
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-		<-d.exited
-		rs.t.Errorf("replica %d did not stop within 10s of SIGTERM", i)
-	}
+	d.stop(rs.t)
 }
 
 // killReplica SIGKILLs replica i and points the stack at another.
@@ -212,12 +164,7 @@ func (rs *replicaStack) killReplica(i int) {
 	r := rs.replicas[i]
 	d := r.proc
 	r.proc = nil
-	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-d.exited:
-	case <-time.After(10 * time.Second):
-		rs.t.Fatalf("replica %d not reaped within 10s of SIGKILL", i)
-	}
+	d.kill(rs.t)
 	for j, o := range rs.replicas {
 		if o.proc != nil {
 			rs.point(j)
@@ -271,4 +218,26 @@ func hostPort(base string) (string, int) {
 	h, p, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
 	n, _ := strconv.Atoi(p)
 	return h, n
+}
+
+// waitBackStrict waits until every live replica has been unavailable (it
+// counted a transition to it) and is strict again, and returns when the
+// last one was.
+func (rs *replicaStack) waitBackStrict(ctx context.Context) time.Time {
+	rs.t.Helper()
+	for i, r := range rs.replicas {
+		if r.proc == nil {
+			continue
+		}
+		poll(rs.t, ctx, fmt.Sprintf("replica %d unavailable, then strict", i), func() bool {
+			m, err := testbed.Scrape(ctx, "http://"+r.http+"/metrics")
+			if err != nil {
+				return false
+			}
+			down, _ := m.Value("bulkhead_ledger_transitions_total", map[string]string{"to": "unavailable"})
+			up, _ := m.Value("bulkhead_ledger_state", map[string]string{"state": "strict"})
+			return down >= 1 && up == 1
+		})
+	}
+	return time.Now()
 }

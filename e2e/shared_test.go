@@ -131,14 +131,7 @@ func TestSharedLedgerRedisRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	up := rs.up["orders"]
-	up.Hold()
-	var held []<-chan response
-	for range 4 {
-		held = append(held, rs.getAsync(ctx, "/orders", nil))
-	}
-	if err := up.WaitInflight(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
+	held := holdRequests(t, ctx, rs, "orders", 4)
 	srv.Kill()
 	srv.Start()
 	restarted := time.Now()
@@ -158,6 +151,137 @@ func TestSharedLedgerRedisRestart(t *testing.T) {
 	if rebuilt > 3*time.Second {
 		t.Fatalf("the count took %v to come back, more than 3 heartbeat intervals", rebuilt)
 	}
+	releaseHeld(t, up, held)
+}
+
+// A Sentinel failover under load (the master SIGKILLed): measure the time
+// until every replica is strict again on the new master, the time until
+// the running requests are counted there, and the over-admission seen at
+// the upstream.
+func TestSharedLedgerSentinelFailover(t *testing.T) {
+	master := testkit.StartRedis(t)
+	mh, mp := hostPort("http://" + master.Addr)
+	replicaRedis := testkit.StartRedis(t, "--replicaof", mh, fmt.Sprint(mp))
+	sentinel := testkit.StartSentinel(t, "bulkhead", master.Addr, 300*time.Millisecond)
+	sentinelClient := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "bulkhead",
+		SentinelAddrs: []string{sentinel.Addr}, MaxRetries: -1})
+	t.Cleanup(func() { sentinelClient.Close() })
+	rs := startReplicaStack(t, replicaSpec{
+		ledger: fmt.Sprintf("ledger: {backend: redis, on_unavailable: fail_closed, redis: {sentinel: {master: bulkhead, addresses: [%q]}, timeout: 100ms}}",
+			sentinel.Addr),
+		yaml:     "bulkheads:\n  orders: {max_concurrent: 4, max_queue: 4, max_wait: 200ms}\n",
+		replicas: 3, envoys: 2, rdb: sentinelClient,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	up := rs.up["orders"]
+	held := holdRequests(t, ctx, rs, "orders", 4)
+	replicaClient := newRedisClient(t, replicaRedis.Addr)
+	poll(t, ctx, "the grants replicated", func() bool {
+		v, err := replicaClient.HGet(ctx, "bulkhead:{orders}:s", "inuse").Int()
+		return err == nil && v == 4
+	})
+	master.Kill()
+	killed := time.Now()
+	var wg sync.WaitGroup
+	var st testbed.Stats
+	wg.Add(1)
+	go func() { defer wg.Done(); st = floodBoth(t, ctx, rs, "/orders", 50, 6*time.Second) }()
+	// Each replica notices (a failed call: unavailable) and comes back
+	// strict on the new master.
+	strict := rs.waitBackStrict(ctx)
+	poll(t, ctx, "the running requests counted on the new master", func() bool { return rs.inUse(ctx, "orders") >= 4 })
+	counted := time.Since(killed)
+	wg.Wait()
+	t.Logf("Sentinel failover (master SIGKILLed, down-after 300ms): replicas strict again after %v, running requests counted after %v; "+
+		"flood %s; upstream max %d of 4 (over-admission %d)",
+		(strict.Sub(killed)).Round(time.Millisecond), counted.Round(time.Millisecond), summary(st), up.Max(), max(0, up.Max()-4))
+	if up.Max() > 4 {
+		t.Fatalf("INVARIANT: upstream saw %d concurrent requests across the failover, limit 4", up.Max())
+	}
+	releaseHeld(t, up, held)
+}
+
+// Each on_unavailable policy with Redis stopped under load, two replicas
+// behind Envoy: fail_closed rejects with its own reason, fail_open lets
+// everything through, local_share keeps the sum of the replicas' shares
+// within the limit; and each comes back strict when Redis does.
+func TestSharedLedgerUnavailablePolicies(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		check  func(t *testing.T, st testbed.Stats, max int)
+	}{
+		{"fail_closed", func(t *testing.T, st testbed.Stats, max int) {
+			if st.ByReason["ledger_unavailable"] == 0 || st.OK() > 0 {
+				t.Errorf("fail_closed with Redis down: %s, want every request rejected ledger_unavailable", summary(st))
+			}
+		}},
+		{"fail_open", func(t *testing.T, st testbed.Stats, max int) {
+			if st.OK() != st.Sent {
+				t.Errorf("fail_open with Redis down: %s, want every request through", summary(st))
+			}
+		}},
+		{"local_share", func(t *testing.T, st testbed.Stats, max int) {
+			if st.OK() == 0 || max > 6 {
+				t.Errorf("local_share with Redis down: %s, upstream max %d; want admissions within 2 shares of 3", summary(st), max)
+			}
+		}},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			srv := testkit.StartRedis(t)
+			rs := startReplicaStack(t, replicaSpec{
+				ledger:   fmt.Sprintf("ledger: {backend: redis, on_unavailable: %s, redis: {address: %q, timeout: 100ms}}", tc.policy, srv.Addr),
+				yaml:     "bulkheads:\n  catalog: {max_concurrent: 6, max_queue: 6, max_wait: 300ms}\n",
+				replicas: 2, envoys: 1, rdb: newRedisClient(t, srv.Addr),
+			})
+			if tc.policy == "fail_open" {
+				rs.limits["catalog"] = 1 << 30 // no limit holds while Redis is down: that is the policy
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			up := rs.up["catalog"]
+			up.SetDelay(50 * time.Millisecond)
+			// Both replicas have heard that they are two (local_share's divisor).
+			poll(t, ctx, "two live replicas", func() bool {
+				v, _ := rs.metrics().Value("bulkhead_ledger_replicas", nil)
+				return v == 2
+			})
+			srv.Kill()
+			// local_share admits alone only after the other replicas would
+			// hold its share back (3 ticks, plus one): a 6 s flood sees both.
+			st := floodBoth(t, ctx, rs, "/catalog", 100, 6*time.Second)
+			t.Logf("%s, Redis down: %s; upstream max %d", tc.policy, summary(st), up.Max())
+			tc.check(t, st, up.Max())
+			srv.Start()
+			rs.waitStrict(ctx)
+			up.ResetMax()
+			st = floodBoth(t, ctx, rs, "/catalog", 100, time.Second)
+			if up.Max() > 6 || st.OK() == 0 {
+				t.Errorf("after Redis came back: %s, upstream max %d of 6", summary(st), up.Max())
+			}
+		})
+	}
+}
+
+// holdRequests sends n requests to route through Envoy 0 and waits until
+// its upstream holds them all (upstream.Hold).
+func holdRequests(t *testing.T, ctx context.Context, rs *replicaStack, route string, n int) []<-chan response {
+	t.Helper()
+	up := rs.up[route]
+	up.Hold()
+	var held []<-chan response
+	for range n {
+		held = append(held, rs.getAsync(ctx, "/"+route, nil))
+	}
+	if err := up.WaitInflight(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	return held
+}
+
+// releaseHeld lets the held requests finish and checks that each succeeded.
+func releaseHeld(t *testing.T, up *testbed.Upstream, held []<-chan response) {
+	t.Helper()
 	up.ReleaseHeld()
 	for _, ch := range held {
 		if r := <-ch; r.err != nil || r.status != http.StatusOK {

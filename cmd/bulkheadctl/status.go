@@ -76,6 +76,10 @@ func (a *app) status(ctx context.Context, sample time.Duration) error {
 		if err != nil {
 			return a.explain(err)
 		}
+		if l := resp.GetLedger(); l.GetBackend() == "redis" {
+			fmt.Fprintf(a.stdout, "ledger: redis, %s at this replica, %d replicas, on_unavailable %s\n",
+				l.GetState(), l.GetReplicas(), l.GetOnUnavailable())
+		}
 		return writeTable(a.stdout, frame{bulkheads: resp.GetBulkheads()}, nil)
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.g.timeout+sample)

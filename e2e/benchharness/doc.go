@@ -17,9 +17,11 @@
 //     ext_authz plus access log. For each: closed-loop maximum throughput,
 //     then open-loop latency at 25, 50 and 75% of the floor's maximum,
 //     measured from each request's intended send time (coordinated
-//     omission corrected); CPU per 1,000 requests of every process from
-//     /proc; the daemon's memory from its /metrics; the release lag from
-//     its permit hold-time histogram;
+//     omission corrected); CPU per 1,000 requests and wake-ups per request
+//     of every process from /proc; what Envoy exchanged with its sidecar,
+//     from Envoy's /stats; the daemon's memory from its /metrics; the
+//     release lag from its permit hold-time histogram. Figures measured in
+//     several rounds are reported as their median with its spread;
 //  3. the heartbeat phase: the shipped configuration with heartbeat leases
 //     on and off (Envoy's periodic access log and the daemon's
 //     leases.heartbeat_interval; each of the two with a daemon of its own),

@@ -38,7 +38,7 @@ type HeartbeatPlan struct {
 	// ...) within each mix, round by round.
 	Rounds int `json:"rounds"`
 	// The short mix: an open loop (the plan's OpenConns connections) at
-	// Rate, or, when Rate is 0, at half the bulkhead's best closed-loop
+	// Rate, or, when Rate is 0, at half the bulkhead's median closed-loop
 	// throughput (fallbackShortRate without one).
 	ShortDelay  time.Duration `json:"short_delay_ns"`
 	Rate        float64       `json:"short_rate,omitempty"`
@@ -70,13 +70,13 @@ func quickHeartbeatPlan() *HeartbeatPlan {
 }
 
 // shortRate is the short mix's rate: the plan's, else half the bulkhead's
-// best closed-loop throughput, else fallbackShortRate.
-func (hp *HeartbeatPlan) shortRate(bulkheadBest float64) float64 {
+// median closed-loop throughput, else fallbackShortRate.
+func (hp *HeartbeatPlan) shortRate(bulkheadMedian float64) float64 {
 	switch {
 	case hp.Rate > 0:
 		return hp.Rate
-	case bulkheadBest > 0:
-		return math.Round(bulkheadBest / 2)
+	case bulkheadMedian > 0:
+		return math.Round(bulkheadMedian / 2)
 	}
 	return fallbackShortRate
 }

@@ -15,18 +15,20 @@ func TestParseSchedstat(t *testing.T) {
 		name string
 		in   string
 		want time.Duration
+		runs int64
 		ok   bool
 	}{
-		{"plain", "343494 68258 12\n", 343494 * time.Nanosecond, true},
-		{"two fields", "343494 68258\n", 0, false},
-		{"not a number", "x 1 2\n", 0, false},
-		{"negative", "-5 1 2\n", 0, false},
+		{"plain", "343494 68258 12\n", 343494 * time.Nanosecond, 12, true},
+		{"two fields", "343494 68258\n", 0, 0, false},
+		{"not a number", "x 1 2\n", 0, 0, false},
+		{"negative", "-5 1 2\n", 0, 0, false},
+		{"runs not a number", "5 1 x\n", 0, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseSchedstat([]byte(tt.in))
-			if (err == nil) != tt.ok || got != tt.want {
-				t.Fatalf("parseSchedstat = %v, %v; want %v, ok=%v", got, err, tt.want, tt.ok)
+			got, runs, err := parseSchedstat([]byte(tt.in))
+			if (err == nil) != tt.ok || got != tt.want || runs != tt.runs {
+				t.Fatalf("parseSchedstat = %v, %v, %v; want %v, %v, ok=%v", got, runs, err, tt.want, tt.runs, tt.ok)
 			}
 		})
 	}
@@ -34,11 +36,11 @@ func TestParseSchedstat(t *testing.T) {
 
 // TestThreadsCPU reads this process's threads, which have run.
 func TestThreadsCPU(t *testing.T) {
-	d, err := threadsCPU(os.Getpid())
-	if err != nil || d <= 0 {
-		t.Fatalf("threadsCPU = %v, %v", d, err)
+	d, runs, err := threadsCPU(os.Getpid())
+	if err != nil || d <= 0 || runs <= 0 {
+		t.Fatalf("threadsCPU = %v, %v, %v", d, runs, err)
 	}
-	if _, err := threadsCPU(-1); err == nil {
+	if _, _, err := threadsCPU(-1); err == nil {
 		t.Fatal("no such process: want an error")
 	}
 }
@@ -128,7 +130,7 @@ func TestShortRate(t *testing.T) {
 		wants float64
 	}{
 		{"fixed", 700, 9000, 700},
-		{"half the bulkhead's best", 0, 9001, 4501},
+		{"half the bulkhead's median", 0, 9001, 4501},
 		{"no closed loop", 0, 0, fallbackShortRate},
 	}
 	for _, tt := range tests {

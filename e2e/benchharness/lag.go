@@ -32,7 +32,9 @@ type ReleaseLag struct {
 	// P99BoundMs: at least 99% of lags were at most this long (a bucket
 	// edge). nil when off the scale (> 5 s).
 	P99BoundMs *float64 `json:"p99_bound_ms"`
-	// Within5ms: share of lags <= 5 ms (a bucket edge: exact).
+	// Within2ms and Within5ms: shares of lags <= 2 ms and <= 5 ms (bucket
+	// edges: exact). 2 ms is the goal's bound.
+	Within2ms float64 `json:"within_2ms"`
 	Within5ms float64 `json:"within_5ms"`
 	// Context: the mean hold (bulkhead_permit_hold_seconds) and the mean
 	// service time the upstream measured itself.
@@ -124,12 +126,20 @@ func releaseLag(before, after *testbed.Metrics, upstream time.Duration) (Release
 			break
 		}
 	}
+	lag.Within2ms, lag.Within5ms = within(d, 0.002), within(d, 0.005)
+	return lag, nil
+}
+
+// within is the share of cumulative buckets d at or under edge seconds
+// (exact when edge is a bucket edge; else the share under the edge below).
+func within(d []bucket, edge float64) float64 {
+	n, share := d[len(d)-1].count, 0.0
 	for _, b := range d {
-		if b.le <= 0.005+1e-12 {
-			lag.Within5ms = round3(b.count / n)
+		if b.le <= edge+1e-12 {
+			share = round3(b.count / n)
 		}
 	}
-	return lag, nil
+	return share
 }
 
 // interpolate is the q quantile of cumulative buckets d, linear within the

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -52,6 +54,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	delay := fs.Duration("upstream-delay", 0, "the upstream's fixed service time")
 	conns := fs.Int("closed-connections", 0, "closed-loop connections (default: the plan's)")
 	rounds := fs.Int("rounds", 0, "closed-loop rounds (default: the plan's)")
+	openRounds := fs.Int("open-rounds", 0, "open-loop rounds at the common base (default: the plan's)")
 	closedWin := fs.Duration("closed-window", 0, "closed-loop measured window (default: the plan's)")
 	openWin := fs.Duration("open-window", 0, "open-loop measured window per rate (default: the plan's; negative: no open loop)")
 	if err := fs.Parse(args); err != nil {
@@ -70,6 +73,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if *rounds > 0 {
 		o.plan.Rounds = *rounds
+	}
+	if *openRounds > 0 {
+		o.plan.OpenRounds = *openRounds
 	}
 	if *closedWin > 0 {
 		o.plan.ClosedWindow = *closedWin
@@ -209,7 +215,7 @@ func runHarness(ctx context.Context, log *slog.Logger, o options, dir string, re
 		}
 	}
 	if hp := o.plan.Heartbeat; hp != nil {
-		rate := hp.shortRate(res.bestClosed(Bulkhead))
+		rate := hp.shortRate(res.medianClosed(Bulkhead))
 		log.Info("heartbeat cost", "short_rate", rate, "rounds", hp.Rounds)
 		phases, err := e.runHeartbeat(ctx, o.plan, rate)
 		res.Phases = append(res.Phases, phases...)
@@ -237,10 +243,17 @@ func writeResults(dir string, r *Results) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(r.Phases, func(p Phase) bool { return p.Loop == "open" }) {
-		return nil // nothing to plot (-loops=false, or no open loop)
+	plot := filepath.Join(dir, "latency.png")
+	err = writePlot(plot, r)
+	if errors.Is(err, errNothingToPlot) {
+		// -loops=false or no open loop: a plot left by an earlier run would
+		// pass for this one's.
+		if err := os.Remove(plot); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
 	}
-	return writePlot(filepath.Join(dir, "latency.png"), r)
+	return err
 }
 
 // machine describes this host.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/envoy"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
 )
 
@@ -44,7 +45,56 @@ type Phase struct {
 	// by result (bulkhead_access_log_entries_total): "renewed" counts the
 	// periodic entries (heartbeats).
 	AccessLog map[string]int64 `json:"access_log_entries,omitempty"`
-	Problems  []string         `json:"problems,omitempty"`
+	// Sidecar is what Envoy's own /stats counted between it and its
+	// sidecar over the window; nil without a sidecar.
+	Sidecar  *SidecarTraffic `json:"envoy_sidecar,omitempty"`
+	Problems []string        `json:"problems,omitempty"`
+}
+
+// SidecarTraffic is Envoy's traffic with its sidecar (the cluster of the
+// ext_authz server and the access log) over a phase's window, from Envoy's
+// /stats, per request completed in the window.
+type SidecarTraffic struct {
+	// Bytes Envoy wrote to and read from the sidecar's connections
+	// (upstream_cx_tx_bytes_total, upstream_cx_rx_bytes_total): Checks and
+	// access-log entries out; Check answers and HTTP/2 control frames
+	// (window updates, pings, settings) in.
+	TxBytes float64 `json:"tx_bytes_per_request"`
+	RxBytes float64 `json:"rx_bytes_per_request"`
+	// Requests: upstream_rq_total (Checks and access-log streams opened).
+	Requests float64 `json:"upstream_requests_per_request"`
+	// LogsWritten: access-log entries Envoy's gRPC access loggers wrote
+	// (access_logs.grpc_access_log.logs_written), and dropped.
+	LogsWritten float64 `json:"logs_written_per_request"`
+	LogsDropped int64   `json:"logs_dropped"`
+}
+
+// sidecarCluster is the Envoy cluster of st's sidecar, "" without one.
+func (s *stack) sidecarCluster() string {
+	switch {
+	case s.side == nil:
+		return ""
+	case s.spec.daemon():
+		return envoy.BulkheadClusterName
+	}
+	return "sidecar" // proxy.yaml.tmpl
+}
+
+// sidecarTraffic is the traffic between two readings of Envoy's /stats,
+// per request; nil if either is missing.
+func sidecarTraffic(cluster string, before, after map[string]uint64, requests int64) *SidecarTraffic {
+	if cluster == "" || before == nil || after == nil || requests <= 0 {
+		return nil
+	}
+	delta := func(name string) float64 { return float64(after[name]) - float64(before[name]) }
+	per := func(name string) float64 { return round3(delta(name) / float64(requests)) }
+	c := "cluster." + cluster + "."
+	return &SidecarTraffic{
+		TxBytes: per(c + "upstream_cx_tx_bytes_total"), RxBytes: per(c + "upstream_cx_rx_bytes_total"),
+		Requests:    per(c + "upstream_rq_total"),
+		LogsWritten: per("access_logs.grpc_access_log.logs_written"),
+		LogsDropped: int64(delta("access_logs.grpc_access_log.logs_dropped")),
+	}
 }
 
 // CPUUse is one process's CPU over a phase's window.
@@ -55,6 +105,10 @@ type CPUUse struct {
 	// nanosecond counters (threadsCPU), not /proc/PID/stat's 10 ms ticks:
 	// the figure to use when the window holds little CPU.
 	UsPerRequest float64 `json:"us_per_request,omitempty"`
+	// RunsPerRequest is how many times the process's threads were put on
+	// a CPU (schedstat's timeslices) per request: wake-ups of its event
+	// loops, which a busy machine hardly changes, unlike CPU time.
+	RunsPerRequest float64 `json:"runs_per_request,omitempty"`
 }
 
 // DaemonMemory is read from the daemon's own /metrics at a phase's end.
@@ -69,9 +123,11 @@ type DaemonMemory struct {
 type reading struct {
 	cpu      map[string]time.Duration
 	threads  map[string]time.Duration // threadsCPU, by role
+	runs     map[string]int64         // threadsCPU's timeslices, by role
 	others   time.Duration            // machine busy + stolen - every process of the run
 	at       time.Time
-	metrics  *testbed.Metrics // the daemon's, or nil
+	metrics  *testbed.Metrics  // the daemon's, or nil
+	stats    map[string]uint64 // Envoy's counters, when it has a sidecar
 	upServed int64
 	upBusy   time.Duration
 	err      error
@@ -102,12 +158,17 @@ func (e *env) allPIDs() []int {
 // CPU window (before the CPU at the start, after it at the end), so that
 // the scrape's own cost is not charged to the requests.
 func (e *env) read(ctx context.Context, st *stack, end bool) reading {
-	r := reading{cpu: map[string]time.Duration{}, threads: map[string]time.Duration{}}
+	r := reading{cpu: map[string]time.Duration{}, threads: map[string]time.Duration{}, runs: map[string]int64{}}
 	scrape := func() {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		if url := st.metricsURL(); url != "" && r.err == nil {
-			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
 			r.metrics, r.err = testbed.Scrape(sctx, url)
+		}
+		if st.sidecarCluster() != "" && r.err == nil {
+			if r.stats, r.err = st.proxy.Stats(sctx); r.err != nil {
+				r.err = fmt.Errorf("envoy /stats: %w", r.err)
+			}
 		}
 	}
 	if !end {
@@ -119,10 +180,11 @@ func (e *env) read(ctx context.Context, st *stack, end bool) reading {
 			r.err = fmt.Errorf("%s: %w", role, err)
 		}
 		r.cpu[role] = d
-		if d, err = threadsCPU(pid); err != nil && r.err == nil {
+		d, runs, err := threadsCPU(pid)
+		if err != nil && r.err == nil {
 			r.err = fmt.Errorf("%s: %w", role, err)
 		}
-		r.threads[role] = d
+		r.threads[role], r.runs[role] = d, runs
 	}
 	r.upServed, r.upBusy = e.upstream.Stats()
 	r.at = time.Now()
@@ -179,9 +241,11 @@ func (e *env) measure(ctx context.Context, st *stack, p Phase, load func(marker)
 			u.MsPer1k = round3(float64(d.Milliseconds()) / (float64(s.Requests) / 1000))
 			td := r[1].threads[role] - r[0].threads[role]
 			u.UsPerRequest = round3(float64(td) / float64(time.Microsecond) / float64(s.Requests))
+			u.RunsPerRequest = round3(float64(r[1].runs[role]-r[0].runs[role]) / float64(s.Requests))
 		}
 		p.CPU[role] = u
 	}
+	p.Sidecar = sidecarTraffic(st.sidecarCluster(), r[0].stats, r[1].stats, s.Requests)
 	if m := r[1].metrics; m != nil {
 		p.Daemon = &DaemonMemory{
 			RSSBytes:       sum(m, "process_resident_memory_bytes"),

@@ -112,6 +112,9 @@ bulkhead_permit_hold_seconds_count{dependency="bench"} ` + itoa(holds) + `
 	if lag.P99Ms != 5 || lag.P99BoundMs == nil || *lag.P99BoundMs != 5 || lag.Within5ms != 0.99 {
 		t.Errorf("p99 = %v, bound %v, within 5ms %v; want 5, 5, 0.99", lag.P99Ms, lag.P99BoundMs, lag.Within5ms)
 	}
+	if lag.Within2ms != 0.9 {
+		t.Errorf("within 2ms = %v, want 0.9", lag.Within2ms)
+	}
 	if _, err := releaseLag(before, before, 0); err == nil {
 		t.Error("no releases in the phase: want an error")
 	}

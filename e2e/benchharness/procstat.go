@@ -120,40 +120,47 @@ func parseMachineCPU(b []byte) (busy, steal time.Duration, err error) {
 // milliseconds (the heartbeat phase's long requests: about 100 requests a
 // second). Threads that exit between two readings take their time with
 // them; the daemon, Envoy and the harness keep theirs for their lifetime.
-func threadsCPU(pid int) (time.Duration, error) {
+func threadsCPU(pid int) (time.Duration, int64, error) {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w", errProcStat, err)
+		return 0, 0, fmt.Errorf("%w: %w", errProcStat, err)
 	}
 	var total time.Duration
+	var runs int64
 	for _, t := range tasks {
 		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
 		if errors.Is(err, os.ErrNotExist) {
 			continue // the thread exited since ReadDir
 		}
 		if err != nil {
-			return 0, fmt.Errorf("%w: %w", errProcStat, err)
+			return 0, 0, fmt.Errorf("%w: %w", errProcStat, err)
 		}
-		d, err := parseSchedstat(b)
+		d, n, err := parseSchedstat(b)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		total += d
+		runs += n
 	}
-	return total, nil
+	return total, runs, nil
 }
 
-// parseSchedstat reads the first field of /proc/PID/task/TID/schedstat: the
-// time the thread spent on a CPU, in nanoseconds.
-func parseSchedstat(b []byte) (time.Duration, error) {
+// parseSchedstat reads /proc/PID/task/TID/schedstat: the time the thread
+// spent on a CPU, in nanoseconds, and how many times it was run (its
+// timeslices: each wake-up of an event loop is at least one).
+func parseSchedstat(b []byte) (time.Duration, int64, error) {
 	f := strings.Fields(string(b))
 	if len(f) != 3 {
-		return 0, fmt.Errorf("%w: schedstat %q", errProcStat, b)
+		return 0, 0, fmt.Errorf("%w: schedstat %q", errProcStat, b)
 	}
 	ns, err := strconv.ParseInt(f[0], 10, 64)
 	if err != nil || ns < 0 {
-		return 0, fmt.Errorf("%w: schedstat %q", errProcStat, b)
+		return 0, 0, fmt.Errorf("%w: schedstat %q", errProcStat, b)
 	}
-	return time.Duration(ns), nil
+	runs, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil || runs < 0 {
+		return 0, 0, fmt.Errorf("%w: schedstat %q", errProcStat, b)
+	}
+	return time.Duration(ns), runs, nil
 }

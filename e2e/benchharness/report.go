@@ -17,7 +17,13 @@ func writeMarkdown(w io.Writer, r *Results) error {
 	}
 	p("# Bulkhead benchmark results\n\n")
 	p("Generated %s by `make bench` (`go run ./e2e/benchharness`), %s. ", r.Generated, kind)
-	p("See docs/performance.md for the method and how to read these tables; results.json holds every figure.\n\n")
+	p("See docs/performance.md for the method and how to read these tables; results.json holds every figure")
+	if r.hasOpenLatency() {
+		p(", latency.png the open loop's percentiles against the rate")
+	} else {
+		p(" (no open loop in this run: no latency.png)")
+	}
+	p(".\n\n")
 
 	p("## Goals\n\n| goal | target | measured | met |\n|---|---|---|---|\n")
 	for _, g := range r.Goals {
@@ -42,26 +48,26 @@ func writeMarkdown(w io.Writer, r *Results) error {
 		p("| %s | %s |\n", c.Name, c.Title)
 	}
 
-	floor, noop := r.bestClosed(Floor), r.bestClosed(Noop)
-	p("\n## Closed loop: maximum throughput\n\nBest of the rounds; latency of the best round (measured from send).\n\n")
-	p("| config | req/s by round | best req/s | vs floor | vs no-op | p50 ms | p99 ms | envoy+sidecar CPU ms / 1k req | other load, cores | errors |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	floor, noop := r.medianClosed(Floor), r.medianClosed(Noop)
+	p("\n## Closed loop: maximum throughput\n\n")
+	p("Median of the rounds, with their spread (min-max): the figure every goal uses. The best round is beside it, for reference only ")
+	p("(a best of N picks each configuration's luckiest round). Ratios are of the medians; latency, CPU and other load are of the median round ")
+	p("(measured from send).\n\n")
+	p("| config | req/s by round | median req/s | min-max | spread | best round | vs floor | vs no-op | p50 ms | p99 ms | envoy+sidecar CPU ms / 1k req | other load, cores | errors |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Configs {
-		var rounds []string
-		var best *Phase
-		for i, ph := range r.Phases {
-			if ph.Loop == "closed" && ph.Config == c.Name {
-				rounds = append(rounds, fmt.Sprintf("%.0f", ph.RPS))
-				if best == nil || ph.RPS > best.RPS {
-					best = &r.Phases[i]
-				}
-			}
-		}
-		if best == nil {
+		ct := r.closedThroughput(c.Name)
+		med := r.medianClosedPhase(c.Name)
+		if med == nil {
 			continue
 		}
-		p("| %s | %s | %.0f | %s | %s | %.3f | %.3f | %.1f | %.2f | %d |\n", c.Name, strings.Join(rounds, ", "), best.RPS,
-			ratio(best.RPS, floor), ratio(best.RPS, noop), best.Latency.P50Ms, best.Latency.P99Ms,
-			pathCPU(best), best.OtherLoad, best.Errors+best.NonOK)
+		var rounds []string
+		for _, v := range ct.ByRound {
+			rounds = append(rounds, fmt.Sprintf("%.0f", v))
+		}
+		p("| %s | %s | %.0f | %.0f-%.0f | %.1f%% | %.0f | %s | %s | %.3f | %.3f | %.1f | %.2f | %d |\n", c.Name, strings.Join(rounds, ", "),
+			ct.Median, ct.Min, ct.Max, 100*ct.Width(), ct.Max, ratio(ct.Median, floor), ratio(ct.Median, noop),
+			med.Latency.P50Ms, med.Latency.P99Ms, pathCPU(med), med.OtherLoad, med.Errors+med.NonOK)
 	}
 
 	p("\n## Open loop: latency at fixed rates\n\nLatency from each request's intended send time (coordinated omission corrected); ")
@@ -96,12 +102,25 @@ func writeMarkdown(w io.Writer, r *Results) error {
 
 	p("\n## CPU per 1,000 requests\n\nFrom /proc/PID/stat (utime+stime) over each window. Sidecar = the no-op server or the bulkhead daemon; ")
 	p("harness = load generator + upstream (the same work in every configuration).\n\n")
-	p("| phase | config | envoy ms | sidecar ms | envoy+sidecar ms | harness ms | envoy cores | sidecar cores |\n|---|---|---|---|---|---|---|---|\n")
+	p("Envoy us and runs: Envoy's CPU per request from its threads' nanosecond counters, and how often its threads were put on a CPU per request ")
+	p("(schedstat timeslices: event-loop wake-ups, which interference hardly changes).\n\n")
+	p("| phase | config | envoy ms | sidecar ms | envoy+sidecar ms | harness ms | envoy cores | sidecar cores | envoy us / req | envoy runs / req | sidecar runs / req |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	reported := r.reported()
 	for _, ph := range reported {
-		p("| %s | %s | %.1f | %s | %.1f | %.1f | %.2f | %s |\n", phaseName(*ph), ph.Config, ph.CPU["envoy"].MsPer1k,
+		p("| %s | %s | %.1f | %s | %.1f | %.1f | %.2f | %s | %.1f | %.2f | %s |\n", phaseName(*ph), ph.Config, ph.CPU["envoy"].MsPer1k,
 			sidecar(*ph, func(u CPUUse) float64 { return u.MsPer1k }, "%.1f"), pathCPU(ph), ph.CPU["harness"].MsPer1k,
-			ph.CPU["envoy"].Cores, sidecar(*ph, func(u CPUUse) float64 { return u.Cores }, "%.2f"))
+			ph.CPU["envoy"].Cores, sidecar(*ph, func(u CPUUse) float64 { return u.Cores }, "%.2f"),
+			ph.CPU["envoy"].UsPerRequest, ph.CPU["envoy"].RunsPerRequest, sidecar(*ph, func(u CPUUse) float64 { return u.RunsPerRequest }, "%.2f"))
+	}
+
+	p("\n## Envoy and its sidecar\n\nFrom Envoy's own /stats over each window, per request: bytes Envoy wrote to its sidecar's cluster ")
+	p("(Checks and access-log entries) and read from it (Check answers and HTTP/2 control frames: window updates, pings), ")
+	p("upstream requests (Checks, access-log streams opened), access-log entries written by the gRPC access loggers, and entries dropped.\n\n")
+	p("| phase | config | tx bytes / req | rx bytes / req | upstream requests / req | log entries / req | entries dropped |\n|---|---|---|---|---|---|---|\n")
+	for _, ph := range reported {
+		if t := ph.Sidecar; t != nil {
+			p("| %s | %s | %.1f | %.1f | %.3f | %.3f | %d |\n", phaseName(*ph), ph.Config, t.TxBytes, t.RxBytes, t.Requests, t.LogsWritten, t.LogsDropped)
+		}
 	}
 
 	p("\n## Bulkhead daemon: memory\n\nFrom the daemon's own /metrics (process and Go collectors) at the end of each phase; ")
@@ -124,15 +143,15 @@ func writeMarkdown(w io.Writer, r *Results) error {
 	p("Quantiles are interpolated within the histogram's buckets (0.25, 0.5, 1, 2, 3, 4, 5, 7.5, 10 ms...); ")
 	p("the bound is the bucket edge under which 99%% of lags fell; the mean is exact. Mean hold and the upstream's own mean ")
 	p("service time are context.\n\n")
-	p("| phase | config | releases | mean hold ms | upstream mean ms | mean lag ms | p50 ms | p90 ms | p99 ms | p99 bound ms | lags <= 5 ms |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| phase | config | releases | mean hold ms | upstream mean ms | mean lag ms | p50 ms | p90 ms | p99 ms | p99 bound ms | lags <= 2 ms | lags <= 5 ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, ph := range reported {
 		if l := ph.Lag; l != nil {
 			bound := "off scale"
 			if l.P99BoundMs != nil {
 				bound = fmt.Sprintf("%.0f", *l.P99BoundMs)
 			}
-			p("| %s | %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %.1f%% |\n", phaseName(*ph), ph.Config, l.Releases, l.MeanHoldMs,
-				l.UpstreamMeanMs, l.MeanLagMs, l.P50Ms, l.P90Ms, l.P99Ms, bound, 100*l.Within5ms)
+			p("| %s | %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %.1f%% | %.1f%% |\n", phaseName(*ph), ph.Config, l.Releases, l.MeanHoldMs,
+				l.UpstreamMeanMs, l.MeanLagMs, l.P50Ms, l.P90Ms, l.P99Ms, bound, 100*l.Within2ms, 100*l.Within5ms)
 		}
 	}
 
@@ -171,19 +190,14 @@ func writeMarkdown(w io.Writer, r *Results) error {
 	return err
 }
 
-// reported are the phases the tables show: each configuration's best
-// closed-loop round, then its median open-loop round at each rate.
+// reported are the phases the tables show: each configuration's
+// closed-loop round of median throughput, then its open-loop round of
+// median p99 at each rate.
 func (r *Results) reported() []*Phase {
 	var out []*Phase
 	for _, c := range r.Configs {
-		var best *Phase
-		for i, ph := range r.Phases {
-			if ph.Loop == "closed" && ph.Config == c.Name && (best == nil || ph.RPS > best.RPS) {
-				best = &r.Phases[i]
-			}
-		}
-		if best != nil {
-			out = append(out, best)
+		if ph := r.medianClosedPhase(c.Name); ph != nil {
+			out = append(out, ph)
 		}
 	}
 	for _, base := range []string{BaseCommon, BaseFloor} {

@@ -34,7 +34,8 @@ type violationJSON struct {
 }
 
 type listJSON struct {
-	Bulkheads []View `json:"bulkheads"`
+	Bulkheads []View      `json:"bulkheads"`
+	Ledger    *LedgerView `json:"ledger,omitempty"`
 }
 
 type itemJSON struct {
@@ -129,7 +130,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, listJSON{Bulkheads: Views(resp.GetBulkheads())})
+	writeJSON(w, http.StatusOK, listJSON{Bulkheads: Views(resp.GetBulkheads()), Ledger: NewLedgerView(resp.GetLedger())})
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, name string) {

@@ -25,7 +25,8 @@ const maxBody = 64 << 10
 // Controller, behind one Authenticator.
 type Server struct {
 	ctl         Controller
-	leases      Leases // nil: ListHolders is unimplemented
+	leases      Leases            // nil: ListHolders is unimplemented
+	ledger      func() LedgerInfo // nil: the list names no ledger
 	auth        *Authenticator
 	log         *slog.Logger
 	clock       clock.Clock
@@ -42,6 +43,18 @@ type Server struct {
 
 // Option configures a Server.
 type Option func(*Server)
+
+// LedgerInfo is what the admin API says of the permit ledger.
+type LedgerInfo struct {
+	Backend       string // memory or redis
+	State         string // strict, unavailable or recovering
+	Replicas      int
+	OnUnavailable string // with redis
+}
+
+// WithLedger makes ListBulkheads say which ledger serves, as info reports
+// it at each call.
+func WithLedger(info func() LedgerInfo) Option { return func(s *Server) { s.ledger = info } }
 
 // WithClock sets the clock of watch streams (default clock.Real).
 func WithClock(c clock.Clock) Option { return func(s *Server) { s.clock = c } }

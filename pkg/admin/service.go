@@ -21,7 +21,12 @@ type service struct {
 var _ adminv1.AdminServiceServer = (*service)(nil)
 
 func (v *service) ListBulkheads(context.Context, *adminv1.ListBulkheadsRequest) (*adminv1.ListBulkheadsResponse, error) {
-	return &adminv1.ListBulkheadsResponse{Bulkheads: v.list()}, nil
+	resp := &adminv1.ListBulkheadsResponse{Bulkheads: v.list()}
+	if v.s.ledger != nil {
+		li := v.s.ledger()
+		resp.Ledger = &adminv1.Ledger{Backend: li.Backend, State: li.State, Replicas: int32(li.Replicas), OnUnavailable: li.OnUnavailable}
+	}
+	return resp, nil
 }
 
 func (v *service) list() []*adminv1.Bulkhead {

@@ -55,6 +55,25 @@ type RejectedView struct {
 	Timeout         uint64 `json:"timeout" yaml:"timeout"`
 	UnknownBulkhead uint64 `json:"unknown_bulkhead" yaml:"unknown_bulkhead"`
 	CircuitOpen     uint64 `json:"circuit_open" yaml:"circuit_open"`
+	// LedgerUnavailable: the shared ledger did not answer (fail_closed).
+	LedgerUnavailable uint64 `json:"ledger_unavailable" yaml:"ledger_unavailable"`
+}
+
+// LedgerView is the permit ledger in the JSON API: which backend serves,
+// and with Redis its state at this replica.
+type LedgerView struct {
+	Backend       string `json:"backend" yaml:"backend"`
+	State         string `json:"state" yaml:"state"`
+	Replicas      int32  `json:"replicas" yaml:"replicas"`
+	OnUnavailable string `json:"on_unavailable,omitempty" yaml:"on_unavailable,omitempty"`
+}
+
+// NewLedgerView converts l (nil gives nil).
+func NewLedgerView(l *adminv1.Ledger) *LedgerView {
+	if l == nil {
+		return nil
+	}
+	return &LedgerView{Backend: l.GetBackend(), State: l.GetState(), Replicas: l.GetReplicas(), OnUnavailable: l.GetOnUnavailable()}
 }
 
 // CountersView holds a bulkhead's counters.
@@ -86,11 +105,12 @@ func NewView(b *adminv1.Bulkhead) View {
 		Counters: CountersView{
 			Admitted: newPriorityView(c.GetAdmitted()),
 			Rejected: RejectedView{
-				QueueFull:       c.GetRejected().GetQueueFull(),
-				Shed:            c.GetRejected().GetShed(),
-				Timeout:         c.GetRejected().GetTimeout(),
-				UnknownBulkhead: c.GetRejected().GetUnknownBulkhead(),
-				CircuitOpen:     c.GetRejected().GetCircuitOpen(),
+				QueueFull:         c.GetRejected().GetQueueFull(),
+				Shed:              c.GetRejected().GetShed(),
+				Timeout:           c.GetRejected().GetTimeout(),
+				UnknownBulkhead:   c.GetRejected().GetUnknownBulkhead(),
+				CircuitOpen:       c.GetRejected().GetCircuitOpen(),
+				LedgerUnavailable: c.GetRejected().GetLedgerUnavailable(),
 			},
 			Cancelled:         c.GetCancelled(),
 			Released:          c.GetReleased(),

@@ -27,7 +27,10 @@ const (
 	FailOpen
 	// LocalShare admits it within this replica's share of the limit: the
 	// limit divided by the live replicas Redis last reported, rounded down,
-	// so that the replicas' sum stays within the limit.
+	// once the replica has been cut off long enough for the replicas that
+	// still reach Redis to hold its share back (before that, and past
+	// ledger.local_share_for, it rejects as FailClosed), so that the
+	// replicas' sum stays within the limit.
 	LocalShare
 )
 
@@ -58,6 +61,10 @@ func ParseUnavailablePolicy(s string) (UnavailablePolicy, error) {
 type Shared interface {
 	Acquire(ctx context.Context, r redisledger.Request) (string, error)
 	Release(bulkhead, token string, src permit.Source) (permit.Lease, permit.Result)
+	// LocalShareOK reports whether this replica may admit its share alone
+	// now (LocalShare): it has been cut off from Redis long enough for the
+	// others to hold its share back.
+	LocalShareOK() bool
 }
 
 // SharedRecorder counts what only the shared path does.
@@ -125,7 +132,7 @@ func (s *Server) checkShared(ctx context.Context, pol *Policy, l *bulkhead.Limit
 		sh.rec.FailOpen(key)
 		return respond(allowed()), nil
 	case LocalShare:
-		if ll := sh.shares.Get(key); ll != nil {
+		if ll := sh.shares.Get(key); ll != nil && sh.ledger.LocalShareOK() {
 			return s.admitLocal(ctx, pol, sh.shares, ll, key, r, prio, deadline, node, start)
 		}
 	}

@@ -14,6 +14,8 @@ const (
 	DefaultRedisPrefix      = "bulkhead:"
 	DefaultRedisTimeout     = 50 * time.Millisecond
 	DefaultRedisDialTimeout = time.Second
+	DefaultLocalShareFor    = 30 * time.Second
+	maxLocalShareFor        = 10 * time.Minute
 	maxRedisTimeout         = 10 * time.Second
 )
 
@@ -23,6 +25,9 @@ type Ledger struct {
 	// OnUnavailable is what a replica does while Redis does not answer
 	// (Backend Redis only).
 	OnUnavailable authz.UnavailablePolicy
+	// LocalShareFor bounds how long a replica cut off from Redis admits its
+	// share alone (OnUnavailable local_share); past it, it rejects.
+	LocalShareFor time.Duration
 	Redis         Redis
 }
 
@@ -36,6 +41,9 @@ type Redis struct {
 	PasswordFile string
 	DB           int
 	TLS          RedisTLS
+	// Cluster connects to a Redis Cluster through Address (a cluster-mode
+	// configuration endpoint, or any one node).
+	Cluster bool
 	// Prefix starts every key and channel; it must not contain '{'.
 	Prefix      string
 	Timeout     time.Duration
@@ -87,6 +95,8 @@ func ParseLedgerBackend(s string) (LedgerBackend, error) {
 // ledger checks the ledger section.
 func (d *decoder) ledger(c *Config) {
 	l := &c.Ledger
+	d.rule("ledger.local_share_for", l.LocalShareFor, l.LocalShareFor > 0 && l.LocalShareFor <= maxLocalShareFor,
+		"must be positive and at most "+maxLocalShareFor.String())
 	if l.Backend != LedgerRedis {
 		return
 	}
@@ -101,6 +111,9 @@ func (d *decoder) ledger(c *Config) {
 	case r.Address != "":
 		d.address("ledger.redis.address", r.Address)
 	}
+	if sentinel && r.Cluster {
+		d.rule("ledger.redis.cluster", r.Cluster, false, "must be false with ledger.redis.sentinel (a cluster fails over by itself)")
+	}
 	if sentinel {
 		d.rule("ledger.redis.sentinel.master", r.Sentinel.Master, r.Sentinel.Master != "",
 			"must name the master when ledger.redis.sentinel.addresses is set")
@@ -111,6 +124,9 @@ func (d *decoder) ledger(c *Config) {
 		}
 	}
 	d.rule("ledger.redis.db", r.DB, r.DB >= 0 && r.DB <= 15, "must be in 0..15")
+	if r.Cluster && r.DB != 0 {
+		d.rule("ledger.redis.db", r.DB, false, "must be 0 with ledger.redis.cluster (a cluster has one database)")
+	}
 	d.rule("ledger.redis.key_prefix", r.Prefix, !strings.ContainsAny(r.Prefix, "{}\n"),
 		"must not contain '{', '}' or a newline (a bulkhead's keys share the hash tag {name})")
 	d.rule("ledger.redis.timeout", r.Timeout, r.Timeout > 0 && r.Timeout <= maxRedisTimeout,

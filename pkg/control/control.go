@@ -29,6 +29,8 @@ type Control struct {
 	log      *slog.Logger
 	clock    clock.Clock
 	outcomes OutcomeSource
+	global   GlobalSource // nil: this process's own counts
+	sink     OverrideSink // nil: overrides stay here
 
 	mu        sync.Mutex
 	cfg       *config.Config // last applied file configuration
@@ -46,6 +48,15 @@ type OutcomeSource interface {
 
 // WithOutcomes makes statuses carry outcome counts from src.
 func WithOutcomes(src OutcomeSource) Option { return func(ctl *Control) { ctl.outcomes = src } }
+
+// GlobalSource gives a bulkhead's permits in use and waiters (indexed by
+// bulkhead.Priority) summed over every replica, when a shared ledger keeps
+// them; *metrics.Ledger is one (through a func).
+type GlobalSource func(name string) (inUse int, queued [3]int, ok bool)
+
+// WithGlobal makes statuses show every replica's permits and waiters from
+// src instead of this process's own.
+func WithGlobal(src GlobalSource) Option { return func(ctl *Control) { ctl.global = src } }
 
 // WithClock sets the clock that stamps overrides (default: real).
 func WithClock(c clock.Clock) Option { return func(ctl *Control) { ctl.clock = c } }
@@ -133,6 +144,12 @@ func (c *Control) getLocked(name string) (Status, error) {
 }
 
 func (c *Control) statusLocked(s bulkhead.Snapshot) Status {
+	if c.global != nil {
+		if inUse, queued, ok := c.global(s.Name); ok {
+			s.InUse = inUse
+			copy(s.Queued[:], queued[:])
+		}
+	}
 	st := Status{Snapshot: s, Kind: config.KindRequests}
 	if c.cfg != nil {
 		b := c.cfg.Bulkheads[s.Name]
@@ -175,6 +192,7 @@ func (c *Control) Update(name string, p Patch, actor string) (Status, error) {
 	}
 	c.log.Info("bulkhead changed", "bulkhead", name, "actor", actor,
 		"before", fmtSettings(before), "after", fmtSettings(after))
+	c.tell(name)
 	return c.getLocked(name)
 }
 
@@ -194,6 +212,7 @@ func (c *Control) Reset(name, actor string) (Status, error) {
 		delete(c.overrides, name)
 		c.log.Info("bulkhead reset to the file", "bulkhead", name, "actor", actor,
 			"before", fmtSettings(before), "after", fmtSettings(after))
+		c.tell(name)
 	}
 	return c.getLocked(name)
 }

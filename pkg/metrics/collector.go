@@ -51,9 +51,9 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, s := range c.src.Snapshots() {
 		inUse, queued := s.InUse, s.QueuedTotal()
-		if g, q, ok := c.m.ledger.Global(s.Name); ok {
+		if g, ok := c.m.ledger.Global(s.Name); ok {
 			// A shared ledger: every replica's permits, as Redis counts them.
-			inUse, queued = g, q
+			inUse, queued = g.InUse, g.Queued[0]+g.Queued[1]+g.Queued[2]
 		}
 		gauge(descActive, float64(inUse), s.Name)
 		gauge(descQueued, float64(queued), s.Name)

@@ -24,7 +24,7 @@ type Ledger struct {
 	recovering  *prometheus.GaugeVec
 
 	mu     sync.Mutex
-	global map[string][2]int // bulkhead -> in use, queued (every replica)
+	global map[string]redisledger.Global // every replica's, by bulkhead
 }
 
 var (
@@ -63,7 +63,7 @@ func NewLedger(reg prometheus.Registerer, backend string) (*Ledger, error) {
 			Name: "bulkhead_ledger_recovering",
 			Help: "1 while a bulkhead's recovery window in the shared ledger holds admissions: Redis had no state for it (first use, a restart without persistence, a failover that lost it) and the running requests' heartbeats are rebuilding its count.",
 		}, []string{"dependency"}),
-		global: map[string][2]int{},
+		global: map[string]redisledger.Global{},
 	}
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "bulkhead_ledger_info", Help: "1, labelled with the permit ledger's backend: memory or redis.",
@@ -132,26 +132,26 @@ func (l *Ledger) LedgerReplicas(n int) { l.replicas.Set(float64(n)) }
 
 // LedgerGlobal records a bulkhead's global counts, which the bulkhead
 // gauges report instead of this replica's own.
-func (l *Ledger) LedgerGlobal(bulkhead string, inUse, queued int, recovering bool) {
+func (l *Ledger) LedgerGlobal(bulkhead string, g redisledger.Global) {
 	l.mu.Lock()
-	l.global[bulkhead] = [2]int{inUse, queued}
+	l.global[bulkhead] = g
 	l.mu.Unlock()
 	v := 0.0
-	if recovering {
+	if g.Recovering {
 		v = 1
 	}
 	l.recovering.WithLabelValues(bulkhead).Set(v)
 }
 
-// Global returns a bulkhead's last global counts, if known.
-func (l *Ledger) Global(bulkhead string) (inUse, queued int, ok bool) {
+// Global returns a bulkhead's last global state, if known.
+func (l *Ledger) Global(bulkhead string) (redisledger.Global, bool) {
 	if l == nil {
-		return 0, 0, false
+		return redisledger.Global{}, false
 	}
 	l.mu.Lock()
 	v, ok := l.global[bulkhead]
 	l.mu.Unlock()
-	return v[0], v[1], ok
+	return v, ok
 }
 
 // FailOpen counts a Check admitted without a permit.

@@ -43,7 +43,7 @@ var closedSets = map[string]map[string]bool{
 	"outcome":    set("allowed", "denied", "defaulted"),
 	"input":      set(string(authz.InputTenant), string(authz.InputNode)),
 	"result":     set("released", "renewed", "adopted", "duplicate", "late", "unknown", "no_token", "not_end", "ledger_unavailable", "success", "failure", "ok", "error", "timeout"),
-	"op":         set("acquire", "release", "renew", "leave", "state", "replicas"),
+	"op":         set("acquire", "release", "renew", "leave", "state", "replicas", "reopen"),
 	"state":      set("strict", "unavailable", "recovering"),
 	"to":         set("strict", "unavailable", "recovering"),
 	"backend":    set("memory", "redis"),

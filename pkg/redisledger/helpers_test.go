@@ -33,7 +33,7 @@ func (r *fakeRec) LedgerCall(op Op, _ time.Duration, err error) {
 }
 func (r *fakeRec) LedgerState(s State)                 { r.mu.Lock(); r.states = append(r.states, s); r.mu.Unlock() }
 func (r *fakeRec) LedgerReplicas(n int)                { r.mu.Lock(); r.replicas = n; r.mu.Unlock() }
-func (r *fakeRec) LedgerGlobal(string, int, int, bool) {}
+func (r *fakeRec) LedgerGlobal(string, Global) {}
 
 type fakeObs struct {
 	mu    sync.Mutex

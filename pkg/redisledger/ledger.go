@@ -31,10 +31,19 @@ type Recorder interface {
 	LedgerState(s State)
 	// LedgerReplicas reports the live replicas Redis knows of.
 	LedgerReplicas(n int)
-	// LedgerGlobal reports a bulkhead's permits in use and waiters, summed
-	// over every replica, as Redis counts them, and whether its recovery
-	// window holds admissions (Redis lost its state, or it is new).
-	LedgerGlobal(bulkhead string, inUse, queued int, recovering bool)
+	// LedgerGlobal reports a bulkhead's state summed over every replica,
+	// as Redis counts it.
+	LedgerGlobal(bulkhead string, g Global)
+}
+
+// Global is a bulkhead's state in Redis, every replica's together.
+type Global struct {
+	InUse int
+	// Queued is indexed by bulkhead.Priority.
+	Queued [3]int
+	// Recovering: the bulkhead's recovery window holds admissions (Redis
+	// had no state for it, or a master's run id is gone).
+	Recovering bool
 }
 
 // Op names a call to Redis; its value is a metric label.
@@ -48,10 +57,11 @@ const (
 	OpLeave    Op = "leave"
 	OpState    Op = "state"
 	OpReplicas Op = "replicas"
+	OpReopen   Op = "reopen"
 )
 
 // Ops lists every operation.
-func Ops() []Op { return []Op{OpAcquire, OpRelease, OpRenew, OpLeave, OpState, OpReplicas} }
+func Ops() []Op { return []Op{OpAcquire, OpRelease, OpRenew, OpLeave, OpState, OpReplicas, OpReopen} }
 
 // Config is what a Ledger needs besides its Redis client.
 type Config struct {
@@ -69,7 +79,18 @@ type Config struct {
 	// Tick is how often the replica says it is alive, and looks at each
 	// bulkhead (expiry, the queue, the global gauges). Default 1s.
 	Tick time.Duration
+	// LocalShareFor, when positive, is how long a replica cut off from
+	// Redis may admit its share of each limit alone (ledger.on_unavailable:
+	// local_share), once it has been cut off for longer than Redis takes to
+	// notice (replicaStale ticks). Meanwhile the replicas that still reach
+	// Redis hold the absent replicas' shares back from every ceiling, so
+	// the sum holds in a partial outage too. 0: no replica admits alone.
+	LocalShareFor time.Duration
 }
+
+// stale is how long a replica that stopped looking at a bulkhead is taken
+// for one that may be admitting alone.
+func (c Config) stale() time.Duration { return replicaStale * c.Tick }
 
 // Ledger is the permit ledger on Redis. Safe for concurrent use.
 type Ledger struct {
@@ -83,8 +104,14 @@ type Ledger struct {
 	keys sync.Map // bulkhead name -> []string
 
 	state    atomic.Int32 // State
+	down     atomic.Int64 // when the current outage began (UnixNano); see LocalShareOK
 	replicas atomic.Int32 // live replicas, last seen (at least 1)
 	kick     chan struct{}
+	// downLogged is when the ticker last logged that Redis does not
+	// answer (zero: it answered since); only the ticker's goroutine uses it.
+	downLogged time.Time
+	// masters are the run ids of the masters last heard (ticker only).
+	masters map[string]bool
 }
 
 // New returns a ledger on rdb. It does not contact Redis: Run does.
@@ -97,6 +124,7 @@ func New(rdb redis.UniversalClient, cfg Config, obs permit.Observer, rec Recorde
 	}
 	l := &Ledger{rdb: rdb, cfg: cfg, sc: loadScripts(), obs: obs, rec: rec, log: log, wake: newWaiters(), kick: make(chan struct{}, 1)}
 	l.state.Store(int32(Unavailable)) // until Run has heard from Redis
+	l.down.Store(time.Now().UnixNano())
 	l.replicas.Store(1)
 	return l
 }
@@ -167,7 +195,7 @@ func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
 	res, err := l.call(ctx, r.Deadline, OpAcquire, l.sc.acquire, l.keysOf(r.Bulkhead),
 		token, int(p), ms(r.TTL), ms(wait), l.cfg.Replica, r.Node, r.Tenant,
 		r.Settings.Ceiling(bulkhead.Critical), r.Settings.Ceiling(bulkhead.Normal), r.Settings.Ceiling(bulkhead.BestEffort),
-		r.Settings.MaxQueue, tlim, tmq, maxTenants, ms(l.cfg.Recovery), ms(l.cfg.Adopt))
+		r.Settings.MaxQueue, tlim, tmq, maxTenants, ms(l.cfg.Recovery), ms(l.cfg.Adopt), ms(l.heldBack()))
 	if err != nil {
 		return "", err
 	}
@@ -205,6 +233,26 @@ func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
 			return l.leave(ctx, r.Bulkhead, token, w, ctx.Err())
 		}
 	}
+}
+
+// heldBack is the acquire script's stale argument: with local shares, how
+// long a replica may stop looking before its share is held back.
+func (l *Ledger) heldBack() time.Duration {
+	if l.cfg.LocalShareFor <= 0 {
+		return 0
+	}
+	return l.cfg.stale()
+}
+
+// LocalShareOK reports whether this replica may admit its share alone now:
+// Redis has not answered for longer than the others take to hold that
+// share back, and for less than LocalShareFor after that.
+func (l *Ledger) LocalShareOK() bool {
+	if l.cfg.LocalShareFor <= 0 || l.State() == Strict {
+		return false
+	}
+	out := time.Since(time.Unix(0, l.down.Load()))
+	return out >= l.cfg.stale()+l.cfg.Tick && out < l.cfg.stale()+l.cfg.LocalShareFor
 }
 
 // leave takes a waiter out of the queue after its wait ended with cause

@@ -3,8 +3,11 @@ package redisledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
@@ -297,5 +300,133 @@ func TestTenantCompartmentIsGlobal(t *testing.T) {
 	a.Release("orders", x1, permit.AccessLog)
 	if r := <-x2; r.err != nil {
 		t.Fatalf("x's waiter: %v", r.err)
+	}
+}
+
+// A Redis that failed over may have lost the last grants: a changed run id
+// reopens adoption, so the running request's next periodic entry counts
+// its permit again.
+func TestRunIDChangeReopensAdoption(t *testing.T) {
+	f := newFixture(t)
+	l := New(f.rdb, Config{Prefix: "test:", Replica: "a", Timeout: time.Second, Adopt: 100 * time.Millisecond,
+		Tick: time.Hour}, f.obs, f.rec, nil)
+	ctx := context.Background()
+	names := func() []string { return []string{"orders"} }
+	l.tick(ctx, names, nil) // strict, run id learnt
+	if l.State() != Strict || len(l.masters) != 1 {
+		t.Fatalf("state %v, run ids %v", l.State(), l.masters)
+	}
+	tok, err := l.Acquire(ctx, req("orders", settings(2, 0, 0), bulkhead.Normal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The grant is lost, as an unreplicated write is in a failover.
+	keys := keysOf("test:", "orders")
+	f.rdb.ZRem(ctx, keys[1], tok)
+	f.rdb.HDel(ctx, keys[2], tok)
+	f.rdb.HIncrBy(ctx, keys[0], "inuse", -1)
+	time.Sleep(150 * time.Millisecond) // past the adoption window of the bulkhead's first use
+	if _, res := l.Renew("orders", tok, time.Second, "n", false); res != UnknownToken {
+		t.Fatalf("renew of a lost grant outside the window: %v, want unknown", res)
+	}
+	l.masters = map[string]bool{"a-previous-redis": true}
+	l.tick(ctx, names, nil)
+	if _, res := l.Renew("orders", tok, time.Second, "n", false); res != AdoptedUnknown {
+		t.Fatalf("renew after the run id changed: %v, want adopted", res)
+	}
+	if got := f.inUse("orders"); got != 1 {
+		t.Fatalf("in use %d, want 1", got)
+	}
+}
+
+// With local_share, a replica that stopped reaching Redis may admit its
+// share alone: the replicas that still reach Redis hold that share back.
+func TestAbsentReplicaShareIsHeldBack(t *testing.T) {
+	f := newFixture(t)
+	cfg := Config{Prefix: "test:", Timeout: time.Second, Tick: 100 * time.Millisecond, LocalShareFor: 10 * time.Second}
+	a, b := cfg, cfg
+	a.Replica, b.Replica = "a", "b"
+	la, lb := New(f.rdb, a, f.obs, f.rec, nil), New(f.rdb, b, f.obs, f.rec, nil)
+	ctx := context.Background()
+	names := func() []string { return []string{"orders"} }
+	la.tick(ctx, names, nil)
+	lb.tick(ctx, names, nil) // b looks once, then is cut off
+	admit := func(n int) int {
+		got := 0
+		for range n {
+			if _, err := la.Acquire(ctx, req("orders", settings(6, 0, 0), bulkhead.Normal)); err == nil {
+				got++
+			}
+		}
+		return got
+	}
+	if got := admit(2); got != 2 {
+		t.Fatalf("both replicas present: admitted %d of 2", got)
+	}
+	// Until b has been absent longer than the staleness window (on Redis's
+	// clock), nothing is held back.
+	testkit.Eventually(t, "b absent for longer than 3 ticks", func() bool {
+		seen, err := f.rdb.HGet(ctx, keysOf("test:", "orders")[12], "b").Int64()
+		now, terr := f.rdb.Time(ctx).Result()
+		return err == nil && terr == nil && now.UnixMilli()-seen > 300
+	})
+	la.tick(ctx, names, nil)
+	admit(10)
+	if got := f.inUse("orders"); got != 3 {
+		t.Fatalf("a admitted %d with b absent, want 3 (6 less b's share of 3)", got)
+	}
+	if lb.LocalShareOK() {
+		t.Fatal("b may admit alone before it has been cut off long enough")
+	}
+}
+
+// On a Redis Cluster: every key of a bulkhead shares its hash tag, so each
+// script runs on one shard; bulkheads spread over the shards, and wake-ups
+// cross the cluster bus.
+func TestRedisCluster(t *testing.T) {
+	nodes := testkit.StartRedisCluster(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: nodes[:1], IsClusterMode: true,
+		ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	names := []string{"orders", "catalog", "auth", "search"}
+	start := func(id string) *Ledger {
+		l := New(rdb, Config{Prefix: "test:", Replica: id, Timeout: time.Second, Tick: 100 * time.Millisecond,
+			Recovery: 300 * time.Millisecond}, &fakeObs{}, newFakeRec(), nil) // a run id taken for gone would pause admissions again and again
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = l.Run(ctx, func() []string { return names }, nil) }()
+		t.Cleanup(func() { cancel(); <-done })
+		testkit.Eventually(t, "strict on the cluster", func() bool { return l.State() == Strict })
+		return l
+	}
+	a, b := start("a"), start("b")
+	for _, name := range names {
+		s := settings(1, 2, 5*time.Second)
+		tok, err := a.Acquire(context.Background(), req(name, s, bulkhead.Normal))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		w := acquireAsync(b, req(name, s, bulkhead.Normal))
+		testkit.Eventually(t, name+" waiter queued", func() bool {
+			v, err := rdb.HGet(context.Background(), "test:{"+name+"}:s", "qlen").Int()
+			return err == nil && v == 1
+		})
+		if _, res := a.Release(name, tok, permit.AccessLog); res != permit.Released {
+			t.Fatalf("%s: release %v", name, res)
+		}
+		r := <-w
+		if r.err != nil {
+			t.Fatalf("%s: waiter on the other replica: %v", name, r.err)
+		}
+		b.Release(name, r.token, permit.AccessLog)
+	}
+	// The bulkheads' keys really are on more than one shard.
+	shards := map[string]bool{}
+	for _, name := range names {
+		slot := redis.NewClient(&redis.Options{Addr: nodes[0]}).ClusterKeySlot(context.Background(), "test:{"+name+"}:s").Val()
+		shards[fmt.Sprint(slot*3/16384)] = true
+	}
+	if len(shards) < 2 {
+		t.Fatalf("the bulkheads' slots all fell in one third of the cluster: %v", shards)
 	}
 }

@@ -14,7 +14,7 @@ var scriptFiles embed.FS
 // failed-over Redis needs nothing from the replicas). Every per-bulkhead
 // script starts with common.lua, which documents the data model.
 type scripts struct {
-	acquire, release, renew, leave, state, replicas *redis.Script
+	acquire, release, renew, leave, state, reopen, replicas *redis.Script
 }
 
 func loadScripts() scripts {
@@ -26,6 +26,7 @@ func loadScripts() scripts {
 		renew:    op("renew.lua"),
 		leave:    op("leave.lua"),
 		state:    op("state.lua"),
+		reopen:   op("reopen.lua"),
 		replicas: redis.NewScript(read("replicas.lua")),
 	}
 }
@@ -40,7 +41,7 @@ func read(name string) string {
 
 // keySuffixes are the keys of one bulkhead, in the order common.lua reads
 // KEYS.
-var keySuffixes = [...]string{"s", "p", "i", "q1", "q2", "q3", "w", "wd", "t", "tq", "ex", "ed"}
+var keySuffixes = [...]string{"s", "p", "i", "q1", "q2", "q3", "w", "wd", "t", "tq", "ex", "ed", "r"}
 
 // keysOf returns the keys of bulkhead name: <prefix>{<name>}:<suffix>, so
 // that every key of a bulkhead shares one hash tag (one Redis Cluster slot).

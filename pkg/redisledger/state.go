@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,6 +48,7 @@ func (l *Ledger) Replicas() int { return int(l.replicas.Load()) }
 // switches to Unavailable and is logged.
 func (l *Ledger) unavailable(op Op, err error) {
 	if l.state.CompareAndSwap(int32(Strict), int32(Unavailable)) {
+		l.down.Store(time.Now().UnixNano())
 		l.log.Error("redis ledger unavailable: applying ledger.on_unavailable until Redis answers again",
 			"op", op, "err", err)
 		l.rec.LedgerState(Unavailable)
@@ -93,6 +96,9 @@ func (l *Ledger) listen(ctx context.Context) error {
 }
 
 func (l *Ledger) tickLoop(ctx context.Context, names func() []string, handover Handover) error {
+	if names != nil {
+		defer func() { l.depart(names()) }()
+	}
 	for {
 		l.tick(ctx, names, handover)
 		d := l.cfg.Tick
@@ -115,12 +121,22 @@ func (l *Ledger) tickLoop(ctx context.Context, names func() []string, handover H
 // counts, in ticks.
 const replicaStale = 3
 
+// stillDownEvery bounds how often a replica whose Redis does not answer
+// says so again in its log.
+const stillDownEvery = 30 * time.Second
+
 func (l *Ledger) tick(ctx context.Context, names func() []string, handover Handover) {
 	res, err := l.call(ctx, time.Time{}, OpReplicas, l.sc.replicas, []string{l.cfg.Prefix + "replicas"},
 		l.cfg.Replica, ms(replicaStale*l.cfg.Tick))
 	if err != nil {
+		if ctx.Err() == nil && time.Since(l.downLogged) >= stillDownEvery {
+			l.downLogged = time.Now()
+			l.log.Error("redis ledger unavailable: ledger.on_unavailable applies until Redis answers", "err", err)
+		}
 		return
 	}
+	l.downLogged = time.Time{}
+	l.checkRunID(ctx, names)
 	if n, _ := res.(int64); n > 0 {
 		l.replicas.Store(int32(n))
 		l.rec.LedgerReplicas(int(n))
@@ -132,6 +148,7 @@ func (l *Ledger) tick(ctx context.Context, names func() []string, handover Hando
 		if handover != nil {
 			if err := handover(ctx); err != nil {
 				l.log.Warn("hand-over to the redis ledger incomplete; retrying", "err", err)
+				l.down.Store(time.Now().UnixNano())
 				l.state.Store(int32(Unavailable))
 				l.rec.LedgerState(Unavailable)
 				return
@@ -147,6 +164,25 @@ func (l *Ledger) tick(ctx context.Context, names func() []string, handover Hando
 	}
 }
 
+// stateArgs are the state script's arguments: a replica not seen for
+// longer than the others hold its share back is forgotten.
+func (l *Ledger) stateArgs() []any {
+	forget := l.cfg.stale() + max(l.cfg.LocalShareFor, 0) + l.cfg.Tick
+	return []any{ms(l.cfg.Recovery), ms(l.cfg.Adopt), l.cfg.Replica, ms(forget)}
+}
+
+// depart says that this replica stops: it no longer counts among those
+// that may admit alone (a graceful stop shrinks no limit).
+func (l *Ledger) depart(names []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout*4)
+	defer cancel()
+	pipe := l.rdb.Pipeline()
+	for _, n := range names {
+		pipe.HDel(ctx, l.keysOf(n)[len(keySuffixes)-1], l.cfg.Replica)
+	}
+	_, _ = pipe.Exec(ctx)
+}
+
 // look runs the state script of each bulkhead, pipelined: it reclaims
 // expired leases, serves queues (a recovery window that ended, permits
 // that expired) and reports the global gauges.
@@ -160,7 +196,7 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 	pipe := l.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(names))
 	for i, n := range names {
-		cmds[i] = l.sc.state.EvalSha(cctx, pipe, l.keysOf(n), ms(l.cfg.Recovery), ms(l.cfg.Adopt))
+		cmds[i] = l.sc.state.EvalSha(cctx, pipe, l.keysOf(n), l.stateArgs()...)
 	}
 	_, err := pipe.Exec(cctx)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -169,7 +205,7 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 		if err == nil {
 			pipe = l.rdb.Pipeline()
 			for i, n := range names {
-				cmds[i] = l.sc.state.EvalSha(cctx, pipe, l.keysOf(n), ms(l.cfg.Recovery), ms(l.cfg.Adopt))
+				cmds[i] = l.sc.state.EvalSha(cctx, pipe, l.keysOf(n), l.stateArgs()...)
 			}
 			_, err = pipe.Exec(cctx)
 		}
@@ -183,15 +219,73 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 	}
 	for i, c := range cmds {
 		a, _ := c.Val().([]any)
-		if len(a) < 5 {
+		if len(a) < 8 {
 			continue
 		}
-		inUse, _ := a[0].(int64)
-		queued, _ := a[1].(int64)
+		n := func(i int) int { v, _ := a[i].(int64); return int(v) }
 		swept, _ := a[2].([]any)
-		left, _ := a[3].(int64)
 		redisNow, _ := a[4].(int64)
 		l.expired(names[i], swept, redisNow)
-		l.rec.LedgerGlobal(names[i], int(inUse), int(queued), left > 0)
+		l.rec.LedgerGlobal(names[i], Global{InUse: n(0), Queued: [3]int{n(5), n(6), n(7)}, Recovering: n(3) > 0})
+	}
+}
+
+// checkRunID notices a Redis that restarted or failed over (the run id of
+// a master it knew is gone): asynchronous replication may have lost the
+// last grants, so every bulkhead pauses admissions for the recovery window
+// while the running requests' heartbeats adopt what Redis forgot. With a
+// cluster, each master's run id counts.
+func (l *Ledger) checkRunID(ctx context.Context, names func() []string) {
+	ids, err := l.runIDs(ctx)
+	if err != nil || len(ids) == 0 {
+		return
+	}
+	prev := l.masters
+	l.masters = ids
+	if len(prev) == 0 || names == nil {
+		return
+	}
+	var gone []string
+	for id := range prev {
+		if !ids[id] {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	l.log.Warn("redis restarted or failed over (a master's run id is gone): it may have lost the last grants; "+
+		"every bulkhead pauses admissions for the recovery window while heartbeats adopt the running requests",
+		"gone_run_ids", gone)
+	for _, n := range names() {
+		_, _ = l.call(ctx, time.Time{}, OpReopen, l.sc.reopen, l.keysOf(n), ms(l.cfg.Recovery), ms(l.cfg.Adopt))
+	}
+}
+
+// runIDs returns the run ids of the masters serving the ledger.
+func (l *Ledger) runIDs(ctx context.Context) (map[string]bool, error) {
+	ids := map[string]bool{}
+	var mu sync.Mutex
+	add := func(c *redis.Client) error {
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(line, "run_id:"); ok {
+				mu.Lock()
+				ids[strings.TrimSpace(v)] = true
+				mu.Unlock()
+			}
+		}
+		return nil
+	}
+	switch c := l.rdb.(type) {
+	case *redis.ClusterClient:
+		return ids, c.ForEachMaster(ctx, func(_ context.Context, n *redis.Client) error { return add(n) })
+	case *redis.Client:
+		return ids, add(c)
+	default:
+		return nil, nil
 	}
 }

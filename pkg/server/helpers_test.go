@@ -60,8 +60,14 @@ func start(t *testing.T, cfg *config.Config, opts ...Option) *running {
 // startRecovering is start with cfg's recovery window.
 func startRecovering(t *testing.T, cfg *config.Config, opts ...Option) *running {
 	t.Helper()
+	return startLogged(t, cfg, slog.New(slog.DiscardHandler), opts...)
+}
+
+// startLogged is startRecovering logging to log.
+func startLogged(t *testing.T, cfg *config.Config, log *slog.Logger, opts ...Option) *running {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "addr.json")
-	r, err := New(cfg, slog.New(slog.DiscardHandler), append([]Option{WithAddressFile(path)}, opts...)...)
+	r, err := New(cfg, log, append([]Option{WithAddressFile(path)}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
@@ -32,6 +33,8 @@ type shared struct {
 	ledger *redisledger.Ledger
 	shares *bulkhead.Registry
 	log    *slog.Logger
+	// overrides carries admin overrides to the other replicas.
+	overrides *overrideSync
 }
 
 // newShared connects nothing yet: the ledger's Run does.
@@ -45,13 +48,22 @@ func newShared(cfg *config.Config, log *slog.Logger, obs permit.Observer, rec *m
 		client.Close()
 		return nil, err
 	}
-	log = log.With("component", "ledger", "replica", replica)
+	where := cfg.Ledger.Redis.Address
+	if where == "" {
+		where = "sentinel " + cfg.Ledger.Redis.Sentinel.Master + " at " + strings.Join(cfg.Ledger.Redis.Sentinel.Addresses, ",")
+	}
+	log = log.With("component", "ledger", "replica", replica, "redis", where)
+	localFor := time.Duration(0)
+	if cfg.Ledger.OnUnavailable == authz.LocalShare {
+		localFor = cfg.Ledger.LocalShareFor
+	}
 	l := redisledger.New(client, redisledger.Config{
-		Prefix:   cfg.Ledger.Redis.Prefix,
-		Replica:  replica,
-		Timeout:  cfg.Ledger.Redis.Timeout,
-		Recovery: cfg.Leases.RecoveryWindow,
-		Adopt:    cfg.Leases.HeartbeatTTL + cfg.Leases.HeartbeatInterval,
+		LocalShareFor: localFor,
+		Prefix:        cfg.Ledger.Redis.Prefix,
+		Replica:       replica,
+		Timeout:       cfg.Ledger.Redis.Timeout,
+		Recovery:      cfg.Leases.RecoveryWindow,
+		Adopt:         cfg.Leases.HeartbeatTTL + cfg.Leases.HeartbeatInterval,
 	}, obs, rec, log)
 	return &shared{client: client, ledger: l, shares: bulkhead.NewRegistry(), log: log}, nil
 }
@@ -83,7 +95,7 @@ func newRedisClient(c config.Redis) (redis.UniversalClient, error) {
 		MaxRetries:            -1,
 	}
 	if c.Address != "" {
-		o.Addrs = []string{c.Address}
+		o.Addrs, o.IsClusterMode = []string{c.Address}, c.Cluster
 	} else {
 		o.Addrs, o.MasterName = c.Sentinel.Addresses, c.Sentinel.Master
 	}

@@ -41,6 +41,15 @@ import (
 // few hundred bytes; request headers travel in the CheckRequest message).
 const maxGRPCHeaderList = 64 << 10
 
+// grpcWindow is the daemon's static HTTP/2 flow-control window, per stream
+// and per connection. Static windows turn off grpc-go's BDP estimation,
+// which answers a stream of small access-log messages with a PING and a
+// WINDOW_UPDATE about once per round trip: each is a wake-up, a read and a
+// PING ACK for the Envoy worker (docs/performance.md, "Where the time
+// goes"). 1 MiB is far above what a worker's access-log stream has in
+// flight and below the 16 MiB the estimation may grow to.
+const grpcWindow = 1 << 20
+
 // Runner is one Bulkhead process: everything config describes, ready to Run.
 type Runner struct {
 	cfg         *config.Config
@@ -147,7 +156,21 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		m.AdmissionsPaused(true)
 	}
 	r.authz = authz.New(r.Registry, r.Ledger, m, authz.DefaultPolicy(), azOpts...)
-	r.Control = control.New(r.Registry, r.authz, log, control.WithOutcomes(m))
+	ctlOpts := []control.Option{control.WithOutcomes(m)}
+	if r.shared != nil {
+		ctlOpts = append(ctlOpts, control.WithGlobal(func(name string) (int, [3]int, bool) {
+			g, ok := lm.Global(name)
+			return g.InUse, g.Queued, ok
+		}))
+	}
+	if r.shared != nil {
+		r.shared.overrides = newOverrideSync(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.log)
+		ctlOpts = append(ctlOpts, control.WithOverrideSink(r.shared.overrides.sink))
+	}
+	r.Control = control.New(r.Registry, r.authz, log, ctlOpts...)
+	if r.shared != nil {
+		r.shared.overrides.ctl = r.Control
+	}
 	var aopts []admin.AuthOption
 	if cfg.Admin.TokenFile != "" {
 		aopts = append(aopts, admin.WithTokenFile(cfg.Admin.TokenFile))
@@ -166,7 +189,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	if err := admin.CheckListen(cfg.Listen.Admin, auth, r.adminTLS); err != nil {
 		return nil, err
 	}
-	r.admin = admin.New(r.Control, auth, log.With("component", "admin"), admin.WithLeases(r.Ledger))
+	r.admin = admin.New(r.Control, auth, log.With("component", "admin"), admin.WithLeases(r.Ledger), admin.WithLedger(r.ledgerInfo))
 	if _, err := r.Control.Reload(cfg); err != nil {
 		return nil, err
 	}
@@ -210,6 +233,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		grpc.MaxRecvMsgSize(r.cfg.Listen.GRPCMaxRecvBytes),
 		grpc.MaxConcurrentStreams(uint32(r.cfg.Listen.GRPCMaxConcurrentStreams)),
 		grpc.MaxHeaderListSize(maxGRPCHeaderList),
+		grpc.InitialWindowSize(grpcWindow),
+		grpc.InitialConnWindowSize(grpcWindow),
 		// Check and access-log messages are read straight from their
 		// encoding (package wire); other services use protobuf as usual.
 		wire.ServerCodec(),
@@ -247,6 +272,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	background.Go(func() error { return r.Ledger.Run(sweepCtx) })
 	if r.shared != nil {
 		background.Go(func() error { return r.shared.run(sweepCtx, r.Registry, r.Ledger, r.cfg.Leases.HeartbeatTTL) })
+		background.Go(func() error { r.shared.overrides.run(sweepCtx, time.Second); return nil })
 	}
 	background.Go(func() error { return r.recover(sweepCtx) }) // nil when the window passes or sweepCtx ends
 	if r.watchPath != "" {
@@ -386,4 +412,13 @@ func (r *Runner) recover(ctx context.Context) error {
 	r.Registry.SetPaused(false)
 	r.Metrics.AdmissionsPaused(false)
 	return nil
+}
+
+// ledgerInfo is what the admin API says of the permit ledger.
+func (r *Runner) ledgerInfo() admin.LedgerInfo {
+	if r.shared == nil {
+		return admin.LedgerInfo{Backend: config.LedgerMemory.String(), State: "strict", Replicas: 1}
+	}
+	return admin.LedgerInfo{Backend: config.LedgerRedis.String(), State: r.shared.ledger.State().String(),
+		Replicas: r.shared.ledger.Replicas(), OnUnavailable: r.cfg.Ledger.OnUnavailable.String()}
 }

@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,6 +80,25 @@ func TestSharedLedgerOneLimitAcrossReplicas(t *testing.T) {
 	if t1 == "" || r1 != "" || r2 != "" || r3 != "queue_full" {
 		t.Fatalf("three Checks on a limit of 2 over two replicas: reasons %q %q %q", r1, r2, r3)
 	}
+	// Either replica's admin API shows the ledger and every replica's permits.
+	testkit.Eventually(t, "b's admin API shows both permits", func() bool {
+		resp, err := b.http.Get("http://" + b.addrs["admin"] + "/v1/bulkheads")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var list struct {
+			Bulkheads []struct {
+				Name  string `json:"name"`
+				InUse int    `json:"in_use"`
+			} `json:"bulkheads"`
+			Ledger struct{ Backend, State string } `json:"ledger"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&list) != nil || len(list.Bulkheads) != 1 {
+			return false
+		}
+		return list.Ledger.Backend == "redis" && list.Ledger.State == "strict" && list.Bulkheads[0].InUse == 2
+	})
 	// The release reaches the ledger through the other replica's stream.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -113,15 +135,19 @@ func TestSharedLedgerUnavailablePolicies(t *testing.T) {
 			waitStrict(t, rn)
 			testkit.Eventually(t, "share sized", func() bool { return rn.r.shared.shares.Get("auth") != nil })
 			srv.Kill()
+			if tc.policy == "local_share" {
+				// Rejected until the other replicas would hold this one's
+				// share back, then admitted within it.
+				if _, r := check(t, rn, "auth"); r != "ledger_unavailable" {
+					t.Fatalf("local_share at once: %q, want ledger_unavailable", r)
+				}
+				testkit.Eventually(t, "local share allowed", rn.r.shared.ledger.LocalShareOK)
+			}
 			var got []string
-			var tokens []string
 			for range 3 {
 				tok, r := check(t, rn, "auth")
 				if r == "" && tok == "" {
 					r = "-"
-				}
-				if tok != "" {
-					tokens = append(tokens, tok)
 				}
 				got = append(got, r)
 			}
@@ -147,4 +173,39 @@ func TestSharedLedgerUnavailablePolicies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An admin override sent to one replica applies at every replica, and so
+// does its reset.
+func TestSharedLedgerOverridesReachEveryReplica(t *testing.T) {
+	srv := testkit.StartRedis(t)
+	a := start(t, parseConfig(t, sharedYAML(srv.Addr, "fail_closed")))
+	b := start(t, parseConfig(t, sharedYAML(srv.Addr, "fail_closed")))
+	waitStrict(t, a)
+	waitStrict(t, b)
+	req, err := http.NewRequest(http.MethodPatch, "http://"+a.addrs["admin"]+"/v1/bulkheads/auth", strings.NewReader(`{"max_concurrent": 5}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PATCH: %d", resp.StatusCode)
+	}
+	limit := func(rn *running) int { return rn.r.Registry.Get("auth").Settings().MaxConcurrent }
+	testkit.Eventually(t, "the other replica resized", func() bool { return limit(b) == 5 })
+	// A replica that starts later takes the override in force.
+	c := start(t, parseConfig(t, sharedYAML(srv.Addr, "fail_closed")))
+	testkit.Eventually(t, "a new replica resized", func() bool { return limit(c) == 5 })
+	req, _ = http.NewRequest(http.MethodDelete, "http://"+b.addrs["admin"]+"/v1/bulkheads/auth/override", nil)
+	resp, err = b.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	testkit.Eventually(t, "the reset reached every replica", func() bool { return limit(a) == 2 && limit(c) == 2 })
 }

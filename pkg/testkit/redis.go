@@ -175,3 +175,36 @@ func StartSentinel(t testing.TB, name, masterAddr string, downAfter time.Duratio
 	}
 	return s
 }
+
+// StartRedisCluster starts a Redis Cluster of three masters (no replicas)
+// on loopback, its slots spread by redis-cli, and returns the nodes'
+// addresses once the cluster is ok.
+func StartRedisCluster(t testing.TB) []string {
+	t.Helper()
+	var addrs []string
+	for range 3 {
+		r := StartRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+		addrs = append(addrs, r.Addr)
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	out, err := exec.Command("redis-cli", append(args, "--cluster-yes")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok := true
+		for _, a := range addrs {
+			h, p, _ := net.SplitHostPort(a)
+			info, _ := exec.Command("redis-cli", "-h", h, "-p", p, "cluster", "info").Output()
+			ok = ok && strings.Contains(string(info), "cluster_state:ok")
+		}
+		if ok {
+			return addrs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster on %v is not ok within 10s", addrs)
+		}
+		time.Sleep(20 * time.Millisecond) // polling processes we do not control
+	}
+}

@@ -4,6 +4,8 @@
 --   5 replica   6 node   7 tenant ('' for none)
 --   8..10 ceilings c1..c3   11 max queue   12 tenant limit (0: none)
 --   13 tenant max queue   14 max tenants   15 recovery ms   16 adopt ms
+--   17 stale ms: with local_share, the shares of replicas absent longer are
+--      held back from every ceiling (0: no replica admits alone)
 -- Returns {code, detail, swept}: code 1 granted; 2 queued (detail: ms until
 -- the recovery window ends, 0 if none); 3 rejected (detail: the reason).
 local token, prio, ttl, wait = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -11,8 +13,11 @@ local replica, node, tenant = ARGV[5], ARGV[6], ARGV[7]
 local now = now_ms()
 touch(now, tonumber(ARGV[15]), tonumber(ARGV[16]))
 -- The settings of the replica that last acquired are what releases serve
--- the queue with; each arrival is judged by its own replica's settings.
-redis.call('HSET', S, 'c1', ARGV[8], 'c2', ARGV[9], 'c3', ARGV[10], 'mq', ARGV[11],
+-- the queue with; each arrival is judged by its own replica's settings,
+-- less the shares replicas cut off from Redis may be admitting alone.
+local held = absent_shares(now, tonumber(ARGV[8]), tonumber(ARGV[17]))
+local ceils = {tonumber(ARGV[8]) - held, tonumber(ARGV[9]) - held, tonumber(ARGV[10]) - held}
+redis.call('HSET', S, 'c1', ceils[1], 'c2', ceils[2], 'c3', ceils[3], 'mq', ARGV[11],
   'tlim', ARGV[12], 'tmq', ARGV[13], 'maxten', ARGV[14])
 local swept = sweep(now)
 if #swept > 0 then pump(now, '') end
@@ -22,7 +27,7 @@ local st = redis.call('HMGET', S, 'inuse', 'qlen', 'q1', 'q2', 'q3', 'ru')
 local inuse, qlen = num(st[1]), num(st[2])
 local queued = {num(st[3]), num(st[4]), num(st[5])}
 local recovering = now < num(st[6])
-local ceil = tonumber(ARGV[7 + c])
+local ceil = ceils[c]
 local maxq, tlim, tmq, maxten = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
 
 local tenant_in, tenant_q = 0, 0

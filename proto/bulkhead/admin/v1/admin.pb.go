@@ -167,7 +167,7 @@ func (x Holder_Source) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Holder_Source.Descriptor instead.
 func (Holder_Source) EnumDescriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{18, 0}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{19, 0}
 }
 
 // Settings are the tunables of one bulkhead.
@@ -388,8 +388,10 @@ type RejectedCounts struct {
 	Timeout         uint64                 `protobuf:"varint,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	UnknownBulkhead uint64                 `protobuf:"varint,4,opt,name=unknown_bulkhead,json=unknownBulkhead,proto3" json:"unknown_bulkhead,omitempty"`
 	CircuitOpen     uint64                 `protobuf:"varint,5,opt,name=circuit_open,json=circuitOpen,proto3" json:"circuit_open,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The shared ledger (Redis) did not answer and the policy is fail_closed.
+	LedgerUnavailable uint64 `protobuf:"varint,6,opt,name=ledger_unavailable,json=ledgerUnavailable,proto3" json:"ledger_unavailable,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RejectedCounts) Reset() {
@@ -453,6 +455,13 @@ func (x *RejectedCounts) GetUnknownBulkhead() uint64 {
 func (x *RejectedCounts) GetCircuitOpen() uint64 {
 	if x != nil {
 		return x.CircuitOpen
+	}
+	return 0
+}
+
+func (x *RejectedCounts) GetLedgerUnavailable() uint64 {
+	if x != nil {
+		return x.LedgerUnavailable
 	}
 	return 0
 }
@@ -788,8 +797,10 @@ func (*ListBulkheadsRequest) Descriptor() ([]byte, []int) {
 }
 
 type ListBulkheadsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Bulkheads     []*Bulkhead            `protobuf:"bytes,1,rep,name=bulkheads,proto3" json:"bulkheads,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Bulkheads []*Bulkhead            `protobuf:"bytes,1,rep,name=bulkheads,proto3" json:"bulkheads,omitempty"`
+	// Where the permits live, as this replica sees it.
+	Ledger        *Ledger `protobuf:"bytes,2,opt,name=ledger,proto3" json:"ledger,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -831,6 +842,87 @@ func (x *ListBulkheadsResponse) GetBulkheads() []*Bulkhead {
 	return nil
 }
 
+func (x *ListBulkheadsResponse) GetLedger() *Ledger {
+	if x != nil {
+		return x.Ledger
+	}
+	return nil
+}
+
+// Ledger is the permit ledger serving this replica.
+type Ledger struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "memory" (this process) or "redis" (shared by every replica).
+	Backend string `protobuf:"bytes,1,opt,name=backend,proto3" json:"backend,omitempty"`
+	// With redis: "strict" (Redis decides), "unavailable" (on_unavailable
+	// applies) or "recovering"; "strict" with memory.
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// With redis: the live replicas Redis last reported; 1 with memory.
+	Replicas int32 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// With redis: fail_closed, fail_open or local_share.
+	OnUnavailable string `protobuf:"bytes,4,opt,name=on_unavailable,json=onUnavailable,proto3" json:"on_unavailable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Ledger) Reset() {
+	*x = Ledger{}
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ledger) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ledger) ProtoMessage() {}
+
+func (x *Ledger) ProtoReflect() protoreflect.Message {
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ledger.ProtoReflect.Descriptor instead.
+func (*Ledger) Descriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Ledger) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *Ledger) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Ledger) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *Ledger) GetOnUnavailable() string {
+	if x != nil {
+		return x.OnUnavailable
+	}
+	return ""
+}
+
 type GetBulkheadRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -840,7 +932,7 @@ type GetBulkheadRequest struct {
 
 func (x *GetBulkheadRequest) Reset() {
 	*x = GetBulkheadRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +944,7 @@ func (x *GetBulkheadRequest) String() string {
 func (*GetBulkheadRequest) ProtoMessage() {}
 
 func (x *GetBulkheadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +957,7 @@ func (x *GetBulkheadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBulkheadRequest.ProtoReflect.Descriptor instead.
 func (*GetBulkheadRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetBulkheadRequest) GetName() string {
@@ -884,7 +976,7 @@ type GetBulkheadResponse struct {
 
 func (x *GetBulkheadResponse) Reset() {
 	*x = GetBulkheadResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +988,7 @@ func (x *GetBulkheadResponse) String() string {
 func (*GetBulkheadResponse) ProtoMessage() {}
 
 func (x *GetBulkheadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1001,7 @@ func (x *GetBulkheadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBulkheadResponse.ProtoReflect.Descriptor instead.
 func (*GetBulkheadResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetBulkheadResponse) GetBulkhead() *Bulkhead {
@@ -935,7 +1027,7 @@ type UpdateBulkheadRequest struct {
 
 func (x *UpdateBulkheadRequest) Reset() {
 	*x = UpdateBulkheadRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1039,7 @@ func (x *UpdateBulkheadRequest) String() string {
 func (*UpdateBulkheadRequest) ProtoMessage() {}
 
 func (x *UpdateBulkheadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1052,7 @@ func (x *UpdateBulkheadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBulkheadRequest.ProtoReflect.Descriptor instead.
 func (*UpdateBulkheadRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateBulkheadRequest) GetName() string {
@@ -1018,7 +1110,7 @@ type UpdateBulkheadResponse struct {
 
 func (x *UpdateBulkheadResponse) Reset() {
 	*x = UpdateBulkheadResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1122,7 @@ func (x *UpdateBulkheadResponse) String() string {
 func (*UpdateBulkheadResponse) ProtoMessage() {}
 
 func (x *UpdateBulkheadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1135,7 @@ func (x *UpdateBulkheadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBulkheadResponse.ProtoReflect.Descriptor instead.
 func (*UpdateBulkheadResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UpdateBulkheadResponse) GetBulkhead() *Bulkhead {
@@ -1069,7 +1161,7 @@ type ResetBulkheadRequest struct {
 
 func (x *ResetBulkheadRequest) Reset() {
 	*x = ResetBulkheadRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1173,7 @@ func (x *ResetBulkheadRequest) String() string {
 func (*ResetBulkheadRequest) ProtoMessage() {}
 
 func (x *ResetBulkheadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1186,7 @@ func (x *ResetBulkheadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetBulkheadRequest.ProtoReflect.Descriptor instead.
 func (*ResetBulkheadRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResetBulkheadRequest) GetName() string {
@@ -1116,7 +1208,7 @@ type ResetBulkheadResponse struct {
 
 func (x *ResetBulkheadResponse) Reset() {
 	*x = ResetBulkheadResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1220,7 @@ func (x *ResetBulkheadResponse) String() string {
 func (*ResetBulkheadResponse) ProtoMessage() {}
 
 func (x *ResetBulkheadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1233,7 @@ func (x *ResetBulkheadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetBulkheadResponse.ProtoReflect.Descriptor instead.
 func (*ResetBulkheadResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResetBulkheadResponse) GetBulkhead() *Bulkhead {
@@ -1168,7 +1260,7 @@ type WatchBulkheadsRequest struct {
 
 func (x *WatchBulkheadsRequest) Reset() {
 	*x = WatchBulkheadsRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1272,7 @@ func (x *WatchBulkheadsRequest) String() string {
 func (*WatchBulkheadsRequest) ProtoMessage() {}
 
 func (x *WatchBulkheadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1285,7 @@ func (x *WatchBulkheadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBulkheadsRequest.ProtoReflect.Descriptor instead.
 func (*WatchBulkheadsRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchBulkheadsRequest) GetInterval() *durationpb.Duration {
@@ -1216,7 +1308,7 @@ type WatchBulkheadsResponse struct {
 
 func (x *WatchBulkheadsResponse) Reset() {
 	*x = WatchBulkheadsResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1320,7 @@ func (x *WatchBulkheadsResponse) String() string {
 func (*WatchBulkheadsResponse) ProtoMessage() {}
 
 func (x *WatchBulkheadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1333,7 @@ func (x *WatchBulkheadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBulkheadsResponse.ProtoReflect.Descriptor instead.
 func (*WatchBulkheadsResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchBulkheadsResponse) GetTime() *timestamppb.Timestamp {
@@ -1269,7 +1361,7 @@ type ListHoldersRequest struct {
 
 func (x *ListHoldersRequest) Reset() {
 	*x = ListHoldersRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1373,7 @@ func (x *ListHoldersRequest) String() string {
 func (*ListHoldersRequest) ProtoMessage() {}
 
 func (x *ListHoldersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1386,7 @@ func (x *ListHoldersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldersRequest.ProtoReflect.Descriptor instead.
 func (*ListHoldersRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListHoldersRequest) GetName() string {
@@ -1335,7 +1427,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1439,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1452,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Holder) GetNode() string {
@@ -1427,7 +1519,7 @@ type ListHoldersResponse struct {
 
 func (x *ListHoldersResponse) Reset() {
 	*x = ListHoldersResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +1531,7 @@ func (x *ListHoldersResponse) String() string {
 func (*ListHoldersResponse) ProtoMessage() {}
 
 func (x *ListHoldersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1544,7 @@ func (x *ListHoldersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldersResponse.ProtoReflect.Descriptor instead.
 func (*ListHoldersResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListHoldersResponse) GetTime() *timestamppb.Timestamp {
@@ -1495,14 +1587,15 @@ const file_bulkhead_admin_v1_admin_proto_rawDesc = "" +
 	"\bcritical\x18\x01 \x01(\x04R\bcritical\x12\x16\n" +
 	"\x06normal\x18\x02 \x01(\x04R\x06normal\x12\x1f\n" +
 	"\vbest_effort\x18\x03 \x01(\x04R\n" +
-	"bestEffort\"\xab\x01\n" +
+	"bestEffort\"\xda\x01\n" +
 	"\x0eRejectedCounts\x12\x1d\n" +
 	"\n" +
 	"queue_full\x18\x01 \x01(\x04R\tqueueFull\x12\x12\n" +
 	"\x04shed\x18\x02 \x01(\x04R\x04shed\x12\x18\n" +
 	"\atimeout\x18\x03 \x01(\x04R\atimeout\x12)\n" +
 	"\x10unknown_bulkhead\x18\x04 \x01(\x04R\x0funknownBulkhead\x12!\n" +
-	"\fcircuit_open\x18\x05 \x01(\x04R\vcircuitOpen\"\xf1\x01\n" +
+	"\fcircuit_open\x18\x05 \x01(\x04R\vcircuitOpen\x12-\n" +
+	"\x12ledger_unavailable\x18\x06 \x01(\x04R\x11ledgerUnavailable\"\xf1\x01\n" +
 	"\bCounters\x12=\n" +
 	"\badmitted\x18\x01 \x01(\v2!.bulkhead.admin.v1.PriorityCountsR\badmitted\x12=\n" +
 	"\brejected\x18\x02 \x01(\v2!.bulkhead.admin.v1.RejectedCountsR\brejected\x12\x1c\n" +
@@ -1527,9 +1620,15 @@ const file_bulkhead_admin_v1_admin_proto_rawDesc = "" +
 	" \x01(\x03R\atenants\x127\n" +
 	"\boutcomes\x18\v \x01(\v2\x1b.bulkhead.admin.v1.OutcomesR\boutcomes\x12\x12\n" +
 	"\x04kind\x18\f \x01(\tR\x04kind\"\x16\n" +
-	"\x14ListBulkheadsRequest\"R\n" +
+	"\x14ListBulkheadsRequest\"\x85\x01\n" +
 	"\x15ListBulkheadsResponse\x129\n" +
-	"\tbulkheads\x18\x01 \x03(\v2\x1b.bulkhead.admin.v1.BulkheadR\tbulkheads\"(\n" +
+	"\tbulkheads\x18\x01 \x03(\v2\x1b.bulkhead.admin.v1.BulkheadR\tbulkheads\x121\n" +
+	"\x06ledger\x18\x02 \x01(\v2\x19.bulkhead.admin.v1.LedgerR\x06ledger\"{\n" +
+	"\x06Ledger\x12\x18\n" +
+	"\abackend\x18\x01 \x01(\tR\abackend\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1a\n" +
+	"\breplicas\x18\x03 \x01(\x05R\breplicas\x12%\n" +
+	"\x0eon_unavailable\x18\x04 \x01(\tR\ronUnavailable\"(\n" +
 	"\x12GetBulkheadRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"N\n" +
 	"\x13GetBulkheadResponse\x127\n" +
@@ -1604,7 +1703,7 @@ func file_bulkhead_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_bulkhead_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bulkhead_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_bulkhead_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_bulkhead_admin_v1_admin_proto_goTypes = []any{
 	(Priority)(0),                  // 0: bulkhead.admin.v1.Priority
 	(Holder_Source)(0),             // 1: bulkhead.admin.v1.Holder.Source
@@ -1617,24 +1716,25 @@ var file_bulkhead_admin_v1_admin_proto_goTypes = []any{
 	(*Bulkhead)(nil),               // 8: bulkhead.admin.v1.Bulkhead
 	(*ListBulkheadsRequest)(nil),   // 9: bulkhead.admin.v1.ListBulkheadsRequest
 	(*ListBulkheadsResponse)(nil),  // 10: bulkhead.admin.v1.ListBulkheadsResponse
-	(*GetBulkheadRequest)(nil),     // 11: bulkhead.admin.v1.GetBulkheadRequest
-	(*GetBulkheadResponse)(nil),    // 12: bulkhead.admin.v1.GetBulkheadResponse
-	(*UpdateBulkheadRequest)(nil),  // 13: bulkhead.admin.v1.UpdateBulkheadRequest
-	(*UpdateBulkheadResponse)(nil), // 14: bulkhead.admin.v1.UpdateBulkheadResponse
-	(*ResetBulkheadRequest)(nil),   // 15: bulkhead.admin.v1.ResetBulkheadRequest
-	(*ResetBulkheadResponse)(nil),  // 16: bulkhead.admin.v1.ResetBulkheadResponse
-	(*WatchBulkheadsRequest)(nil),  // 17: bulkhead.admin.v1.WatchBulkheadsRequest
-	(*WatchBulkheadsResponse)(nil), // 18: bulkhead.admin.v1.WatchBulkheadsResponse
-	(*ListHoldersRequest)(nil),     // 19: bulkhead.admin.v1.ListHoldersRequest
-	(*Holder)(nil),                 // 20: bulkhead.admin.v1.Holder
-	(*ListHoldersResponse)(nil),    // 21: bulkhead.admin.v1.ListHoldersResponse
-	(*durationpb.Duration)(nil),    // 22: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
+	(*Ledger)(nil),                 // 11: bulkhead.admin.v1.Ledger
+	(*GetBulkheadRequest)(nil),     // 12: bulkhead.admin.v1.GetBulkheadRequest
+	(*GetBulkheadResponse)(nil),    // 13: bulkhead.admin.v1.GetBulkheadResponse
+	(*UpdateBulkheadRequest)(nil),  // 14: bulkhead.admin.v1.UpdateBulkheadRequest
+	(*UpdateBulkheadResponse)(nil), // 15: bulkhead.admin.v1.UpdateBulkheadResponse
+	(*ResetBulkheadRequest)(nil),   // 16: bulkhead.admin.v1.ResetBulkheadRequest
+	(*ResetBulkheadResponse)(nil),  // 17: bulkhead.admin.v1.ResetBulkheadResponse
+	(*WatchBulkheadsRequest)(nil),  // 18: bulkhead.admin.v1.WatchBulkheadsRequest
+	(*WatchBulkheadsResponse)(nil), // 19: bulkhead.admin.v1.WatchBulkheadsResponse
+	(*ListHoldersRequest)(nil),     // 20: bulkhead.admin.v1.ListHoldersRequest
+	(*Holder)(nil),                 // 21: bulkhead.admin.v1.Holder
+	(*ListHoldersResponse)(nil),    // 22: bulkhead.admin.v1.ListHoldersResponse
+	(*durationpb.Duration)(nil),    // 23: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 24: google.protobuf.Timestamp
 }
 var file_bulkhead_admin_v1_admin_proto_depIdxs = []int32{
-	22, // 0: bulkhead.admin.v1.Settings.max_wait:type_name -> google.protobuf.Duration
+	23, // 0: bulkhead.admin.v1.Settings.max_wait:type_name -> google.protobuf.Duration
 	2,  // 1: bulkhead.admin.v1.Override.settings:type_name -> bulkhead.admin.v1.Settings
-	23, // 2: bulkhead.admin.v1.Override.time:type_name -> google.protobuf.Timestamp
+	24, // 2: bulkhead.admin.v1.Override.time:type_name -> google.protobuf.Timestamp
 	4,  // 3: bulkhead.admin.v1.Counters.admitted:type_name -> bulkhead.admin.v1.PriorityCounts
 	5,  // 4: bulkhead.admin.v1.Counters.rejected:type_name -> bulkhead.admin.v1.RejectedCounts
 	2,  // 5: bulkhead.admin.v1.Bulkhead.settings:type_name -> bulkhead.admin.v1.Settings
@@ -1642,43 +1742,44 @@ var file_bulkhead_admin_v1_admin_proto_depIdxs = []int32{
 	3,  // 7: bulkhead.admin.v1.Bulkhead.override:type_name -> bulkhead.admin.v1.Override
 	4,  // 8: bulkhead.admin.v1.Bulkhead.queued:type_name -> bulkhead.admin.v1.PriorityCounts
 	6,  // 9: bulkhead.admin.v1.Bulkhead.counters:type_name -> bulkhead.admin.v1.Counters
-	22, // 10: bulkhead.admin.v1.Bulkhead.lease_ttl:type_name -> google.protobuf.Duration
+	23, // 10: bulkhead.admin.v1.Bulkhead.lease_ttl:type_name -> google.protobuf.Duration
 	7,  // 11: bulkhead.admin.v1.Bulkhead.outcomes:type_name -> bulkhead.admin.v1.Outcomes
 	8,  // 12: bulkhead.admin.v1.ListBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
-	8,  // 13: bulkhead.admin.v1.GetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
-	22, // 14: bulkhead.admin.v1.UpdateBulkheadRequest.max_wait:type_name -> google.protobuf.Duration
-	8,  // 15: bulkhead.admin.v1.UpdateBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
-	8,  // 16: bulkhead.admin.v1.UpdateBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
-	8,  // 17: bulkhead.admin.v1.ResetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
-	8,  // 18: bulkhead.admin.v1.ResetBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
-	22, // 19: bulkhead.admin.v1.WatchBulkheadsRequest.interval:type_name -> google.protobuf.Duration
-	23, // 20: bulkhead.admin.v1.WatchBulkheadsResponse.time:type_name -> google.protobuf.Timestamp
-	8,  // 21: bulkhead.admin.v1.WatchBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
-	0,  // 22: bulkhead.admin.v1.Holder.priority:type_name -> bulkhead.admin.v1.Priority
-	1,  // 23: bulkhead.admin.v1.Holder.source:type_name -> bulkhead.admin.v1.Holder.Source
-	23, // 24: bulkhead.admin.v1.Holder.acquired:type_name -> google.protobuf.Timestamp
-	23, // 25: bulkhead.admin.v1.Holder.renewed:type_name -> google.protobuf.Timestamp
-	23, // 26: bulkhead.admin.v1.Holder.expires:type_name -> google.protobuf.Timestamp
-	22, // 27: bulkhead.admin.v1.Holder.age:type_name -> google.protobuf.Duration
-	23, // 28: bulkhead.admin.v1.ListHoldersResponse.time:type_name -> google.protobuf.Timestamp
-	20, // 29: bulkhead.admin.v1.ListHoldersResponse.holders:type_name -> bulkhead.admin.v1.Holder
-	9,  // 30: bulkhead.admin.v1.AdminService.ListBulkheads:input_type -> bulkhead.admin.v1.ListBulkheadsRequest
-	11, // 31: bulkhead.admin.v1.AdminService.GetBulkhead:input_type -> bulkhead.admin.v1.GetBulkheadRequest
-	13, // 32: bulkhead.admin.v1.AdminService.UpdateBulkhead:input_type -> bulkhead.admin.v1.UpdateBulkheadRequest
-	15, // 33: bulkhead.admin.v1.AdminService.ResetBulkhead:input_type -> bulkhead.admin.v1.ResetBulkheadRequest
-	17, // 34: bulkhead.admin.v1.AdminService.WatchBulkheads:input_type -> bulkhead.admin.v1.WatchBulkheadsRequest
-	19, // 35: bulkhead.admin.v1.AdminService.ListHolders:input_type -> bulkhead.admin.v1.ListHoldersRequest
-	10, // 36: bulkhead.admin.v1.AdminService.ListBulkheads:output_type -> bulkhead.admin.v1.ListBulkheadsResponse
-	12, // 37: bulkhead.admin.v1.AdminService.GetBulkhead:output_type -> bulkhead.admin.v1.GetBulkheadResponse
-	14, // 38: bulkhead.admin.v1.AdminService.UpdateBulkhead:output_type -> bulkhead.admin.v1.UpdateBulkheadResponse
-	16, // 39: bulkhead.admin.v1.AdminService.ResetBulkhead:output_type -> bulkhead.admin.v1.ResetBulkheadResponse
-	18, // 40: bulkhead.admin.v1.AdminService.WatchBulkheads:output_type -> bulkhead.admin.v1.WatchBulkheadsResponse
-	21, // 41: bulkhead.admin.v1.AdminService.ListHolders:output_type -> bulkhead.admin.v1.ListHoldersResponse
-	36, // [36:42] is the sub-list for method output_type
-	30, // [30:36] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	11, // 13: bulkhead.admin.v1.ListBulkheadsResponse.ledger:type_name -> bulkhead.admin.v1.Ledger
+	8,  // 14: bulkhead.admin.v1.GetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
+	23, // 15: bulkhead.admin.v1.UpdateBulkheadRequest.max_wait:type_name -> google.protobuf.Duration
+	8,  // 16: bulkhead.admin.v1.UpdateBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
+	8,  // 17: bulkhead.admin.v1.UpdateBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
+	8,  // 18: bulkhead.admin.v1.ResetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
+	8,  // 19: bulkhead.admin.v1.ResetBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
+	23, // 20: bulkhead.admin.v1.WatchBulkheadsRequest.interval:type_name -> google.protobuf.Duration
+	24, // 21: bulkhead.admin.v1.WatchBulkheadsResponse.time:type_name -> google.protobuf.Timestamp
+	8,  // 22: bulkhead.admin.v1.WatchBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
+	0,  // 23: bulkhead.admin.v1.Holder.priority:type_name -> bulkhead.admin.v1.Priority
+	1,  // 24: bulkhead.admin.v1.Holder.source:type_name -> bulkhead.admin.v1.Holder.Source
+	24, // 25: bulkhead.admin.v1.Holder.acquired:type_name -> google.protobuf.Timestamp
+	24, // 26: bulkhead.admin.v1.Holder.renewed:type_name -> google.protobuf.Timestamp
+	24, // 27: bulkhead.admin.v1.Holder.expires:type_name -> google.protobuf.Timestamp
+	23, // 28: bulkhead.admin.v1.Holder.age:type_name -> google.protobuf.Duration
+	24, // 29: bulkhead.admin.v1.ListHoldersResponse.time:type_name -> google.protobuf.Timestamp
+	21, // 30: bulkhead.admin.v1.ListHoldersResponse.holders:type_name -> bulkhead.admin.v1.Holder
+	9,  // 31: bulkhead.admin.v1.AdminService.ListBulkheads:input_type -> bulkhead.admin.v1.ListBulkheadsRequest
+	12, // 32: bulkhead.admin.v1.AdminService.GetBulkhead:input_type -> bulkhead.admin.v1.GetBulkheadRequest
+	14, // 33: bulkhead.admin.v1.AdminService.UpdateBulkhead:input_type -> bulkhead.admin.v1.UpdateBulkheadRequest
+	16, // 34: bulkhead.admin.v1.AdminService.ResetBulkhead:input_type -> bulkhead.admin.v1.ResetBulkheadRequest
+	18, // 35: bulkhead.admin.v1.AdminService.WatchBulkheads:input_type -> bulkhead.admin.v1.WatchBulkheadsRequest
+	20, // 36: bulkhead.admin.v1.AdminService.ListHolders:input_type -> bulkhead.admin.v1.ListHoldersRequest
+	10, // 37: bulkhead.admin.v1.AdminService.ListBulkheads:output_type -> bulkhead.admin.v1.ListBulkheadsResponse
+	13, // 38: bulkhead.admin.v1.AdminService.GetBulkhead:output_type -> bulkhead.admin.v1.GetBulkheadResponse
+	15, // 39: bulkhead.admin.v1.AdminService.UpdateBulkhead:output_type -> bulkhead.admin.v1.UpdateBulkheadResponse
+	17, // 40: bulkhead.admin.v1.AdminService.ResetBulkhead:output_type -> bulkhead.admin.v1.ResetBulkheadResponse
+	19, // 41: bulkhead.admin.v1.AdminService.WatchBulkheads:output_type -> bulkhead.admin.v1.WatchBulkheadsResponse
+	22, // 42: bulkhead.admin.v1.AdminService.ListHolders:output_type -> bulkhead.admin.v1.ListHoldersResponse
+	37, // [37:43] is the sub-list for method output_type
+	31, // [31:37] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_bulkhead_admin_v1_admin_proto_init() }
@@ -1686,14 +1787,14 @@ func file_bulkhead_admin_v1_admin_proto_init() {
 	if File_bulkhead_admin_v1_admin_proto != nil {
 		return
 	}
-	file_bulkhead_admin_v1_admin_proto_msgTypes[11].OneofWrappers = []any{}
+	file_bulkhead_admin_v1_admin_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bulkhead_admin_v1_admin_proto_rawDesc), len(file_bulkhead_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
