@@ -65,8 +65,11 @@ func echoOnce(addr string) error {
 		return err
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil || line != "ping\n" {
-		return fmt.Errorf("echo %q: %v", line, err)
+	if err != nil {
+		return fmt.Errorf("echo: %w", err)
+	}
+	if line != "ping\n" {
+		return fmt.Errorf("echo %q", line)
 	}
 	return nil
 }

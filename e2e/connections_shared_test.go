@@ -46,7 +46,7 @@ func TestConnectionSharedLedger(t *testing.T) {
 	}
 	poll(t, ctx, "Redis counting the two connections", func() bool { return rs.inUse(ctx, "pg") == 2 })
 	for _, c := range waiting {
-		if err, done := c.wait(0); done {
+		if done, err := c.wait(0); done {
 			t.Fatalf("a third connection went through (%v) while two held the permits", err)
 		}
 	}

@@ -108,12 +108,12 @@ func dialThrough(t *testing.T, port int) *tcpClient {
 }
 
 // wait waits up to d for the echo (nil) or the connection's end (its error).
-func (c *tcpClient) wait(d time.Duration) (error, bool) {
+func (c *tcpClient) wait(d time.Duration) (done bool, err error) {
 	select {
 	case err := <-c.echoed:
-		return err, true
+		return true, err
 	case <-time.After(d): // a deadline, not a synchronisation
-		return nil, false
+		return false, nil
 	}
 }
 
@@ -174,7 +174,7 @@ bulkheads:
 		t.Fatal(err)
 	}
 	for _, c := range waiting {
-		if err, done := c.wait(0); done {
+		if done, err := c.wait(0); done {
 			t.Fatalf("a fourth connection went through (%v) while three held the permits", err)
 		}
 	}
@@ -213,11 +213,11 @@ bulkheads:
 
 	// No queue: the second connection is rejected, and Envoy closes it.
 	held := dialThrough(t, cs.port["rdb"])
-	if err, done := held.wait(5 * time.Second); !done || err != nil {
+	if done, err := held.wait(5 * time.Second); !done || err != nil {
 		t.Fatalf("first rdb connection: %v (done %v)", err, done)
 	}
 	rejected := dialThrough(t, cs.port["rdb"])
-	err, done := rejected.wait(5 * time.Second)
+	done, err := rejected.wait(5 * time.Second)
 	if !done || err == nil {
 		t.Fatalf("a connection over the limit without a queue: echoed or open (%v, %v); want it closed by Envoy", err, done)
 	}
@@ -247,7 +247,7 @@ bulkheads:
 	defer cancel()
 
 	held := dialThrough(t, cs.port["pg"])
-	if err, done := held.wait(5 * time.Second); !done || err != nil {
+	if done, err := held.wait(5 * time.Second); !done || err != nil {
 		t.Fatalf("first connection: %v (done %v)", err, done)
 	}
 	since := time.Now()
@@ -266,7 +266,7 @@ bulkheads:
 		t.Fatalf("active = %v after %v, want 1", v, time.Since(since).Round(time.Millisecond))
 	}
 	// Still full: another connection is rejected.
-	if err, done := dialThrough(t, cs.port["pg"]).wait(5 * time.Second); !done || err == nil {
+	if done, err := dialThrough(t, cs.port["pg"]).wait(5 * time.Second); !done || err == nil {
 		t.Fatalf("a second connection while the first is open past its TTL: %v (done %v); want it closed", err, done)
 	}
 	if _, err := held.c.Write([]byte("still\n")); err != nil {
@@ -281,7 +281,7 @@ bulkheads:
 	if v := cs.counter("bulkhead_releases_total", map[string]string{"source": "access_log"}); v != 1 {
 		t.Errorf("releases by access log = %v, want 1", v)
 	}
-	if err, done := dialThrough(t, cs.port["pg"]).wait(5 * time.Second); !done || err != nil {
+	if done, err := dialThrough(t, cs.port["pg"]).wait(5 * time.Second); !done || err != nil {
 		t.Fatalf("a connection after the close: %v (done %v); want it admitted", err, done)
 	}
 }
@@ -327,7 +327,7 @@ bulkheads:
 	var cls, fromSecond []*tcpClient
 	for _, port := range []int{cs.port["pg"], cs.port["pg"], port2, port2} {
 		c := dialThrough(t, port)
-		if err, done := c.wait(5 * time.Second); !done || err != nil {
+		if done, err := c.wait(5 * time.Second); !done || err != nil {
 			t.Fatalf("connection %d: %v (done %v); want it admitted", len(cls), err, done)
 		}
 		cls = append(cls, c)
@@ -337,7 +337,7 @@ bulkheads:
 	}
 	// One more through either Envoy is closed: the limit is mesh-wide.
 	for _, port := range []int{cs.port["pg"], port2} {
-		if err, done := dialThrough(t, port).wait(5 * time.Second); !done || err == nil {
+		if done, err := dialThrough(t, port).wait(5 * time.Second); !done || err == nil {
 			t.Fatalf("a fifth connection through port %d: %v (done %v); want it closed", port, err, done)
 		}
 	}
