@@ -65,22 +65,11 @@ func (e *TCPEcho) Accepted() int {
 
 // WaitOpen waits until exactly n connections are open.
 func (e *TCPEcho) WaitOpen(ctx context.Context, n int) error {
-	for {
+	return waitUntil(ctx, func() (<-chan struct{}, bool, bool) {
 		e.mu.Lock()
-		open, ch, closed := len(e.conns), e.changed, e.closed
-		e.mu.Unlock()
-		if open == n {
-			return nil
-		}
-		if closed {
-			return ErrUpstreamClosed
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("tcp echo: waiting for %d open connections (have %d): %w", n, open, context.Cause(ctx))
-		}
-	}
+		defer e.mu.Unlock()
+		return e.changed, len(e.conns) == n, e.closed
+	}, func() string { return fmt.Sprintf("tcp echo: waiting for %d open connections (have %d)", n, e.Open()) })
 }
 
 // Close stops accepting, closes every open connection and waits for the

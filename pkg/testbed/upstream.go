@@ -194,43 +194,24 @@ func (u *Upstream) StatusCounts() map[int]int64 {
 // WaitInflight blocks until at least n requests are in flight, ctx ends, or
 // the upstream is closed. It is notified by every change; it never polls.
 func (u *Upstream) WaitInflight(ctx context.Context, n int) error {
-	for {
+	return waitUntil(ctx, func() (<-chan struct{}, bool, bool) {
 		u.mu.Lock()
 		ch, closed := u.changed, u.closed
 		u.mu.Unlock()
 		// Read after taking ch: an increment after this load closes ch.
-		if u.Inflight() >= n {
-			return nil
-		}
-		if closed {
-			return ErrUpstreamClosed
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("upstream %s: waiting for %d in flight (have %d): %w",
-				u.name, n, u.Inflight(), context.Cause(ctx))
-		}
-	}
+		return ch, u.Inflight() >= n, closed
+	}, func() string { return fmt.Sprintf("upstream %s: waiting for %d in flight (have %d)", u.name, n, u.Inflight()) })
 }
 
 // WaitIdle blocks until no request is in flight or ctx ends. Like
 // WaitInflight it is notified by every change; it never polls.
 func (u *Upstream) WaitIdle(ctx context.Context) error {
-	for {
+	return waitUntil(ctx, func() (<-chan struct{}, bool, bool) {
 		u.mu.Lock()
 		ch := u.changed
 		u.mu.Unlock()
-		if u.Inflight() == 0 {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("upstream %s: waiting for idle (have %d in flight): %w",
-				u.name, u.Inflight(), context.Cause(ctx))
-		}
-	}
+		return ch, u.Inflight() == 0, false
+	}, func() string { return fmt.Sprintf("upstream %s: waiting for idle (have %d in flight)", u.name, u.Inflight()) })
 }
 
 // Close stops the server, releases held requests, and waits for every
