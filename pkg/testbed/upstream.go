@@ -200,7 +200,9 @@ func (u *Upstream) WaitInflight(ctx context.Context, n int) error {
 		u.mu.Unlock()
 		// Read after taking ch: an increment after this load closes ch.
 		return ch, u.Inflight() >= n, closed
-	}, func() string { return fmt.Sprintf("upstream %s: waiting for %d in flight (have %d)", u.name, n, u.Inflight()) })
+	}, func() string {
+		return fmt.Sprintf("upstream %s: waiting for %d in flight (have %d)", u.name, n, u.Inflight())
+	})
 }
 
 // WaitIdle blocks until no request is in flight or ctx ends. Like
@@ -211,7 +213,9 @@ func (u *Upstream) WaitIdle(ctx context.Context) error {
 		ch := u.changed
 		u.mu.Unlock()
 		return ch, u.Inflight() == 0, false
-	}, func() string { return fmt.Sprintf("upstream %s: waiting for idle (have %d in flight)", u.name, u.Inflight()) })
+	}, func() string {
+		return fmt.Sprintf("upstream %s: waiting for idle (have %d in flight)", u.name, u.Inflight())
+	})
 }
 
 // Close stops the server, releases held requests, and waits for every
