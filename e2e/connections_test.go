@@ -374,3 +374,48 @@ bulkheads:
 		c.c.Close()
 	}
 }
+
+// A client that leaves while its connection waits: Envoy (1.40) does not
+// notice while the network ext_authz filter holds the connection, so its
+// Check keeps its place in the queue (observed: no cancel; the waiters
+// time out at max_wait). When the permit frees first, the Check is granted
+// to the departed client: Envoy then finds the connection closed, logs its
+// end, and the permit comes back; nothing leaks.
+func TestConnectionClientLeavesWhileWaiting(t *testing.T) {
+	cs := startConnStack(t, `
+bulkheads:
+  catalog: {max_concurrent: 5}
+  pg: {max_concurrent: 1, max_queue: 1, max_wait: 2s, connections: {ports: [%d]}}
+`, []string{"pg"}, func(p *envoy.Params) { p.ExtAuthzTimeout = 3 * time.Second })
+	held := dialThrough(t, cs.port["pg"])
+	if done, err := held.wait(5 * time.Second); !done || err != nil {
+		t.Fatalf("first connection: %v (done %v)", err, done)
+	}
+	gone := dialThrough(t, cs.port["pg"])
+	cs.waitGauge("bulkhead_queued_calls", "pg", 1, 5*time.Second)
+	gone.c.Close()
+	held.c.Close() // the permit goes to the departed client's Check
+	cs.waitGauge("bulkhead_queued_calls", "pg", 0, 5*time.Second)
+	cs.waitGauge("bulkhead_active_calls", "pg", 0, 5*time.Second)
+	// Observed with Envoy 1.40: the departed client's Check granted, its
+	// connection opened upstream (its first bytes were held) and ended, and
+	// both permits released by their end entries.
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"bulkhead_admitted_total", map[string]string{"dependency": "pg"}, 2},
+		{"bulkhead_releases_total", map[string]string{"source": "access_log"}, 2},
+		{"bulkhead_permits_expired_total", map[string]string{"dependency": "pg"}, 0},
+	} {
+		if v := cs.counter(c.name, c.labels); v != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
+		}
+	}
+	after := dialThrough(t, cs.port["pg"])
+	if done, err := after.wait(5 * time.Second); !done || err != nil {
+		t.Fatalf("a connection afterwards: %v (done %v); want it admitted", err, done)
+	}
+	after.c.Close()
+}
