@@ -133,7 +133,7 @@ func TestArtifactsUseExportedMetricNames(t *testing.T) {
 func TestDashboardCoverage(t *testing.T) {
 	raw := readRepoFile(t, dashboardPath)
 	qs, err := monitoring.DashboardQueries(raw, map[string]string{
-		"dependency": "$dependency", "__rate_interval": "$__rate_interval", "datasource": "",
+		"dependency": "$dependency", "kind": "$kind", "__rate_interval": "$__rate_interval", "datasource": "",
 	})
 	if err != nil {
 		t.Fatal(err)

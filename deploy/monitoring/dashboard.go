@@ -26,6 +26,7 @@ type Query struct {
 func DefaultVars() map[string]string {
 	return map[string]string{
 		"dependency":      ".*",
+		"kind":            ".*",
 		"datasource":      "prometheus",
 		"__rate_interval": "30s",
 		"__interval":      "5s",
