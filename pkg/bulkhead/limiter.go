@@ -27,13 +27,15 @@ type Limiter struct {
 	slots    []slot   // one per permit ever held at once; see Permit
 	free     []uint32 // indices of slots not in use
 	stats    counters
+	twin     *twin // the enforcing twin while Settings.DryRun; else nil
 }
 
 // slot tracks one permit so that a second release of it can be told apart
 // from the first: the generation moves on every release.
 type slot struct {
-	gen  uint32
-	busy bool
+	gen   uint32
+	busy  bool
+	ghost *ghost // the permit's request as the dry-run twin sees it, or nil
 }
 
 type counters struct {
@@ -43,6 +45,9 @@ type counters struct {
 	adopted    uint64
 	released   uint64
 	duplicates uint64
+	// wouldReject counts, by reason, what a dry-run limiter admitted and
+	// its enforcing twin would have rejected.
+	wouldReject [numReasons]uint64
 }
 
 // Permit is the right to one unit of a Limiter's capacity. It is a small
@@ -152,6 +157,15 @@ func (l *Limiter) acquire(ctx context.Context, p Priority, budget time.Duration,
 	if capped && (wait == 0 || budget < wait) {
 		wait = budget
 	}
+	if l.twin != nil && !l.closed {
+		noWait := ReasonNone
+		if capped && wait <= 0 {
+			noWait = ReasonTimeout
+		}
+		permit := l.admitDryLocked(p, wait, noWait)
+		l.mu.Unlock()
+		return permit, nil
+	}
 	w, permit, err := l.enqueueLocked(p, capped && wait <= 0)
 	l.mu.Unlock()
 	if w == nil {
@@ -185,6 +199,9 @@ func (l *Limiter) TryAcquire(p Priority) (Permit, error) {
 	if l.closed {
 		l.stats.rejected[ReasonUnknownBulkhead]++
 		return Permit{}, ErrClosed
+	}
+	if l.twin != nil {
+		return l.admitDryLocked(p, 0, ReasonQueueFull), nil
 	}
 	if l.admissibleLocked(p) {
 		return l.grantLocked(p), nil
@@ -311,6 +328,10 @@ func (l *Limiter) releaseLocked(p Permit) bool {
 	s := &l.slots[p.slot]
 	s.busy = false
 	s.gen++
+	if g := s.ghost; g != nil {
+		s.ghost = nil
+		l.twin.end(l.clock.Now(), g, &l.ceil, &l.stats.wouldReject)
+	}
 	l.free = append(l.free, p.slot)
 	l.inUse--
 	l.stats.released++
@@ -323,6 +344,10 @@ func (l *Limiter) releaseLocked(p Permit) bool {
 // never rise as the class falls, so once the highest waiting class cannot be
 // served no lower class can: afterwards no queued waiter is grantable.
 func (l *Limiter) notifyLocked() {
+	if l.twin != nil {
+		l.notifyDryLocked()
+		return
+	}
 	for l.queued > 0 {
 		var head *waiter
 		for c := range l.queues {

@@ -26,6 +26,7 @@ func (l *Limiter) Resize(s Settings) error {
 // shared.
 func (l *Limiter) setLocked(s Settings) {
 	l.settings = s
+	l.setDryRunLocked(s.DryRun)
 	for _, p := range Priorities() {
 		l.ceil[p] = s.Ceiling(p)
 		if l.paused {

@@ -22,6 +22,10 @@ type Settings struct {
 	ReserveCritical float64
 	// ReserveNormal is a further fraction that BestEffort may not use.
 	ReserveNormal float64
+	// DryRun (the configuration's enforce: false) admits every request at
+	// once and only counts, by reason, what the limiter would have rejected
+	// had it enforced the settings above (Snapshot.WouldReject).
+	DryRun bool
 }
 
 // Ceiling returns how many permits may be in use for a request of class p to
