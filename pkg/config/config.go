@@ -131,6 +131,7 @@ type Limits struct {
 
 // Bulkhead is one configured bulkhead.
 type Bulkhead struct {
+	// Settings.DryRun is the file's enforce: false (default true).
 	Settings bulkhead.Settings
 	// LeaseTTL is how long a permit may be held before it is reclaimed;
 	// Leases.DefaultTTL when the file sets none.

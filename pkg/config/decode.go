@@ -23,7 +23,7 @@ func ValidName(name string) bool { return nameRE.MatchString(name) }
 
 // Field names of one bulkhead and of its reserve, in the order documented.
 var (
-	bulkheadFields = []string{"max_concurrent", "max_queue", "max_wait", "lease_ttl", "reserve", "tenant"}
+	bulkheadFields = []string{"max_concurrent", "max_queue", "max_wait", "lease_ttl", "reserve", "enforce", "tenant"}
 	reserveFields  = []string{"critical", "normal"}
 	tenantFields   = []string{"max_concurrent", "max_queue", "max_wait"}
 )
@@ -197,6 +197,8 @@ func (d *decoder) bulkhead(path string, raw any, defaultTTL time.Duration) Bulkh
 			d.positive(key, v, b.LeaseTTL)
 		case "reserve":
 			s.ReserveCritical, s.ReserveNormal = d.reserve(key, v)
+		case "enforce":
+			s.DryRun = !d.boolean(key, v)
 		case "tenant":
 			tenant = v
 		default:
@@ -220,7 +222,7 @@ func (d *decoder) tenant(path string, raw any, parent bulkhead.Settings) *bulkhe
 	if !ok {
 		return nil
 	}
-	t := &bulkhead.Settings{MaxWait: parent.MaxWait}
+	t := &bulkhead.Settings{MaxWait: parent.MaxWait, DryRun: parent.DryRun} // a dry run covers its tenants
 	if fields["max_concurrent"] == nil {
 		d.ps.add(path+".max_concurrent", "is required", "")
 	}

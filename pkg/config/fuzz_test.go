@@ -39,6 +39,7 @@ func FuzzParse(f *testing.F) {
 		"admin: {tls: x, Token_File: 1}\nlimits: {max_tenants: 0}\n",
 		"authz: {tenant_header: x-t}\nbulkheads: {c: {max_concurrent: 3, max_wait: 1s, tenant: {max_concurrent: 2, max_queue: 1}}}\n",
 		"bulkheads: {c: {max_concurrent: 1, tenant: {max_concurrent: 5, reserve: 1, max_wait: -1s}}}\n",
+		"bulkheads: {c: {max_concurrent: 1, enforce: false}, d: {max_concurrent: 2, enforce: [no]}, e: {enforce: 1}}\n",
 		"authz: {tenant_header: x-bulkhead-priority}\nbulkheads: {c: {max_concurrent: x, tenant: }}\n",
 		"authz: {trusted_priority_sources: [127.0.0.0/8, \"::1/128\", 10.1.2.3/8, 10.0.0.1, [x], 7]}\n",
 		"authz: {trusted_priority_sources: \"127.0.0.0/8,,::/0\"}\nleases: {max_permits: 0}\n",

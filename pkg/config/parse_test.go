@@ -117,6 +117,13 @@ bulkheads:
 			c.Admin.TLS = TLSFiles{CertFile: "c", KeyFile: "k"}
 		}},
 		{"null admin sections", "admin: {token_file: , tls: }\n", func(*Config) {}},
+		{"dry run", "authz: {tenant_header: x-t}\nbulkheads: {c: {max_concurrent: 2, enforce: false, tenant: {max_concurrent: 1}}, d: {max_concurrent: 1, enforce: \"true\"}}\n",
+			func(c *Config) {
+				c.Authz.TenantHeader = "x-t"
+				c.Bulkheads["c"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 2, DryRun: true}, LeaseTTL: time.Minute,
+					Tenant: &bulkhead.Settings{MaxConcurrent: 1, DryRun: true}}
+				c.Bulkheads["d"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 1}, LeaseTTL: time.Minute}
+			}},
 		{
 			"tenant templates",
 			`authz: {tenant_header: x-tenant-id}
