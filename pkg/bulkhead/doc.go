@@ -20,6 +20,18 @@
 // (ErrTimeout), when its context ends (the context's error), when shed, or
 // when the limiter closes (ErrClosed).
 //
+// # CoDel
+//
+// With Settings.Queue CoDel (codel.go) the order within a class adapts to
+// overload. The limiter turns overloaded once, for CoDelInterval, no arrival
+// was admitted at once and no waiter was served within CoDelTarget in FIFO
+// order; it stays overloaded until, for the interval, no arrival had to
+// queue. Overloaded, a new waiter waits at most the target (ErrTimeout), and
+// a freed permit first drops the oldest waiters of the class it serves that
+// waited past the target (ErrTimeout), then goes to the newest (adaptive
+// LIFO). Classes still come first, and every invariant below holds. The
+// dry-run twin simulates FIFO only.
+//
 // # Dry run
 //
 // A limiter whose Settings.DryRun is set (the configuration's enforce:

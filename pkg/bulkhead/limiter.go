@@ -28,6 +28,11 @@ type Limiter struct {
 	free     []uint32 // indices of slots not in use
 	stats    counters
 	twin     *twin // the enforcing twin while Settings.DryRun; else nil
+	// A CoDel limiter's overload state (codel.go): okAt is when it last
+	// admitted an arrival at once or served a waiter within the target in
+	// FIFO order, queuedAt when an arrival last queued.
+	okAt, queuedAt time.Time
+	overloaded     bool
 }
 
 // slot tracks one permit so that a second release of it can be told apart
@@ -171,6 +176,9 @@ func (l *Limiter) acquire(ctx context.Context, p Priority, budget time.Duration,
 	if w == nil {
 		return permit, err
 	}
+	if w.bound > 0 && (wait == 0 || w.bound < wait) {
+		wait = w.bound // an overloaded CoDel queue
+	}
 	var expired <-chan time.Time
 	if wait > 0 {
 		t := l.clock.NewTimer(wait)
@@ -204,6 +212,9 @@ func (l *Limiter) TryAcquire(p Priority) (Permit, error) {
 		return l.admitDryLocked(p, 0, ReasonQueueFull), nil
 	}
 	if l.admissibleLocked(p) {
+		if l.settings.Queue == CoDel {
+			l.codelAdmittedLocked()
+		}
 		return l.grantLocked(p), nil
 	}
 	l.stats.rejected[ReasonQueueFull]++
@@ -222,7 +233,15 @@ func (l *Limiter) enqueueLocked(p Priority, noWait bool) (w *waiter, permit Perm
 		return nil, Permit{}, ErrClosed
 	}
 	if l.admissibleLocked(p) {
+		if l.settings.Queue == CoDel {
+			l.codelAdmittedLocked()
+		}
 		return nil, l.grantLocked(p), nil
+	}
+	var enq time.Time
+	var bound time.Duration
+	if l.settings.Queue == CoDel {
+		enq, bound = l.codelBusyLocked()
 	}
 	if noWait {
 		l.stats.rejected[ReasonTimeout]++
@@ -236,7 +255,7 @@ func (l *Limiter) enqueueLocked(p Priority, noWait bool) (w *waiter, permit Perm
 		}
 		l.rejectLocked(victim, ErrShed)
 	}
-	w = &waiter{prio: p, ready: make(chan struct{})}
+	w = &waiter{prio: p, ready: make(chan struct{}), enq: enq, bound: bound}
 	l.queues[p].pushBack(w)
 	l.queued++
 	return w, Permit{}, nil
@@ -340,7 +359,8 @@ func (l *Limiter) releaseLocked(p Permit) bool {
 }
 
 // notifyLocked grants permits to waiters, highest class first and FIFO
-// within a class, while the head waiter's class ceiling allows. Ceilings
+// within a class (or as CoDel picks, codel.go), while the head waiter's
+// class ceiling allows. Ceilings
 // never rise as the class falls, so once the highest waiting class cannot be
 // served no lower class can: afterwards no queued waiter is grantable.
 func (l *Limiter) notifyLocked() {
@@ -358,6 +378,11 @@ func (l *Limiter) notifyLocked() {
 		}
 		if head == nil || l.inUse >= l.ceil[head.prio] {
 			return
+		}
+		if l.settings.Queue == CoDel {
+			if head = l.codelPickLocked(head.prio); head == nil {
+				continue // dropped the whole class
+			}
 		}
 		l.queues[head.prio].remove(head)
 		l.queued--

@@ -24,6 +24,9 @@ type Snapshot struct {
 	// WouldQueue is how many admitted requests of a dry-run limiter would be
 	// waiting now had it enforced its settings.
 	WouldQueue int
+	// Overloaded: the limiter's CoDel queue is overloaded (it serves the
+	// newest first and drops waiters past the target); false with FIFO.
+	Overloaded bool
 	// Adopted counts permits of running calls taken by Adopt.
 	Adopted uint64
 	// Cancelled counts Acquire calls that ended because their context did.
@@ -74,6 +77,9 @@ func (l *Limiter) Snapshot() Snapshot {
 	}
 	if l.twin != nil {
 		s.WouldQueue = l.twin.queued
+	}
+	if l.settings.Queue == CoDel {
+		s.Overloaded, _ = l.codelPeekLocked(l.clock.Now())
 	}
 	return s
 }
