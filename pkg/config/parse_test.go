@@ -117,6 +117,14 @@ bulkheads:
 			c.Admin.TLS = TLSFiles{CertFile: "c", KeyFile: "k"}
 		}},
 		{"null admin sections", "admin: {token_file: , tls: }\n", func(*Config) {}},
+		{"codel", "bulkheads: {a: {max_concurrent: 1, queue: codel}, b: {max_concurrent: 1, queue: codel, codel: {target: 20ms, interval: 1s}}, c: {max_concurrent: 1, queue: fifo}}\n",
+			func(c *Config) {
+				c.Bulkheads["a"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 1, Queue: bulkhead.CoDel,
+					CoDelTarget: bulkhead.DefaultCoDelTarget, CoDelInterval: bulkhead.DefaultCoDelInterval}, LeaseTTL: time.Minute}
+				c.Bulkheads["b"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 1, Queue: bulkhead.CoDel,
+					CoDelTarget: 20 * time.Millisecond, CoDelInterval: time.Second}, LeaseTTL: time.Minute}
+				c.Bulkheads["c"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 1}, LeaseTTL: time.Minute}
+			}},
 		{"dry run", "authz: {tenant_header: x-t}\nbulkheads: {c: {max_concurrent: 2, enforce: false, tenant: {max_concurrent: 1}}, d: {max_concurrent: 1, enforce: \"true\"}}\n",
 			func(c *Config) {
 				c.Authz.TenantHeader = "x-t"
