@@ -32,6 +32,8 @@ var (
 		[]string{"dependency", "reason"}, nil)
 	descWouldQueue = prometheus.NewDesc("bulkhead_would_queue_calls",
 		"Admitted requests of a dry-run bulkhead that would be waiting now had it enforced its limit.", []string{"dependency"}, nil)
+	descOverloaded = prometheus.NewDesc("bulkhead_queue_overloaded",
+		"1 while the bulkhead's CoDel queue is overloaded (newest served first, waits cut to the target).", []string{"dependency"}, nil)
 	descCancelled = prometheus.NewDesc("bulkhead_cancelled_total",
 		"Checks that ended while waiting because Envoy or the client went away.", []string{"dependency"}, nil)
 )
@@ -44,7 +46,7 @@ type snapshotCollector struct {
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descActive, descQueued, descLimit, descMaxQueue, descAdmitted, descRejected, descCancelled,
-		descEnforced, descWouldReject, descWouldQueue, descTenants, descTenantsEvicted, descTenantRejected} {
+		descEnforced, descWouldReject, descWouldQueue, descOverloaded, descTenants, descTenantsEvicted, descTenantRejected} {
 		ch <- d
 	}
 }
@@ -74,6 +76,11 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descEnforced, enforced, s.Name)
 		gauge(descWouldQueue, float64(s.WouldQueue), s.Name)
+		overloaded := 0.0
+		if s.Overloaded {
+			overloaded = 1
+		}
+		gauge(descOverloaded, overloaded, s.Name)
 		for _, r := range bulkhead.Reasons() {
 			counter(descWouldReject, s.WouldReject[r], s.Name, r.String())
 		}

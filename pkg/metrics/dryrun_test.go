@@ -43,6 +43,7 @@ func TestDryRunSeries(t *testing.T) {
 		{"bulkhead_would_reject_total", []string{"dependency", "orders", "reason", "timeout"}, 0},
 		{"bulkhead_would_reject_total", []string{"dependency", "catalog", "reason", "queue_full"}, 0},
 		{"bulkhead_rejected_total", []string{"dependency", "orders", "reason", "queue_full"}, 0},
+		{"bulkhead_queue_overloaded", []string{"dependency", "orders"}, 0},
 	} {
 		if got, ok := value(fams, tt.name, tt.labels...); !ok || got != tt.want {
 			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, got, ok, tt.want)
