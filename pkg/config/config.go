@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
@@ -143,6 +144,9 @@ type Bulkhead struct {
 	// its MaxWait defaults to the bulkhead's, and it has no reserves (the
 	// bulkhead's reserves apply across tenants).
 	Tenant *bulkhead.Settings
+	// Breaker, when not nil, is the bulkhead's mesh-wide circuit breaker
+	// (circuit_breaker); nil: the bulkhead has none.
+	Breaker *breaker.Settings
 }
 
 // LogFormat selects the slog handler. The zero value is LogText.

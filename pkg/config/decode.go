@@ -23,7 +23,7 @@ func ValidName(name string) bool { return nameRE.MatchString(name) }
 
 // Field names of one bulkhead and of its reserve, in the order documented.
 var (
-	bulkheadFields = []string{"max_concurrent", "max_queue", "max_wait", "lease_ttl", "reserve", "enforce", "queue", "codel", "tenant"}
+	bulkheadFields = []string{"max_concurrent", "max_queue", "max_wait", "lease_ttl", "reserve", "enforce", "queue", "codel", "circuit_breaker", "tenant"}
 	reserveFields  = []string{"critical", "normal"}
 	codelFields    = []string{"target", "interval"}
 	tenantFields   = []string{"max_concurrent", "max_queue", "max_wait"}
@@ -204,6 +204,8 @@ func (d *decoder) bulkhead(path string, raw any, defaultTTL time.Duration) Bulkh
 			s.Queue = d.queueDiscipline(key, v)
 		case "codel":
 			s.CoDelTarget, s.CoDelInterval = d.codel(key, v)
+		case "circuit_breaker":
+			b.Breaker = d.breaker(key, v)
 		case "tenant":
 			tenant = v
 		default:

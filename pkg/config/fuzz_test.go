@@ -40,6 +40,7 @@ func FuzzParse(f *testing.F) {
 		"authz: {tenant_header: x-t}\nbulkheads: {c: {max_concurrent: 3, max_wait: 1s, tenant: {max_concurrent: 2, max_queue: 1}}}\n",
 		"bulkheads: {c: {max_concurrent: 1, tenant: {max_concurrent: 5, reserve: 1, max_wait: -1s}}}\n",
 		"bulkheads: {c: {max_concurrent: 1, enforce: false}, d: {max_concurrent: 2, enforce: [no]}, e: {enforce: 1}}\n",
+		"bulkheads: {c: {max_concurrent: 1, circuit_breaker: {failure_ratio: .nan, min_requests: -1, window: 1ms, half_open_probes: x}}, d: {max_concurrent: 1, circuit_breaker: 3}}\n",
 		"bulkheads: {c: {max_concurrent: 1, queue: codel, codel: {target: 0, interval: x}}, d: {max_concurrent: 1, queue: 7, codel: []}}\n",
 		"authz: {tenant_header: x-bulkhead-priority}\nbulkheads: {c: {max_concurrent: x, tenant: }}\n",
 		"authz: {trusted_priority_sources: [127.0.0.0/8, \"::1/128\", 10.1.2.3/8, 10.0.0.1, [x], 7]}\n",
