@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/accesslog"
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 )
 
@@ -11,4 +12,10 @@ import (
 var (
 	_ authz.Recorder     = (*metrics.Metrics)(nil)
 	_ accesslog.Recorder = (*metrics.Metrics)(nil)
+)
+
+// The breakers are fed by the access log and asked by Check.
+var (
+	_ accesslog.Calls = (*breaker.Set)(nil)
+	_ authz.Breakers  = (*breaker.Set)(nil)
 )

@@ -27,6 +27,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/accesslog"
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin"
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
@@ -131,8 +132,14 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		r.Registry.SetPaused(true)
 		m.AdmissionsPaused(true)
 	}
+	breakers := breaker.NewSet(clock.Real{})
+	azOpts = append(azOpts, authz.WithBreakers(breakers))
+	alsOpts = append(alsOpts, accesslog.WithCalls(breakers))
+	if err := metrics.RegisterBreakers(r.promReg, breakers); err != nil {
+		return nil, err
+	}
 	r.authz = authz.New(r.Registry, r.Ledger, m, authz.DefaultPolicy(), azOpts...)
-	r.Control = control.New(r.Registry, r.authz, log, control.WithOutcomes(m))
+	r.Control = control.New(r.Registry, r.authz, log, control.WithOutcomes(m), control.WithBreakers(breakers))
 	var aopts []admin.AuthOption
 	if cfg.Admin.TokenFile != "" {
 		aopts = append(aopts, admin.WithTokenFile(cfg.Admin.TokenFile))
