@@ -1,6 +1,9 @@
 package admin
 
-import "github.com/bulkhead-mesh/bulkhead/pkg/control"
+import (
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
+	"github.com/bulkhead-mesh/bulkhead/pkg/control"
+)
 
 // Controller owns the run-time state of the bulkheads; *control.Control
 // satisfies it. Its methods must be safe for concurrent use.
@@ -16,6 +19,9 @@ type Controller interface {
 	Update(name string, p Patch, actor string) (Status, error)
 	// Reset drops the override: the file's settings are in force again.
 	Reset(name, actor string) (Status, error)
+	// SetCircuit sets the operator mode of the bulkhead's circuit breaker,
+	// logging actor; a bulkhead without one wraps ErrNoBreaker.
+	SetCircuit(name string, m breaker.Mode, actor string) (Status, error)
 }
 
 var _ Controller = (*control.Control)(nil)

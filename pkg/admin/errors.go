@@ -106,6 +106,8 @@ func toStatus(err error) error {
 		inv = invalidSettings(err)
 	case errors.Is(err, ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, ErrNoBreaker):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, ErrUnauthenticated):
 		return status.Error(codes.Unauthenticated, err.Error())
 	case errors.Is(err, ErrPermissionDenied):
@@ -152,6 +154,8 @@ func httpStatus(c codes.Code) int {
 		return http.StatusBadRequest
 	case codes.NotFound:
 		return http.StatusNotFound
+	case codes.FailedPrecondition:
+		return http.StatusConflict
 	case codes.Unauthenticated:
 		return http.StatusUnauthorized
 	case codes.PermissionDenied:

@@ -18,7 +18,7 @@ import (
 const (
 	pathList  = "/v1/bulkheads"
 	pathWatch = "/v1/bulkheads:watch"
-	pathItem  = "/v1/bulkheads/" // + NAME, NAME:reset, NAME/override, NAME/holders
+	pathItem  = "/v1/bulkheads/" // + NAME, NAME:reset, NAME:circuit, NAME/override, NAME/holders
 )
 
 // errorBody is every JSON error response.
@@ -83,6 +83,12 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
+		if name, ok := strings.CutSuffix(rest, ":circuit"); ok && validName(name) {
+			if allow(w, r, http.MethodPost) {
+				s.setCircuit(w, r, name)
+			}
+			return
+		}
 		if name, ok := strings.CutSuffix(rest, ":reset"); ok && validName(name) {
 			if allow(w, r, http.MethodPost) {
 				s.reset(w, r, name)
@@ -103,7 +109,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusNotFound, errorBody{Error: "no such endpoint: " + r.Method + " " + p +
-		" (see GET /v1/bulkheads, GET|PATCH /v1/bulkheads/NAME, POST /v1/bulkheads/NAME:reset, GET /v1/bulkheads/NAME/holders, GET /v1/bulkheads:watch)"})
+		" (see GET /v1/bulkheads, GET|PATCH /v1/bulkheads/NAME, POST /v1/bulkheads/NAME:reset, POST /v1/bulkheads/NAME:circuit, GET /v1/bulkheads/NAME/holders, GET /v1/bulkheads:watch)"})
 }
 
 // validName accepts a non-empty path segment; the Controller decides

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin"
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 )
@@ -114,6 +115,26 @@ func (f *Fake) Reset(name, actor string) (admin.Status, error) {
 	return copyStatus(st), nil
 }
 
+// SetCircuit sets the mode of a bulkhead's breaker (set Status.Circuit
+// with Mutate first): force_open shows it open, the others closed.
+func (f *Fake) SetCircuit(name string, m breaker.Mode, actor string) (admin.Status, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.items[name]
+	if !ok {
+		return admin.Status{}, fmt.Errorf("%w: %q", admin.ErrNotFound, name)
+	}
+	if st.Circuit == nil {
+		return admin.Status{}, fmt.Errorf("%w: %q", admin.ErrNoBreaker, name)
+	}
+	st.Circuit.Mode, st.Circuit.State = m, breaker.Closed
+	if m == breaker.ForceOpen {
+		st.Circuit.State = breaker.Open
+	}
+	f.calls = append(f.calls, "circuit "+name+" "+m.String()+" by "+actor)
+	return copyStatus(st), nil
+}
+
 func copyStatus(st *admin.Status) admin.Status {
 	c := *st
 	if st.Override != nil {
@@ -123,6 +144,10 @@ func copyStatus(st *admin.Status) admin.Status {
 	if st.Outcomes != nil {
 		o := *st.Outcomes
 		c.Outcomes = &o
+	}
+	if st.Circuit != nil {
+		o := *st.Circuit
+		c.Circuit = &o
 	}
 	return c
 }

@@ -167,7 +167,7 @@ func (x Holder_Source) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Holder_Source.Descriptor instead.
 func (Holder_Source) EnumDescriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{18, 0}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{21, 0}
 }
 
 // Settings are the tunables of one bulkhead.
@@ -629,7 +629,9 @@ type Bulkhead struct {
 	// Live tenant sub-bulkheads.
 	Tenants int64 `protobuf:"varint,10,opt,name=tenants,proto3" json:"tenants,omitempty"`
 	// How admitted requests ended; unset when the server does not track it.
-	Outcomes      *Outcomes `protobuf:"bytes,11,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
+	Outcomes *Outcomes `protobuf:"bytes,11,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
+	// The bulkhead's circuit breaker; unset when it has none.
+	Circuit       *Circuit `protobuf:"bytes,12,opt,name=circuit,proto3" json:"circuit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -741,6 +743,210 @@ func (x *Bulkhead) GetOutcomes() *Outcomes {
 	return nil
 }
 
+func (x *Bulkhead) GetCircuit() *Circuit {
+	if x != nil {
+		return x.Circuit
+	}
+	return nil
+}
+
+// Circuit is the state of a bulkhead's mesh-wide circuit breaker.
+type Circuit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// closed, open or half_open.
+	State string `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	// auto, force_open or force_closed.
+	Mode string `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	// When the state began.
+	Since *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	// The closed state's rolling window: outcomes, and failed ones.
+	WindowCalls  uint64 `protobuf:"varint,4,opt,name=window_calls,json=windowCalls,proto3" json:"window_calls,omitempty"`
+	WindowFailed uint64 `protobuf:"varint,5,opt,name=window_failed,json=windowFailed,proto3" json:"window_failed,omitempty"`
+	// Requests the breaker refused (circuit_open).
+	Refused uint64 `protobuf:"varint,6,opt,name=refused,proto3" json:"refused,omitempty"`
+	// Times it opened.
+	Opened        uint64 `protobuf:"varint,7,opt,name=opened,proto3" json:"opened,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Circuit) Reset() {
+	*x = Circuit{}
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Circuit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Circuit) ProtoMessage() {}
+
+func (x *Circuit) ProtoReflect() protoreflect.Message {
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Circuit.ProtoReflect.Descriptor instead.
+func (*Circuit) Descriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Circuit) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Circuit) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *Circuit) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *Circuit) GetWindowCalls() uint64 {
+	if x != nil {
+		return x.WindowCalls
+	}
+	return 0
+}
+
+func (x *Circuit) GetWindowFailed() uint64 {
+	if x != nil {
+		return x.WindowFailed
+	}
+	return 0
+}
+
+func (x *Circuit) GetRefused() uint64 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+func (x *Circuit) GetOpened() uint64 {
+	if x != nil {
+		return x.Opened
+	}
+	return 0
+}
+
+type SetCircuitRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// auto, force_open or force_closed.
+	Mode          string `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCircuitRequest) Reset() {
+	*x = SetCircuitRequest{}
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCircuitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCircuitRequest) ProtoMessage() {}
+
+func (x *SetCircuitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCircuitRequest.ProtoReflect.Descriptor instead.
+func (*SetCircuitRequest) Descriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SetCircuitRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetCircuitRequest) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+type SetCircuitResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bulkhead after the change.
+	Bulkhead      *Bulkhead `protobuf:"bytes,1,opt,name=bulkhead,proto3" json:"bulkhead,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCircuitResponse) Reset() {
+	*x = SetCircuitResponse{}
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCircuitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCircuitResponse) ProtoMessage() {}
+
+func (x *SetCircuitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCircuitResponse.ProtoReflect.Descriptor instead.
+func (*SetCircuitResponse) Descriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SetCircuitResponse) GetBulkhead() *Bulkhead {
+	if x != nil {
+		return x.Bulkhead
+	}
+	return nil
+}
+
 type ListBulkheadsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -749,7 +955,7 @@ type ListBulkheadsRequest struct {
 
 func (x *ListBulkheadsRequest) Reset() {
 	*x = ListBulkheadsRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -761,7 +967,7 @@ func (x *ListBulkheadsRequest) String() string {
 func (*ListBulkheadsRequest) ProtoMessage() {}
 
 func (x *ListBulkheadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -774,7 +980,7 @@ func (x *ListBulkheadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBulkheadsRequest.ProtoReflect.Descriptor instead.
 func (*ListBulkheadsRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 type ListBulkheadsResponse struct {
@@ -786,7 +992,7 @@ type ListBulkheadsResponse struct {
 
 func (x *ListBulkheadsResponse) Reset() {
 	*x = ListBulkheadsResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +1004,7 @@ func (x *ListBulkheadsResponse) String() string {
 func (*ListBulkheadsResponse) ProtoMessage() {}
 
 func (x *ListBulkheadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +1017,7 @@ func (x *ListBulkheadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBulkheadsResponse.ProtoReflect.Descriptor instead.
 func (*ListBulkheadsResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListBulkheadsResponse) GetBulkheads() []*Bulkhead {
@@ -830,7 +1036,7 @@ type GetBulkheadRequest struct {
 
 func (x *GetBulkheadRequest) Reset() {
 	*x = GetBulkheadRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +1048,7 @@ func (x *GetBulkheadRequest) String() string {
 func (*GetBulkheadRequest) ProtoMessage() {}
 
 func (x *GetBulkheadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +1061,7 @@ func (x *GetBulkheadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBulkheadRequest.ProtoReflect.Descriptor instead.
 func (*GetBulkheadRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetBulkheadRequest) GetName() string {
@@ -874,7 +1080,7 @@ type GetBulkheadResponse struct {
 
 func (x *GetBulkheadResponse) Reset() {
 	*x = GetBulkheadResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +1092,7 @@ func (x *GetBulkheadResponse) String() string {
 func (*GetBulkheadResponse) ProtoMessage() {}
 
 func (x *GetBulkheadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +1105,7 @@ func (x *GetBulkheadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBulkheadResponse.ProtoReflect.Descriptor instead.
 func (*GetBulkheadResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetBulkheadResponse) GetBulkhead() *Bulkhead {
@@ -925,7 +1131,7 @@ type UpdateBulkheadRequest struct {
 
 func (x *UpdateBulkheadRequest) Reset() {
 	*x = UpdateBulkheadRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1143,7 @@ func (x *UpdateBulkheadRequest) String() string {
 func (*UpdateBulkheadRequest) ProtoMessage() {}
 
 func (x *UpdateBulkheadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1156,7 @@ func (x *UpdateBulkheadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBulkheadRequest.ProtoReflect.Descriptor instead.
 func (*UpdateBulkheadRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UpdateBulkheadRequest) GetName() string {
@@ -1008,7 +1214,7 @@ type UpdateBulkheadResponse struct {
 
 func (x *UpdateBulkheadResponse) Reset() {
 	*x = UpdateBulkheadResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1226,7 @@ func (x *UpdateBulkheadResponse) String() string {
 func (*UpdateBulkheadResponse) ProtoMessage() {}
 
 func (x *UpdateBulkheadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1239,7 @@ func (x *UpdateBulkheadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBulkheadResponse.ProtoReflect.Descriptor instead.
 func (*UpdateBulkheadResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpdateBulkheadResponse) GetBulkhead() *Bulkhead {
@@ -1059,7 +1265,7 @@ type ResetBulkheadRequest struct {
 
 func (x *ResetBulkheadRequest) Reset() {
 	*x = ResetBulkheadRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1277,7 @@ func (x *ResetBulkheadRequest) String() string {
 func (*ResetBulkheadRequest) ProtoMessage() {}
 
 func (x *ResetBulkheadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1290,7 @@ func (x *ResetBulkheadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetBulkheadRequest.ProtoReflect.Descriptor instead.
 func (*ResetBulkheadRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResetBulkheadRequest) GetName() string {
@@ -1106,7 +1312,7 @@ type ResetBulkheadResponse struct {
 
 func (x *ResetBulkheadResponse) Reset() {
 	*x = ResetBulkheadResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1324,7 @@ func (x *ResetBulkheadResponse) String() string {
 func (*ResetBulkheadResponse) ProtoMessage() {}
 
 func (x *ResetBulkheadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1337,7 @@ func (x *ResetBulkheadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetBulkheadResponse.ProtoReflect.Descriptor instead.
 func (*ResetBulkheadResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResetBulkheadResponse) GetBulkhead() *Bulkhead {
@@ -1158,7 +1364,7 @@ type WatchBulkheadsRequest struct {
 
 func (x *WatchBulkheadsRequest) Reset() {
 	*x = WatchBulkheadsRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1376,7 @@ func (x *WatchBulkheadsRequest) String() string {
 func (*WatchBulkheadsRequest) ProtoMessage() {}
 
 func (x *WatchBulkheadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1389,7 @@ func (x *WatchBulkheadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBulkheadsRequest.ProtoReflect.Descriptor instead.
 func (*WatchBulkheadsRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchBulkheadsRequest) GetInterval() *durationpb.Duration {
@@ -1206,7 +1412,7 @@ type WatchBulkheadsResponse struct {
 
 func (x *WatchBulkheadsResponse) Reset() {
 	*x = WatchBulkheadsResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1424,7 @@ func (x *WatchBulkheadsResponse) String() string {
 func (*WatchBulkheadsResponse) ProtoMessage() {}
 
 func (x *WatchBulkheadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1437,7 @@ func (x *WatchBulkheadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBulkheadsResponse.ProtoReflect.Descriptor instead.
 func (*WatchBulkheadsResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchBulkheadsResponse) GetTime() *timestamppb.Timestamp {
@@ -1259,7 +1465,7 @@ type ListHoldersRequest struct {
 
 func (x *ListHoldersRequest) Reset() {
 	*x = ListHoldersRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1477,7 @@ func (x *ListHoldersRequest) String() string {
 func (*ListHoldersRequest) ProtoMessage() {}
 
 func (x *ListHoldersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1490,7 @@ func (x *ListHoldersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldersRequest.ProtoReflect.Descriptor instead.
 func (*ListHoldersRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListHoldersRequest) GetName() string {
@@ -1325,7 +1531,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1543,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1556,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Holder) GetNode() string {
@@ -1417,7 +1623,7 @@ type ListHoldersResponse struct {
 
 func (x *ListHoldersResponse) Reset() {
 	*x = ListHoldersResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1635,7 @@ func (x *ListHoldersResponse) String() string {
 func (*ListHoldersResponse) ProtoMessage() {}
 
 func (x *ListHoldersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1648,7 @@ func (x *ListHoldersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldersResponse.ProtoReflect.Descriptor instead.
 func (*ListHoldersResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListHoldersResponse) GetTime() *timestamppb.Timestamp {
@@ -1502,7 +1708,7 @@ const file_bulkhead_admin_v1_admin_proto_rawDesc = "" +
 	"\bOutcomes\x12\x18\n" +
 	"\asuccess\x18\x01 \x01(\x04R\asuccess\x12\x18\n" +
 	"\afailure\x18\x02 \x01(\x04R\afailure\x12\x18\n" +
-	"\aaborted\x18\x03 \x01(\x04R\aaborted\"\x80\x04\n" +
+	"\aaborted\x18\x03 \x01(\x04R\aaborted\"\xb6\x04\n" +
 	"\bBulkhead\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x127\n" +
 	"\bsettings\x18\x02 \x01(\v2\x1b.bulkhead.admin.v1.SettingsR\bsettings\x12@\n" +
@@ -1515,7 +1721,21 @@ const file_bulkhead_admin_v1_admin_proto_rawDesc = "" +
 	"\tlease_ttl\x18\t \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x18\n" +
 	"\atenants\x18\n" +
 	" \x01(\x03R\atenants\x127\n" +
-	"\boutcomes\x18\v \x01(\v2\x1b.bulkhead.admin.v1.OutcomesR\boutcomes\"\x16\n" +
+	"\boutcomes\x18\v \x01(\v2\x1b.bulkhead.admin.v1.OutcomesR\boutcomes\x124\n" +
+	"\acircuit\x18\f \x01(\v2\x1a.bulkhead.admin.v1.CircuitR\acircuit\"\xdf\x01\n" +
+	"\aCircuit\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12!\n" +
+	"\fwindow_calls\x18\x04 \x01(\x04R\vwindowCalls\x12#\n" +
+	"\rwindow_failed\x18\x05 \x01(\x04R\fwindowFailed\x12\x18\n" +
+	"\arefused\x18\x06 \x01(\x04R\arefused\x12\x16\n" +
+	"\x06opened\x18\a \x01(\x04R\x06opened\";\n" +
+	"\x11SetCircuitRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\"M\n" +
+	"\x12SetCircuitResponse\x127\n" +
+	"\bbulkhead\x18\x01 \x01(\v2\x1b.bulkhead.admin.v1.BulkheadR\bbulkhead\"\x16\n" +
 	"\x14ListBulkheadsRequest\"R\n" +
 	"\x15ListBulkheadsResponse\x129\n" +
 	"\tbulkheads\x18\x01 \x03(\v2\x1b.bulkhead.admin.v1.BulkheadR\tbulkheads\"(\n" +
@@ -1571,14 +1791,16 @@ const file_bulkhead_admin_v1_admin_proto_rawDesc = "" +
 	"\x14PRIORITY_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PRIORITY_CRITICAL\x10\x01\x12\x13\n" +
 	"\x0fPRIORITY_NORMAL\x10\x02\x12\x18\n" +
-	"\x14PRIORITY_BEST_EFFORT\x10\x032\xe2\x04\n" +
+	"\x14PRIORITY_BEST_EFFORT\x10\x032\xbd\x05\n" +
 	"\fAdminService\x12b\n" +
 	"\rListBulkheads\x12'.bulkhead.admin.v1.ListBulkheadsRequest\x1a(.bulkhead.admin.v1.ListBulkheadsResponse\x12\\\n" +
 	"\vGetBulkhead\x12%.bulkhead.admin.v1.GetBulkheadRequest\x1a&.bulkhead.admin.v1.GetBulkheadResponse\x12e\n" +
 	"\x0eUpdateBulkhead\x12(.bulkhead.admin.v1.UpdateBulkheadRequest\x1a).bulkhead.admin.v1.UpdateBulkheadResponse\x12b\n" +
 	"\rResetBulkhead\x12'.bulkhead.admin.v1.ResetBulkheadRequest\x1a(.bulkhead.admin.v1.ResetBulkheadResponse\x12g\n" +
 	"\x0eWatchBulkheads\x12(.bulkhead.admin.v1.WatchBulkheadsRequest\x1a).bulkhead.admin.v1.WatchBulkheadsResponse0\x01\x12\\\n" +
-	"\vListHolders\x12%.bulkhead.admin.v1.ListHoldersRequest\x1a&.bulkhead.admin.v1.ListHoldersResponseBCZAgithub.com/bulkhead-mesh/bulkhead/proto/bulkhead/admin/v1;adminv1b\x06proto3"
+	"\vListHolders\x12%.bulkhead.admin.v1.ListHoldersRequest\x1a&.bulkhead.admin.v1.ListHoldersResponse\x12Y\n" +
+	"\n" +
+	"SetCircuit\x12$.bulkhead.admin.v1.SetCircuitRequest\x1a%.bulkhead.admin.v1.SetCircuitResponseBCZAgithub.com/bulkhead-mesh/bulkhead/proto/bulkhead/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_bulkhead_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -1593,7 +1815,7 @@ func file_bulkhead_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_bulkhead_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bulkhead_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_bulkhead_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_bulkhead_admin_v1_admin_proto_goTypes = []any{
 	(Priority)(0),                  // 0: bulkhead.admin.v1.Priority
 	(Holder_Source)(0),             // 1: bulkhead.admin.v1.Holder.Source
@@ -1604,26 +1826,29 @@ var file_bulkhead_admin_v1_admin_proto_goTypes = []any{
 	(*Counters)(nil),               // 6: bulkhead.admin.v1.Counters
 	(*Outcomes)(nil),               // 7: bulkhead.admin.v1.Outcomes
 	(*Bulkhead)(nil),               // 8: bulkhead.admin.v1.Bulkhead
-	(*ListBulkheadsRequest)(nil),   // 9: bulkhead.admin.v1.ListBulkheadsRequest
-	(*ListBulkheadsResponse)(nil),  // 10: bulkhead.admin.v1.ListBulkheadsResponse
-	(*GetBulkheadRequest)(nil),     // 11: bulkhead.admin.v1.GetBulkheadRequest
-	(*GetBulkheadResponse)(nil),    // 12: bulkhead.admin.v1.GetBulkheadResponse
-	(*UpdateBulkheadRequest)(nil),  // 13: bulkhead.admin.v1.UpdateBulkheadRequest
-	(*UpdateBulkheadResponse)(nil), // 14: bulkhead.admin.v1.UpdateBulkheadResponse
-	(*ResetBulkheadRequest)(nil),   // 15: bulkhead.admin.v1.ResetBulkheadRequest
-	(*ResetBulkheadResponse)(nil),  // 16: bulkhead.admin.v1.ResetBulkheadResponse
-	(*WatchBulkheadsRequest)(nil),  // 17: bulkhead.admin.v1.WatchBulkheadsRequest
-	(*WatchBulkheadsResponse)(nil), // 18: bulkhead.admin.v1.WatchBulkheadsResponse
-	(*ListHoldersRequest)(nil),     // 19: bulkhead.admin.v1.ListHoldersRequest
-	(*Holder)(nil),                 // 20: bulkhead.admin.v1.Holder
-	(*ListHoldersResponse)(nil),    // 21: bulkhead.admin.v1.ListHoldersResponse
-	(*durationpb.Duration)(nil),    // 22: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
+	(*Circuit)(nil),                // 9: bulkhead.admin.v1.Circuit
+	(*SetCircuitRequest)(nil),      // 10: bulkhead.admin.v1.SetCircuitRequest
+	(*SetCircuitResponse)(nil),     // 11: bulkhead.admin.v1.SetCircuitResponse
+	(*ListBulkheadsRequest)(nil),   // 12: bulkhead.admin.v1.ListBulkheadsRequest
+	(*ListBulkheadsResponse)(nil),  // 13: bulkhead.admin.v1.ListBulkheadsResponse
+	(*GetBulkheadRequest)(nil),     // 14: bulkhead.admin.v1.GetBulkheadRequest
+	(*GetBulkheadResponse)(nil),    // 15: bulkhead.admin.v1.GetBulkheadResponse
+	(*UpdateBulkheadRequest)(nil),  // 16: bulkhead.admin.v1.UpdateBulkheadRequest
+	(*UpdateBulkheadResponse)(nil), // 17: bulkhead.admin.v1.UpdateBulkheadResponse
+	(*ResetBulkheadRequest)(nil),   // 18: bulkhead.admin.v1.ResetBulkheadRequest
+	(*ResetBulkheadResponse)(nil),  // 19: bulkhead.admin.v1.ResetBulkheadResponse
+	(*WatchBulkheadsRequest)(nil),  // 20: bulkhead.admin.v1.WatchBulkheadsRequest
+	(*WatchBulkheadsResponse)(nil), // 21: bulkhead.admin.v1.WatchBulkheadsResponse
+	(*ListHoldersRequest)(nil),     // 22: bulkhead.admin.v1.ListHoldersRequest
+	(*Holder)(nil),                 // 23: bulkhead.admin.v1.Holder
+	(*ListHoldersResponse)(nil),    // 24: bulkhead.admin.v1.ListHoldersResponse
+	(*durationpb.Duration)(nil),    // 25: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 26: google.protobuf.Timestamp
 }
 var file_bulkhead_admin_v1_admin_proto_depIdxs = []int32{
-	22, // 0: bulkhead.admin.v1.Settings.max_wait:type_name -> google.protobuf.Duration
+	25, // 0: bulkhead.admin.v1.Settings.max_wait:type_name -> google.protobuf.Duration
 	2,  // 1: bulkhead.admin.v1.Override.settings:type_name -> bulkhead.admin.v1.Settings
-	23, // 2: bulkhead.admin.v1.Override.time:type_name -> google.protobuf.Timestamp
+	26, // 2: bulkhead.admin.v1.Override.time:type_name -> google.protobuf.Timestamp
 	4,  // 3: bulkhead.admin.v1.Counters.admitted:type_name -> bulkhead.admin.v1.PriorityCounts
 	5,  // 4: bulkhead.admin.v1.Counters.rejected:type_name -> bulkhead.admin.v1.RejectedCounts
 	2,  // 5: bulkhead.admin.v1.Bulkhead.settings:type_name -> bulkhead.admin.v1.Settings
@@ -1631,43 +1856,48 @@ var file_bulkhead_admin_v1_admin_proto_depIdxs = []int32{
 	3,  // 7: bulkhead.admin.v1.Bulkhead.override:type_name -> bulkhead.admin.v1.Override
 	4,  // 8: bulkhead.admin.v1.Bulkhead.queued:type_name -> bulkhead.admin.v1.PriorityCounts
 	6,  // 9: bulkhead.admin.v1.Bulkhead.counters:type_name -> bulkhead.admin.v1.Counters
-	22, // 10: bulkhead.admin.v1.Bulkhead.lease_ttl:type_name -> google.protobuf.Duration
+	25, // 10: bulkhead.admin.v1.Bulkhead.lease_ttl:type_name -> google.protobuf.Duration
 	7,  // 11: bulkhead.admin.v1.Bulkhead.outcomes:type_name -> bulkhead.admin.v1.Outcomes
-	8,  // 12: bulkhead.admin.v1.ListBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
-	8,  // 13: bulkhead.admin.v1.GetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
-	22, // 14: bulkhead.admin.v1.UpdateBulkheadRequest.max_wait:type_name -> google.protobuf.Duration
-	8,  // 15: bulkhead.admin.v1.UpdateBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
-	8,  // 16: bulkhead.admin.v1.UpdateBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
-	8,  // 17: bulkhead.admin.v1.ResetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
-	8,  // 18: bulkhead.admin.v1.ResetBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
-	22, // 19: bulkhead.admin.v1.WatchBulkheadsRequest.interval:type_name -> google.protobuf.Duration
-	23, // 20: bulkhead.admin.v1.WatchBulkheadsResponse.time:type_name -> google.protobuf.Timestamp
-	8,  // 21: bulkhead.admin.v1.WatchBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
-	0,  // 22: bulkhead.admin.v1.Holder.priority:type_name -> bulkhead.admin.v1.Priority
-	1,  // 23: bulkhead.admin.v1.Holder.source:type_name -> bulkhead.admin.v1.Holder.Source
-	23, // 24: bulkhead.admin.v1.Holder.acquired:type_name -> google.protobuf.Timestamp
-	23, // 25: bulkhead.admin.v1.Holder.renewed:type_name -> google.protobuf.Timestamp
-	23, // 26: bulkhead.admin.v1.Holder.expires:type_name -> google.protobuf.Timestamp
-	22, // 27: bulkhead.admin.v1.Holder.age:type_name -> google.protobuf.Duration
-	23, // 28: bulkhead.admin.v1.ListHoldersResponse.time:type_name -> google.protobuf.Timestamp
-	20, // 29: bulkhead.admin.v1.ListHoldersResponse.holders:type_name -> bulkhead.admin.v1.Holder
-	9,  // 30: bulkhead.admin.v1.AdminService.ListBulkheads:input_type -> bulkhead.admin.v1.ListBulkheadsRequest
-	11, // 31: bulkhead.admin.v1.AdminService.GetBulkhead:input_type -> bulkhead.admin.v1.GetBulkheadRequest
-	13, // 32: bulkhead.admin.v1.AdminService.UpdateBulkhead:input_type -> bulkhead.admin.v1.UpdateBulkheadRequest
-	15, // 33: bulkhead.admin.v1.AdminService.ResetBulkhead:input_type -> bulkhead.admin.v1.ResetBulkheadRequest
-	17, // 34: bulkhead.admin.v1.AdminService.WatchBulkheads:input_type -> bulkhead.admin.v1.WatchBulkheadsRequest
-	19, // 35: bulkhead.admin.v1.AdminService.ListHolders:input_type -> bulkhead.admin.v1.ListHoldersRequest
-	10, // 36: bulkhead.admin.v1.AdminService.ListBulkheads:output_type -> bulkhead.admin.v1.ListBulkheadsResponse
-	12, // 37: bulkhead.admin.v1.AdminService.GetBulkhead:output_type -> bulkhead.admin.v1.GetBulkheadResponse
-	14, // 38: bulkhead.admin.v1.AdminService.UpdateBulkhead:output_type -> bulkhead.admin.v1.UpdateBulkheadResponse
-	16, // 39: bulkhead.admin.v1.AdminService.ResetBulkhead:output_type -> bulkhead.admin.v1.ResetBulkheadResponse
-	18, // 40: bulkhead.admin.v1.AdminService.WatchBulkheads:output_type -> bulkhead.admin.v1.WatchBulkheadsResponse
-	21, // 41: bulkhead.admin.v1.AdminService.ListHolders:output_type -> bulkhead.admin.v1.ListHoldersResponse
-	36, // [36:42] is the sub-list for method output_type
-	30, // [30:36] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	9,  // 12: bulkhead.admin.v1.Bulkhead.circuit:type_name -> bulkhead.admin.v1.Circuit
+	26, // 13: bulkhead.admin.v1.Circuit.since:type_name -> google.protobuf.Timestamp
+	8,  // 14: bulkhead.admin.v1.SetCircuitResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
+	8,  // 15: bulkhead.admin.v1.ListBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
+	8,  // 16: bulkhead.admin.v1.GetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
+	25, // 17: bulkhead.admin.v1.UpdateBulkheadRequest.max_wait:type_name -> google.protobuf.Duration
+	8,  // 18: bulkhead.admin.v1.UpdateBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
+	8,  // 19: bulkhead.admin.v1.UpdateBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
+	8,  // 20: bulkhead.admin.v1.ResetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
+	8,  // 21: bulkhead.admin.v1.ResetBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
+	25, // 22: bulkhead.admin.v1.WatchBulkheadsRequest.interval:type_name -> google.protobuf.Duration
+	26, // 23: bulkhead.admin.v1.WatchBulkheadsResponse.time:type_name -> google.protobuf.Timestamp
+	8,  // 24: bulkhead.admin.v1.WatchBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
+	0,  // 25: bulkhead.admin.v1.Holder.priority:type_name -> bulkhead.admin.v1.Priority
+	1,  // 26: bulkhead.admin.v1.Holder.source:type_name -> bulkhead.admin.v1.Holder.Source
+	26, // 27: bulkhead.admin.v1.Holder.acquired:type_name -> google.protobuf.Timestamp
+	26, // 28: bulkhead.admin.v1.Holder.renewed:type_name -> google.protobuf.Timestamp
+	26, // 29: bulkhead.admin.v1.Holder.expires:type_name -> google.protobuf.Timestamp
+	25, // 30: bulkhead.admin.v1.Holder.age:type_name -> google.protobuf.Duration
+	26, // 31: bulkhead.admin.v1.ListHoldersResponse.time:type_name -> google.protobuf.Timestamp
+	23, // 32: bulkhead.admin.v1.ListHoldersResponse.holders:type_name -> bulkhead.admin.v1.Holder
+	12, // 33: bulkhead.admin.v1.AdminService.ListBulkheads:input_type -> bulkhead.admin.v1.ListBulkheadsRequest
+	14, // 34: bulkhead.admin.v1.AdminService.GetBulkhead:input_type -> bulkhead.admin.v1.GetBulkheadRequest
+	16, // 35: bulkhead.admin.v1.AdminService.UpdateBulkhead:input_type -> bulkhead.admin.v1.UpdateBulkheadRequest
+	18, // 36: bulkhead.admin.v1.AdminService.ResetBulkhead:input_type -> bulkhead.admin.v1.ResetBulkheadRequest
+	20, // 37: bulkhead.admin.v1.AdminService.WatchBulkheads:input_type -> bulkhead.admin.v1.WatchBulkheadsRequest
+	22, // 38: bulkhead.admin.v1.AdminService.ListHolders:input_type -> bulkhead.admin.v1.ListHoldersRequest
+	10, // 39: bulkhead.admin.v1.AdminService.SetCircuit:input_type -> bulkhead.admin.v1.SetCircuitRequest
+	13, // 40: bulkhead.admin.v1.AdminService.ListBulkheads:output_type -> bulkhead.admin.v1.ListBulkheadsResponse
+	15, // 41: bulkhead.admin.v1.AdminService.GetBulkhead:output_type -> bulkhead.admin.v1.GetBulkheadResponse
+	17, // 42: bulkhead.admin.v1.AdminService.UpdateBulkhead:output_type -> bulkhead.admin.v1.UpdateBulkheadResponse
+	19, // 43: bulkhead.admin.v1.AdminService.ResetBulkhead:output_type -> bulkhead.admin.v1.ResetBulkheadResponse
+	21, // 44: bulkhead.admin.v1.AdminService.WatchBulkheads:output_type -> bulkhead.admin.v1.WatchBulkheadsResponse
+	24, // 45: bulkhead.admin.v1.AdminService.ListHolders:output_type -> bulkhead.admin.v1.ListHoldersResponse
+	11, // 46: bulkhead.admin.v1.AdminService.SetCircuit:output_type -> bulkhead.admin.v1.SetCircuitResponse
+	40, // [40:47] is the sub-list for method output_type
+	33, // [33:40] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_bulkhead_admin_v1_admin_proto_init() }
@@ -1675,14 +1905,14 @@ func file_bulkhead_admin_v1_admin_proto_init() {
 	if File_bulkhead_admin_v1_admin_proto != nil {
 		return
 	}
-	file_bulkhead_admin_v1_admin_proto_msgTypes[11].OneofWrappers = []any{}
+	file_bulkhead_admin_v1_admin_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bulkhead_admin_v1_admin_proto_rawDesc), len(file_bulkhead_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
