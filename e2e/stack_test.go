@@ -274,7 +274,12 @@ type response struct {
 
 // get sends one request through Envoy.
 func (s *stack) get(ctx context.Context, path string, header map[string]string) response {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+	return getURL(ctx, s.base+path, header)
+}
+
+// getURL sends one GET request to url.
+func getURL(ctx context.Context, url string, header map[string]string) response {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return response{err: err}
 	}
