@@ -27,6 +27,7 @@ type Limiter struct {
 	slots    []slot   // one per permit ever held at once; see Permit
 	free     []uint32 // indices of slots not in use
 	stats    counters
+	peak     int   // most permits in use since TakePeak
 	twin     *twin // the enforcing twin while Settings.DryRun; else nil
 	// A CoDel limiter's overload state (codel.go): okAt is when it last
 	// admitted an arrival at once or served a waiter within the target in
@@ -330,6 +331,7 @@ func (l *Limiter) takeSlotLocked() Permit {
 	}
 	l.slots[i].busy = true
 	l.inUse++
+	l.peak = max(l.peak, l.inUse)
 	return Permit{l: l, slot: i, gen: l.slots[i].gen}
 }
 
