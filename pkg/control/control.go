@@ -14,6 +14,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
+	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
 )
 
 // PolicySetter receives the Check policy of each configuration;
@@ -30,7 +31,8 @@ type Control struct {
 	log      *slog.Logger
 	clock    clock.Clock
 	outcomes OutcomeSource
-	breakers *breaker.Set // nil: none
+	breakers *breaker.Set     // nil: none
+	sizing   *sizing.Observer // nil: no suggestions
 
 	mu        sync.Mutex
 	cfg       *config.Config // last applied file configuration

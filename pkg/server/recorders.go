@@ -5,6 +5,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
+	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
 )
 
 // The daemon's metrics record what both Envoy-facing servers see. The
@@ -18,4 +19,5 @@ var (
 var (
 	_ accesslog.Calls = (*breaker.Set)(nil)
 	_ authz.Breakers  = (*breaker.Set)(nil)
+	_ accesslog.Calls = (*sizing.Observer)(nil)
 )

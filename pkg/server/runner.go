@@ -35,6 +35,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
 	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
 
@@ -52,6 +53,7 @@ type Runner struct {
 	watchFlags  *pflag.FlagSet
 	tlsCheck    time.Duration // how often TLS files are checked for changes
 	listen      listenFunc    // nil: net.Listen
+	sizing      *sizing.Observer
 
 	Registry *bulkhead.Registry
 	Control  *control.Control
@@ -133,13 +135,15 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		m.AdmissionsPaused(true)
 	}
 	breakers := breaker.NewSet(clock.Real{})
+	r.sizing = sizing.New(clock.Real{})
 	azOpts = append(azOpts, authz.WithBreakers(breakers))
-	alsOpts = append(alsOpts, accesslog.WithCalls(breakers))
+	alsOpts = append(alsOpts, accesslog.WithCalls(calls{breakers, r.sizing}))
 	if err := metrics.RegisterBreakers(r.promReg, breakers); err != nil {
 		return nil, err
 	}
 	r.authz = authz.New(r.Registry, r.Ledger, m, authz.DefaultPolicy(), azOpts...)
-	r.Control = control.New(r.Registry, r.authz, log, control.WithOutcomes(m), control.WithBreakers(breakers))
+	r.Control = control.New(r.Registry, r.authz, log, control.WithOutcomes(m), control.WithBreakers(breakers),
+		control.WithSizing(r.sizing))
 	var aopts []admin.AuthOption
 	if cfg.Admin.TokenFile != "" {
 		aopts = append(aopts, admin.WithTokenFile(cfg.Admin.TokenFile))
@@ -237,6 +241,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	var background errgroup.Group
 	background.Go(func() error { return r.Ledger.Run(sweepCtx) })
 	background.Go(func() error { return r.recover(sweepCtx) }) // nil when the window passes or sweepCtx ends
+	background.Go(func() error { return r.sizing.Run(sweepCtx, r.Registry, peakInterval) })
 	if r.watchPath != "" {
 		background.Go(func() error {
 			if err := config.Watch(sweepCtx, r.watchPath, r.watchFlags, r.reload); err != nil {
