@@ -116,6 +116,8 @@ func toStatus(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, errStopping):
 		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, ErrNoSizing):
+		return status.Error(codes.Unimplemented, err.Error())
 	case errors.Is(err, errNoLeases):
 		return status.Error(codes.Unimplemented, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -17,6 +17,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
+	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
 )
 
 // Fake is an in-memory admin.Controller with the contract's semantics:
@@ -27,6 +28,7 @@ type Fake struct {
 	items map[string]*admin.Status
 	now   func() time.Time
 	calls []string
+	sized []admin.Sized
 }
 
 var _ admin.Controller = (*Fake)(nil)
@@ -133,6 +135,32 @@ func (f *Fake) SetCircuit(name string, m breaker.Mode, actor string) (admin.Stat
 	}
 	f.calls = append(f.calls, "circuit "+name+" "+m.String()+" by "+actor)
 	return copyStatus(st), nil
+}
+
+// Suggestions makes Suggest answer sized (for the names it holds).
+func (f *Fake) Suggestions(sized ...admin.Sized) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sized = sized
+}
+
+// Suggest returns what Suggestions set, for name or every bulkhead.
+func (f *Fake) Suggest(name string, p sizing.Params) ([]admin.Sized, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := p.Defaults().Validate(); err != nil {
+		return nil, err
+	}
+	if _, ok := f.items[name]; name != "" && !ok {
+		return nil, fmt.Errorf("%w: %q", admin.ErrNotFound, name)
+	}
+	var out []admin.Sized
+	for _, s := range f.sized {
+		if name == "" || s.Name == name {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 func copyStatus(st *admin.Status) admin.Status {

@@ -1672,6 +1672,297 @@ func (x *ListHoldersResponse) GetHolders() []*Holder {
 	return nil
 }
 
+type SuggestBulkheadsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One bulkhead; empty: every bulkhead.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// How far back to look; unset: 5m. Within [1s, 10m].
+	Window *durationpb.Duration `protobuf:"bytes,2,opt,name=window,proto3" json:"window,omitempty"`
+	// Fraction added on top of what the traffic needs; unset (0): 0.25.
+	Headroom float64 `protobuf:"fixed64,3,opt,name=headroom,proto3" json:"headroom,omitempty"`
+	// Fewer requests in the window get no recommendation; unset (0): 100.
+	MinRequests   int32 `protobuf:"varint,4,opt,name=min_requests,json=minRequests,proto3" json:"min_requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuggestBulkheadsRequest) Reset() {
+	*x = SuggestBulkheadsRequest{}
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuggestBulkheadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuggestBulkheadsRequest) ProtoMessage() {}
+
+func (x *SuggestBulkheadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuggestBulkheadsRequest.ProtoReflect.Descriptor instead.
+func (*SuggestBulkheadsRequest) Descriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SuggestBulkheadsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SuggestBulkheadsRequest) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *SuggestBulkheadsRequest) GetHeadroom() float64 {
+	if x != nil {
+		return x.Headroom
+	}
+	return 0
+}
+
+func (x *SuggestBulkheadsRequest) GetMinRequests() int32 {
+	if x != nil {
+		return x.MinRequests
+	}
+	return 0
+}
+
+// Suggestion is a recommendation for one bulkhead, with its evidence.
+type Suggestion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Why there is no recommendation (too little traffic); empty when there is.
+	Refused string               `protobuf:"bytes,2,opt,name=refused,proto3" json:"refused,omitempty"`
+	Window  *durationpb.Duration `protobuf:"bytes,3,opt,name=window,proto3" json:"window,omitempty"`
+	// Requests that ended in the window.
+	Requests uint64 `protobuf:"varint,4,opt,name=requests,proto3" json:"requests,omitempty"`
+	// Requests ended per second over the seconds that saw any, and over the
+	// whole window.
+	Throughput     float64 `protobuf:"fixed64,5,opt,name=throughput,proto3" json:"throughput,omitempty"`
+	MeanThroughput float64 `protobuf:"fixed64,6,opt,name=mean_throughput,json=meanThroughput,proto3" json:"mean_throughput,omitempty"`
+	// Mean time a permit was held.
+	MeanHold *durationpb.Duration `protobuf:"bytes,7,opt,name=mean_hold,json=meanHold,proto3" json:"mean_hold,omitempty"`
+	// throughput x mean_hold: the permits that throughput needs (Little's law).
+	Little float64 `protobuf:"fixed64,8,opt,name=little,proto3" json:"little,omitempty"`
+	// Most permits in use at once, and the p99 of the permits in use
+	// (sampled four times a second).
+	Peak     int32   `protobuf:"varint,9,opt,name=peak,proto3" json:"peak,omitempty"`
+	P99InUse int32   `protobuf:"varint,10,opt,name=p99_in_use,json=p99InUse,proto3" json:"p99_in_use,omitempty"`
+	Headroom float64 `protobuf:"fixed64,11,opt,name=headroom,proto3" json:"headroom,omitempty"`
+	// The settings in force.
+	CurrentMaxConcurrent int32                `protobuf:"varint,12,opt,name=current_max_concurrent,json=currentMaxConcurrent,proto3" json:"current_max_concurrent,omitempty"`
+	CurrentMaxQueue      int32                `protobuf:"varint,13,opt,name=current_max_queue,json=currentMaxQueue,proto3" json:"current_max_queue,omitempty"`
+	CurrentMaxWait       *durationpb.Duration `protobuf:"bytes,14,opt,name=current_max_wait,json=currentMaxWait,proto3" json:"current_max_wait,omitempty"`
+	// The recommendation.
+	MaxConcurrent int32 `protobuf:"varint,15,opt,name=max_concurrent,json=maxConcurrent,proto3" json:"max_concurrent,omitempty"`
+	MaxQueue      int32 `protobuf:"varint,16,opt,name=max_queue,json=maxQueue,proto3" json:"max_queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Suggestion) Reset() {
+	*x = Suggestion{}
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Suggestion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Suggestion) ProtoMessage() {}
+
+func (x *Suggestion) ProtoReflect() protoreflect.Message {
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Suggestion.ProtoReflect.Descriptor instead.
+func (*Suggestion) Descriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Suggestion) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Suggestion) GetRefused() string {
+	if x != nil {
+		return x.Refused
+	}
+	return ""
+}
+
+func (x *Suggestion) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *Suggestion) GetRequests() uint64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *Suggestion) GetThroughput() float64 {
+	if x != nil {
+		return x.Throughput
+	}
+	return 0
+}
+
+func (x *Suggestion) GetMeanThroughput() float64 {
+	if x != nil {
+		return x.MeanThroughput
+	}
+	return 0
+}
+
+func (x *Suggestion) GetMeanHold() *durationpb.Duration {
+	if x != nil {
+		return x.MeanHold
+	}
+	return nil
+}
+
+func (x *Suggestion) GetLittle() float64 {
+	if x != nil {
+		return x.Little
+	}
+	return 0
+}
+
+func (x *Suggestion) GetPeak() int32 {
+	if x != nil {
+		return x.Peak
+	}
+	return 0
+}
+
+func (x *Suggestion) GetP99InUse() int32 {
+	if x != nil {
+		return x.P99InUse
+	}
+	return 0
+}
+
+func (x *Suggestion) GetHeadroom() float64 {
+	if x != nil {
+		return x.Headroom
+	}
+	return 0
+}
+
+func (x *Suggestion) GetCurrentMaxConcurrent() int32 {
+	if x != nil {
+		return x.CurrentMaxConcurrent
+	}
+	return 0
+}
+
+func (x *Suggestion) GetCurrentMaxQueue() int32 {
+	if x != nil {
+		return x.CurrentMaxQueue
+	}
+	return 0
+}
+
+func (x *Suggestion) GetCurrentMaxWait() *durationpb.Duration {
+	if x != nil {
+		return x.CurrentMaxWait
+	}
+	return nil
+}
+
+func (x *Suggestion) GetMaxConcurrent() int32 {
+	if x != nil {
+		return x.MaxConcurrent
+	}
+	return 0
+}
+
+func (x *Suggestion) GetMaxQueue() int32 {
+	if x != nil {
+		return x.MaxQueue
+	}
+	return 0
+}
+
+type SuggestBulkheadsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Suggestions   []*Suggestion          `protobuf:"bytes,1,rep,name=suggestions,proto3" json:"suggestions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuggestBulkheadsResponse) Reset() {
+	*x = SuggestBulkheadsResponse{}
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuggestBulkheadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuggestBulkheadsResponse) ProtoMessage() {}
+
+func (x *SuggestBulkheadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuggestBulkheadsResponse.ProtoReflect.Descriptor instead.
+func (*SuggestBulkheadsResponse) Descriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SuggestBulkheadsResponse) GetSuggestions() []*Suggestion {
+	if x != nil {
+		return x.Suggestions
+	}
+	return nil
+}
+
 var File_bulkhead_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_bulkhead_admin_v1_admin_proto_rawDesc = "" +
@@ -1786,12 +2077,41 @@ const file_bulkhead_admin_v1_admin_proto_rawDesc = "" +
 	"\x13ListHoldersResponse\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x03R\x05total\x123\n" +
-	"\aholders\x18\x03 \x03(\v2\x19.bulkhead.admin.v1.HolderR\aholders*j\n" +
+	"\aholders\x18\x03 \x03(\v2\x19.bulkhead.admin.v1.HolderR\aholders\"\x9f\x01\n" +
+	"\x17SuggestBulkheadsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
+	"\x06window\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x1a\n" +
+	"\bheadroom\x18\x03 \x01(\x01R\bheadroom\x12!\n" +
+	"\fmin_requests\x18\x04 \x01(\x05R\vminRequests\"\xdb\x04\n" +
+	"\n" +
+	"Suggestion\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\arefused\x18\x02 \x01(\tR\arefused\x121\n" +
+	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x1a\n" +
+	"\brequests\x18\x04 \x01(\x04R\brequests\x12\x1e\n" +
+	"\n" +
+	"throughput\x18\x05 \x01(\x01R\n" +
+	"throughput\x12'\n" +
+	"\x0fmean_throughput\x18\x06 \x01(\x01R\x0emeanThroughput\x126\n" +
+	"\tmean_hold\x18\a \x01(\v2\x19.google.protobuf.DurationR\bmeanHold\x12\x16\n" +
+	"\x06little\x18\b \x01(\x01R\x06little\x12\x12\n" +
+	"\x04peak\x18\t \x01(\x05R\x04peak\x12\x1c\n" +
+	"\n" +
+	"p99_in_use\x18\n" +
+	" \x01(\x05R\bp99InUse\x12\x1a\n" +
+	"\bheadroom\x18\v \x01(\x01R\bheadroom\x124\n" +
+	"\x16current_max_concurrent\x18\f \x01(\x05R\x14currentMaxConcurrent\x12*\n" +
+	"\x11current_max_queue\x18\r \x01(\x05R\x0fcurrentMaxQueue\x12C\n" +
+	"\x10current_max_wait\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\x0ecurrentMaxWait\x12%\n" +
+	"\x0emax_concurrent\x18\x0f \x01(\x05R\rmaxConcurrent\x12\x1b\n" +
+	"\tmax_queue\x18\x10 \x01(\x05R\bmaxQueue\"[\n" +
+	"\x18SuggestBulkheadsResponse\x12?\n" +
+	"\vsuggestions\x18\x01 \x03(\v2\x1d.bulkhead.admin.v1.SuggestionR\vsuggestions*j\n" +
 	"\bPriority\x12\x18\n" +
 	"\x14PRIORITY_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PRIORITY_CRITICAL\x10\x01\x12\x13\n" +
 	"\x0fPRIORITY_NORMAL\x10\x02\x12\x18\n" +
-	"\x14PRIORITY_BEST_EFFORT\x10\x032\xbd\x05\n" +
+	"\x14PRIORITY_BEST_EFFORT\x10\x032\xaa\x06\n" +
 	"\fAdminService\x12b\n" +
 	"\rListBulkheads\x12'.bulkhead.admin.v1.ListBulkheadsRequest\x1a(.bulkhead.admin.v1.ListBulkheadsResponse\x12\\\n" +
 	"\vGetBulkhead\x12%.bulkhead.admin.v1.GetBulkheadRequest\x1a&.bulkhead.admin.v1.GetBulkheadResponse\x12e\n" +
@@ -1800,7 +2120,8 @@ const file_bulkhead_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eWatchBulkheads\x12(.bulkhead.admin.v1.WatchBulkheadsRequest\x1a).bulkhead.admin.v1.WatchBulkheadsResponse0\x01\x12\\\n" +
 	"\vListHolders\x12%.bulkhead.admin.v1.ListHoldersRequest\x1a&.bulkhead.admin.v1.ListHoldersResponse\x12Y\n" +
 	"\n" +
-	"SetCircuit\x12$.bulkhead.admin.v1.SetCircuitRequest\x1a%.bulkhead.admin.v1.SetCircuitResponseBCZAgithub.com/bulkhead-mesh/bulkhead/proto/bulkhead/admin/v1;adminv1b\x06proto3"
+	"SetCircuit\x12$.bulkhead.admin.v1.SetCircuitRequest\x1a%.bulkhead.admin.v1.SetCircuitResponse\x12k\n" +
+	"\x10SuggestBulkheads\x12*.bulkhead.admin.v1.SuggestBulkheadsRequest\x1a+.bulkhead.admin.v1.SuggestBulkheadsResponseBCZAgithub.com/bulkhead-mesh/bulkhead/proto/bulkhead/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_bulkhead_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -1815,40 +2136,43 @@ func file_bulkhead_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_bulkhead_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bulkhead_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_bulkhead_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_bulkhead_admin_v1_admin_proto_goTypes = []any{
-	(Priority)(0),                  // 0: bulkhead.admin.v1.Priority
-	(Holder_Source)(0),             // 1: bulkhead.admin.v1.Holder.Source
-	(*Settings)(nil),               // 2: bulkhead.admin.v1.Settings
-	(*Override)(nil),               // 3: bulkhead.admin.v1.Override
-	(*PriorityCounts)(nil),         // 4: bulkhead.admin.v1.PriorityCounts
-	(*RejectedCounts)(nil),         // 5: bulkhead.admin.v1.RejectedCounts
-	(*Counters)(nil),               // 6: bulkhead.admin.v1.Counters
-	(*Outcomes)(nil),               // 7: bulkhead.admin.v1.Outcomes
-	(*Bulkhead)(nil),               // 8: bulkhead.admin.v1.Bulkhead
-	(*Circuit)(nil),                // 9: bulkhead.admin.v1.Circuit
-	(*SetCircuitRequest)(nil),      // 10: bulkhead.admin.v1.SetCircuitRequest
-	(*SetCircuitResponse)(nil),     // 11: bulkhead.admin.v1.SetCircuitResponse
-	(*ListBulkheadsRequest)(nil),   // 12: bulkhead.admin.v1.ListBulkheadsRequest
-	(*ListBulkheadsResponse)(nil),  // 13: bulkhead.admin.v1.ListBulkheadsResponse
-	(*GetBulkheadRequest)(nil),     // 14: bulkhead.admin.v1.GetBulkheadRequest
-	(*GetBulkheadResponse)(nil),    // 15: bulkhead.admin.v1.GetBulkheadResponse
-	(*UpdateBulkheadRequest)(nil),  // 16: bulkhead.admin.v1.UpdateBulkheadRequest
-	(*UpdateBulkheadResponse)(nil), // 17: bulkhead.admin.v1.UpdateBulkheadResponse
-	(*ResetBulkheadRequest)(nil),   // 18: bulkhead.admin.v1.ResetBulkheadRequest
-	(*ResetBulkheadResponse)(nil),  // 19: bulkhead.admin.v1.ResetBulkheadResponse
-	(*WatchBulkheadsRequest)(nil),  // 20: bulkhead.admin.v1.WatchBulkheadsRequest
-	(*WatchBulkheadsResponse)(nil), // 21: bulkhead.admin.v1.WatchBulkheadsResponse
-	(*ListHoldersRequest)(nil),     // 22: bulkhead.admin.v1.ListHoldersRequest
-	(*Holder)(nil),                 // 23: bulkhead.admin.v1.Holder
-	(*ListHoldersResponse)(nil),    // 24: bulkhead.admin.v1.ListHoldersResponse
-	(*durationpb.Duration)(nil),    // 25: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 26: google.protobuf.Timestamp
+	(Priority)(0),                    // 0: bulkhead.admin.v1.Priority
+	(Holder_Source)(0),               // 1: bulkhead.admin.v1.Holder.Source
+	(*Settings)(nil),                 // 2: bulkhead.admin.v1.Settings
+	(*Override)(nil),                 // 3: bulkhead.admin.v1.Override
+	(*PriorityCounts)(nil),           // 4: bulkhead.admin.v1.PriorityCounts
+	(*RejectedCounts)(nil),           // 5: bulkhead.admin.v1.RejectedCounts
+	(*Counters)(nil),                 // 6: bulkhead.admin.v1.Counters
+	(*Outcomes)(nil),                 // 7: bulkhead.admin.v1.Outcomes
+	(*Bulkhead)(nil),                 // 8: bulkhead.admin.v1.Bulkhead
+	(*Circuit)(nil),                  // 9: bulkhead.admin.v1.Circuit
+	(*SetCircuitRequest)(nil),        // 10: bulkhead.admin.v1.SetCircuitRequest
+	(*SetCircuitResponse)(nil),       // 11: bulkhead.admin.v1.SetCircuitResponse
+	(*ListBulkheadsRequest)(nil),     // 12: bulkhead.admin.v1.ListBulkheadsRequest
+	(*ListBulkheadsResponse)(nil),    // 13: bulkhead.admin.v1.ListBulkheadsResponse
+	(*GetBulkheadRequest)(nil),       // 14: bulkhead.admin.v1.GetBulkheadRequest
+	(*GetBulkheadResponse)(nil),      // 15: bulkhead.admin.v1.GetBulkheadResponse
+	(*UpdateBulkheadRequest)(nil),    // 16: bulkhead.admin.v1.UpdateBulkheadRequest
+	(*UpdateBulkheadResponse)(nil),   // 17: bulkhead.admin.v1.UpdateBulkheadResponse
+	(*ResetBulkheadRequest)(nil),     // 18: bulkhead.admin.v1.ResetBulkheadRequest
+	(*ResetBulkheadResponse)(nil),    // 19: bulkhead.admin.v1.ResetBulkheadResponse
+	(*WatchBulkheadsRequest)(nil),    // 20: bulkhead.admin.v1.WatchBulkheadsRequest
+	(*WatchBulkheadsResponse)(nil),   // 21: bulkhead.admin.v1.WatchBulkheadsResponse
+	(*ListHoldersRequest)(nil),       // 22: bulkhead.admin.v1.ListHoldersRequest
+	(*Holder)(nil),                   // 23: bulkhead.admin.v1.Holder
+	(*ListHoldersResponse)(nil),      // 24: bulkhead.admin.v1.ListHoldersResponse
+	(*SuggestBulkheadsRequest)(nil),  // 25: bulkhead.admin.v1.SuggestBulkheadsRequest
+	(*Suggestion)(nil),               // 26: bulkhead.admin.v1.Suggestion
+	(*SuggestBulkheadsResponse)(nil), // 27: bulkhead.admin.v1.SuggestBulkheadsResponse
+	(*durationpb.Duration)(nil),      // 28: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 29: google.protobuf.Timestamp
 }
 var file_bulkhead_admin_v1_admin_proto_depIdxs = []int32{
-	25, // 0: bulkhead.admin.v1.Settings.max_wait:type_name -> google.protobuf.Duration
+	28, // 0: bulkhead.admin.v1.Settings.max_wait:type_name -> google.protobuf.Duration
 	2,  // 1: bulkhead.admin.v1.Override.settings:type_name -> bulkhead.admin.v1.Settings
-	26, // 2: bulkhead.admin.v1.Override.time:type_name -> google.protobuf.Timestamp
+	29, // 2: bulkhead.admin.v1.Override.time:type_name -> google.protobuf.Timestamp
 	4,  // 3: bulkhead.admin.v1.Counters.admitted:type_name -> bulkhead.admin.v1.PriorityCounts
 	5,  // 4: bulkhead.admin.v1.Counters.rejected:type_name -> bulkhead.admin.v1.RejectedCounts
 	2,  // 5: bulkhead.admin.v1.Bulkhead.settings:type_name -> bulkhead.admin.v1.Settings
@@ -1856,48 +2180,55 @@ var file_bulkhead_admin_v1_admin_proto_depIdxs = []int32{
 	3,  // 7: bulkhead.admin.v1.Bulkhead.override:type_name -> bulkhead.admin.v1.Override
 	4,  // 8: bulkhead.admin.v1.Bulkhead.queued:type_name -> bulkhead.admin.v1.PriorityCounts
 	6,  // 9: bulkhead.admin.v1.Bulkhead.counters:type_name -> bulkhead.admin.v1.Counters
-	25, // 10: bulkhead.admin.v1.Bulkhead.lease_ttl:type_name -> google.protobuf.Duration
+	28, // 10: bulkhead.admin.v1.Bulkhead.lease_ttl:type_name -> google.protobuf.Duration
 	7,  // 11: bulkhead.admin.v1.Bulkhead.outcomes:type_name -> bulkhead.admin.v1.Outcomes
 	9,  // 12: bulkhead.admin.v1.Bulkhead.circuit:type_name -> bulkhead.admin.v1.Circuit
-	26, // 13: bulkhead.admin.v1.Circuit.since:type_name -> google.protobuf.Timestamp
+	29, // 13: bulkhead.admin.v1.Circuit.since:type_name -> google.protobuf.Timestamp
 	8,  // 14: bulkhead.admin.v1.SetCircuitResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
 	8,  // 15: bulkhead.admin.v1.ListBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
 	8,  // 16: bulkhead.admin.v1.GetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
-	25, // 17: bulkhead.admin.v1.UpdateBulkheadRequest.max_wait:type_name -> google.protobuf.Duration
+	28, // 17: bulkhead.admin.v1.UpdateBulkheadRequest.max_wait:type_name -> google.protobuf.Duration
 	8,  // 18: bulkhead.admin.v1.UpdateBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
 	8,  // 19: bulkhead.admin.v1.UpdateBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
 	8,  // 20: bulkhead.admin.v1.ResetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
 	8,  // 21: bulkhead.admin.v1.ResetBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
-	25, // 22: bulkhead.admin.v1.WatchBulkheadsRequest.interval:type_name -> google.protobuf.Duration
-	26, // 23: bulkhead.admin.v1.WatchBulkheadsResponse.time:type_name -> google.protobuf.Timestamp
+	28, // 22: bulkhead.admin.v1.WatchBulkheadsRequest.interval:type_name -> google.protobuf.Duration
+	29, // 23: bulkhead.admin.v1.WatchBulkheadsResponse.time:type_name -> google.protobuf.Timestamp
 	8,  // 24: bulkhead.admin.v1.WatchBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
 	0,  // 25: bulkhead.admin.v1.Holder.priority:type_name -> bulkhead.admin.v1.Priority
 	1,  // 26: bulkhead.admin.v1.Holder.source:type_name -> bulkhead.admin.v1.Holder.Source
-	26, // 27: bulkhead.admin.v1.Holder.acquired:type_name -> google.protobuf.Timestamp
-	26, // 28: bulkhead.admin.v1.Holder.renewed:type_name -> google.protobuf.Timestamp
-	26, // 29: bulkhead.admin.v1.Holder.expires:type_name -> google.protobuf.Timestamp
-	25, // 30: bulkhead.admin.v1.Holder.age:type_name -> google.protobuf.Duration
-	26, // 31: bulkhead.admin.v1.ListHoldersResponse.time:type_name -> google.protobuf.Timestamp
+	29, // 27: bulkhead.admin.v1.Holder.acquired:type_name -> google.protobuf.Timestamp
+	29, // 28: bulkhead.admin.v1.Holder.renewed:type_name -> google.protobuf.Timestamp
+	29, // 29: bulkhead.admin.v1.Holder.expires:type_name -> google.protobuf.Timestamp
+	28, // 30: bulkhead.admin.v1.Holder.age:type_name -> google.protobuf.Duration
+	29, // 31: bulkhead.admin.v1.ListHoldersResponse.time:type_name -> google.protobuf.Timestamp
 	23, // 32: bulkhead.admin.v1.ListHoldersResponse.holders:type_name -> bulkhead.admin.v1.Holder
-	12, // 33: bulkhead.admin.v1.AdminService.ListBulkheads:input_type -> bulkhead.admin.v1.ListBulkheadsRequest
-	14, // 34: bulkhead.admin.v1.AdminService.GetBulkhead:input_type -> bulkhead.admin.v1.GetBulkheadRequest
-	16, // 35: bulkhead.admin.v1.AdminService.UpdateBulkhead:input_type -> bulkhead.admin.v1.UpdateBulkheadRequest
-	18, // 36: bulkhead.admin.v1.AdminService.ResetBulkhead:input_type -> bulkhead.admin.v1.ResetBulkheadRequest
-	20, // 37: bulkhead.admin.v1.AdminService.WatchBulkheads:input_type -> bulkhead.admin.v1.WatchBulkheadsRequest
-	22, // 38: bulkhead.admin.v1.AdminService.ListHolders:input_type -> bulkhead.admin.v1.ListHoldersRequest
-	10, // 39: bulkhead.admin.v1.AdminService.SetCircuit:input_type -> bulkhead.admin.v1.SetCircuitRequest
-	13, // 40: bulkhead.admin.v1.AdminService.ListBulkheads:output_type -> bulkhead.admin.v1.ListBulkheadsResponse
-	15, // 41: bulkhead.admin.v1.AdminService.GetBulkhead:output_type -> bulkhead.admin.v1.GetBulkheadResponse
-	17, // 42: bulkhead.admin.v1.AdminService.UpdateBulkhead:output_type -> bulkhead.admin.v1.UpdateBulkheadResponse
-	19, // 43: bulkhead.admin.v1.AdminService.ResetBulkhead:output_type -> bulkhead.admin.v1.ResetBulkheadResponse
-	21, // 44: bulkhead.admin.v1.AdminService.WatchBulkheads:output_type -> bulkhead.admin.v1.WatchBulkheadsResponse
-	24, // 45: bulkhead.admin.v1.AdminService.ListHolders:output_type -> bulkhead.admin.v1.ListHoldersResponse
-	11, // 46: bulkhead.admin.v1.AdminService.SetCircuit:output_type -> bulkhead.admin.v1.SetCircuitResponse
-	40, // [40:47] is the sub-list for method output_type
-	33, // [33:40] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	28, // 33: bulkhead.admin.v1.SuggestBulkheadsRequest.window:type_name -> google.protobuf.Duration
+	28, // 34: bulkhead.admin.v1.Suggestion.window:type_name -> google.protobuf.Duration
+	28, // 35: bulkhead.admin.v1.Suggestion.mean_hold:type_name -> google.protobuf.Duration
+	28, // 36: bulkhead.admin.v1.Suggestion.current_max_wait:type_name -> google.protobuf.Duration
+	26, // 37: bulkhead.admin.v1.SuggestBulkheadsResponse.suggestions:type_name -> bulkhead.admin.v1.Suggestion
+	12, // 38: bulkhead.admin.v1.AdminService.ListBulkheads:input_type -> bulkhead.admin.v1.ListBulkheadsRequest
+	14, // 39: bulkhead.admin.v1.AdminService.GetBulkhead:input_type -> bulkhead.admin.v1.GetBulkheadRequest
+	16, // 40: bulkhead.admin.v1.AdminService.UpdateBulkhead:input_type -> bulkhead.admin.v1.UpdateBulkheadRequest
+	18, // 41: bulkhead.admin.v1.AdminService.ResetBulkhead:input_type -> bulkhead.admin.v1.ResetBulkheadRequest
+	20, // 42: bulkhead.admin.v1.AdminService.WatchBulkheads:input_type -> bulkhead.admin.v1.WatchBulkheadsRequest
+	22, // 43: bulkhead.admin.v1.AdminService.ListHolders:input_type -> bulkhead.admin.v1.ListHoldersRequest
+	10, // 44: bulkhead.admin.v1.AdminService.SetCircuit:input_type -> bulkhead.admin.v1.SetCircuitRequest
+	25, // 45: bulkhead.admin.v1.AdminService.SuggestBulkheads:input_type -> bulkhead.admin.v1.SuggestBulkheadsRequest
+	13, // 46: bulkhead.admin.v1.AdminService.ListBulkheads:output_type -> bulkhead.admin.v1.ListBulkheadsResponse
+	15, // 47: bulkhead.admin.v1.AdminService.GetBulkhead:output_type -> bulkhead.admin.v1.GetBulkheadResponse
+	17, // 48: bulkhead.admin.v1.AdminService.UpdateBulkhead:output_type -> bulkhead.admin.v1.UpdateBulkheadResponse
+	19, // 49: bulkhead.admin.v1.AdminService.ResetBulkhead:output_type -> bulkhead.admin.v1.ResetBulkheadResponse
+	21, // 50: bulkhead.admin.v1.AdminService.WatchBulkheads:output_type -> bulkhead.admin.v1.WatchBulkheadsResponse
+	24, // 51: bulkhead.admin.v1.AdminService.ListHolders:output_type -> bulkhead.admin.v1.ListHoldersResponse
+	11, // 52: bulkhead.admin.v1.AdminService.SetCircuit:output_type -> bulkhead.admin.v1.SetCircuitResponse
+	27, // 53: bulkhead.admin.v1.AdminService.SuggestBulkheads:output_type -> bulkhead.admin.v1.SuggestBulkheadsResponse
+	46, // [46:54] is the sub-list for method output_type
+	38, // [38:46] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_bulkhead_admin_v1_admin_proto_init() }
@@ -1912,7 +2243,7 @@ func file_bulkhead_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bulkhead_admin_v1_admin_proto_rawDesc), len(file_bulkhead_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -57,13 +57,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_ListBulkheads_FullMethodName  = "/bulkhead.admin.v1.AdminService/ListBulkheads"
-	AdminService_GetBulkhead_FullMethodName    = "/bulkhead.admin.v1.AdminService/GetBulkhead"
-	AdminService_UpdateBulkhead_FullMethodName = "/bulkhead.admin.v1.AdminService/UpdateBulkhead"
-	AdminService_ResetBulkhead_FullMethodName  = "/bulkhead.admin.v1.AdminService/ResetBulkhead"
-	AdminService_WatchBulkheads_FullMethodName = "/bulkhead.admin.v1.AdminService/WatchBulkheads"
-	AdminService_ListHolders_FullMethodName    = "/bulkhead.admin.v1.AdminService/ListHolders"
-	AdminService_SetCircuit_FullMethodName     = "/bulkhead.admin.v1.AdminService/SetCircuit"
+	AdminService_ListBulkheads_FullMethodName    = "/bulkhead.admin.v1.AdminService/ListBulkheads"
+	AdminService_GetBulkhead_FullMethodName      = "/bulkhead.admin.v1.AdminService/GetBulkhead"
+	AdminService_UpdateBulkhead_FullMethodName   = "/bulkhead.admin.v1.AdminService/UpdateBulkhead"
+	AdminService_ResetBulkhead_FullMethodName    = "/bulkhead.admin.v1.AdminService/ResetBulkhead"
+	AdminService_WatchBulkheads_FullMethodName   = "/bulkhead.admin.v1.AdminService/WatchBulkheads"
+	AdminService_ListHolders_FullMethodName      = "/bulkhead.admin.v1.AdminService/ListHolders"
+	AdminService_SetCircuit_FullMethodName       = "/bulkhead.admin.v1.AdminService/SetCircuit"
+	AdminService_SuggestBulkheads_FullMethodName = "/bulkhead.admin.v1.AdminService/SuggestBulkheads"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -104,6 +105,11 @@ type AdminServiceClient interface {
 	// force it open or closed, or return it to its outcomes (auto, from
 	// closed). FAILED_PRECONDITION when the bulkhead has no breaker.
 	SetCircuit(ctx context.Context, in *SetCircuitRequest, opts ...grpc.CallOption) (*SetCircuitResponse, error)
+	// SuggestBulkheads recommends max_concurrent and max_queue for one
+	// bulkhead (name set) or every bulkhead, from what the server observed
+	// over the window, with the evidence. A bulkhead with too little traffic
+	// gets no recommendation, only the reason (Suggestion.refused).
+	SuggestBulkheads(ctx context.Context, in *SuggestBulkheadsRequest, opts ...grpc.CallOption) (*SuggestBulkheadsResponse, error)
 }
 
 type adminServiceClient struct {
@@ -193,6 +199,16 @@ func (c *adminServiceClient) SetCircuit(ctx context.Context, in *SetCircuitReque
 	return out, nil
 }
 
+func (c *adminServiceClient) SuggestBulkheads(ctx context.Context, in *SuggestBulkheadsRequest, opts ...grpc.CallOption) (*SuggestBulkheadsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SuggestBulkheadsResponse)
+	err := c.cc.Invoke(ctx, AdminService_SuggestBulkheads_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -231,6 +247,11 @@ type AdminServiceServer interface {
 	// force it open or closed, or return it to its outcomes (auto, from
 	// closed). FAILED_PRECONDITION when the bulkhead has no breaker.
 	SetCircuit(context.Context, *SetCircuitRequest) (*SetCircuitResponse, error)
+	// SuggestBulkheads recommends max_concurrent and max_queue for one
+	// bulkhead (name set) or every bulkhead, from what the server observed
+	// over the window, with the evidence. A bulkhead with too little traffic
+	// gets no recommendation, only the reason (Suggestion.refused).
+	SuggestBulkheads(context.Context, *SuggestBulkheadsRequest) (*SuggestBulkheadsResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -261,6 +282,9 @@ func (UnimplementedAdminServiceServer) ListHolders(context.Context, *ListHolders
 }
 func (UnimplementedAdminServiceServer) SetCircuit(context.Context, *SetCircuitRequest) (*SetCircuitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetCircuit not implemented")
+}
+func (UnimplementedAdminServiceServer) SuggestBulkheads(context.Context, *SuggestBulkheadsRequest) (*SuggestBulkheadsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SuggestBulkheads not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -402,6 +426,24 @@ func _AdminService_SetCircuit_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_SuggestBulkheads_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SuggestBulkheadsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SuggestBulkheads(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_SuggestBulkheads_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SuggestBulkheads(ctx, req.(*SuggestBulkheadsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -432,6 +474,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetCircuit",
 			Handler:    _AdminService_SetCircuit_Handler,
+		},
+		{
+			MethodName: "SuggestBulkheads",
+			Handler:    _AdminService_SuggestBulkheads_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
