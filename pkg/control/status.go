@@ -3,6 +3,7 @@ package control
 import (
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
@@ -20,6 +21,8 @@ type Status struct {
 	Tenants int
 	// Outcomes is nil when the controller does not track outcomes.
 	Outcomes *Outcomes
+	// Circuit is the bulkhead's circuit breaker, nil when it has none.
+	Circuit *breaker.Snapshot
 }
 
 // Outcomes count how admitted requests ended (from the access log).
