@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/bulkhead-mesh/bulkhead/deploy/monitoring"
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 )
@@ -20,6 +21,8 @@ type oneBulkhead struct{}
 func (oneBulkhead) Snapshots() []bulkhead.Snapshot { return []bulkhead.Snapshot{{Name: "x"}} }
 
 func (oneBulkhead) Oldest() map[string]time.Time { return map[string]time.Time{"x": time.Now()} }
+
+func (oneBulkhead) States() []breaker.Named { return []breaker.Named{{Name: "x"}} }
 
 // capture records the collectors registered on it, and registers them on
 // reg too.
@@ -57,6 +60,9 @@ func exportedNames(t *testing.T) map[string]bool {
 	}
 	m.Waited("x", time.Millisecond) // creates the per-dependency series, histograms included
 	if err := metrics.RegisterOldest(c, oneBulkhead{}, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	if err := metrics.RegisterBreakers(c, oneBulkhead{}); err != nil {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}
@@ -195,6 +201,7 @@ func TestRulesCoverage(t *testing.T) {
 		"BulkheadAbsent":             "page",
 		"BulkheadExtAuthzErrors":     "page",
 		"BulkheadFailOpen":           "warning",
+		"BulkheadCircuitFlapping":    "warning",
 	}
 	var got []string
 	for _, r := range rules {
@@ -202,7 +209,7 @@ func TestRulesCoverage(t *testing.T) {
 		if sev, ok := want[r.Alert]; ok && r.Labels["severity"] != sev {
 			t.Errorf("%s: severity %q, want %q", r.Alert, r.Labels["severity"], sev)
 		}
-		if r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+		if r.Alert != "" && (r.Annotations["summary"] == "" || r.Annotations["description"] == "") { // recording rules have none
 			t.Errorf("%s: needs a summary and a description", r.Name())
 		}
 		if r.Alert == "BulkheadHeartbeatMissing" &&

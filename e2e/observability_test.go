@@ -39,7 +39,7 @@ leases: {sweep_interval: 100ms, heartbeat_interval: 500ms, heartbeat_ttl: 1s, re
 bulkheads:
   catalog: {max_concurrent: 2, max_queue: 2, max_wait: 100ms, reserve: {critical: 0.5}}
   auth: {max_concurrent: 20, max_queue: 20, max_wait: 200ms}
-  orders: {max_concurrent: 20, max_queue: 20, max_wait: 200ms}
+  orders: {max_concurrent: 20, max_queue: 20, max_wait: 200ms, circuit_breaker: {}}
 `, func(p *envoy.Params) {
 		p.AccessLogExcludeHeader = skipLog // its permits expire after the 1 s heartbeat lease
 		p.HeartbeatInterval = 500 * time.Millisecond

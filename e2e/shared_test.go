@@ -249,7 +249,11 @@ func TestSharedLedgerUnavailablePolicies(t *testing.T) {
 			srv.Kill()
 			// local_share admits alone only after the other replicas would
 			// hold its share back (3 ticks, plus one): a 6 s flood sees both.
-			st := floodBoth(t, ctx, rs, "/catalog", 100, 6*time.Second)
+			d := 2 * time.Second
+			if tc.policy == "local_share" {
+				d = 6 * time.Second
+			}
+			st := floodBoth(t, ctx, rs, "/catalog", 100, d)
 			t.Logf("%s, Redis down: %s; upstream max %d", tc.policy, summary(st), up.Max())
 			tc.check(t, st, up.Max())
 			srv.Start()

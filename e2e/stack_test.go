@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -105,6 +106,9 @@ func startStack(t testing.TB, bulkheadYAML string, mod func(*envoy.Params)) *sta
 	}
 	for name, b := range cfg.Bulkheads {
 		s.limits[name] = b.Settings.MaxConcurrent
+		if b.Settings.DryRun {
+			s.limits[name] = math.MaxInt // a dry run admits past its limit
+		}
 	}
 
 	for _, name := range routes {
@@ -270,7 +274,12 @@ type response struct {
 
 // get sends one request through Envoy.
 func (s *stack) get(ctx context.Context, path string, header map[string]string) response {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+	return getURL(ctx, s.base+path, header)
+}
+
+// getURL sends one GET request to url.
+func getURL(ctx context.Context, url string, header map[string]string) response {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return response{err: err}
 	}

@@ -84,7 +84,7 @@ type command struct {
 }
 
 func commands() []*command {
-	return []*command{statusCmd(), getCmd(), holdersCmd(), setCmd(), resetCmd(), watchCmd()}
+	return []*command{statusCmd(), getCmd(), holdersCmd(), setCmd(), resetCmd(), circuitCmd(), suggestCmd(), watchCmd()}
 }
 
 func findCommand(name string) *command {

@@ -115,6 +115,8 @@ func (a *app) explain(err error) error {
 		return &exitError{exitRefused, msg + " (bulkheadctl status lists the bulkheads)"}
 	case codes.InvalidArgument:
 		return &exitError{exitRefused, "refused: " + msg + fieldHint(st)}
+	case codes.FailedPrecondition:
+		return &exitError{exitRefused, "refused: " + msg}
 	case codes.Unimplemented:
 		return &exitError{exitRefused, fmt.Sprintf("the server at %s does not implement %s — is it a Bulkhead admin listener?", addr, "bulkhead.admin.v1.AdminService")}
 	case codes.Canceled:

@@ -158,7 +158,7 @@ func TestUsageErrors(t *testing.T) {
 		stderr string
 	}{
 		{"no command", nil, "bulkheadctl: no command given\n" + more},
-		{"unknown command", []string{"frob"}, "bulkheadctl: unknown command \"frob\" (commands: status, get, holders, set, reset, watch)\n" + more},
+		{"unknown command", []string{"frob"}, "bulkheadctl: unknown command \"frob\" (commands: status, get, holders, set, reset, circuit, suggest, watch)\n" + more},
 		{"unknown flag", []string{"status", "--frob"}, "bulkheadctl: status: unknown flag: --frob\n" + more},
 		{"unknown global flag", []string{"--frob", "status"}, "bulkheadctl: unknown flag: --frob\n" + more},
 		{"set nothing", []string{"set", "catalog"}, "bulkheadctl: set: nothing to change; give at least one of --max-concurrent, --max-queue, --max-wait, --reserve-critical, --reserve-normal\n" + more},
@@ -170,7 +170,7 @@ func TestUsageErrors(t *testing.T) {
 		{"status argument", []string{"status", "catalog"}, "bulkheadctl: status: takes no arguments, got: catalog\n" + more},
 		{"watch fast", []string{"watch", "--interval", "1ms"}, "bulkheadctl: --interval 1ms: must be within [100ms, 1m0s]\n" + more},
 		{"status sample", []string{"status", "--sample", "2m"}, "bulkheadctl: --sample 2m0s: must be within [100ms, 1m0s]\n" + more},
-		{"help unknown", []string{"help", "frob"}, "bulkheadctl: help: unknown command \"frob\" (commands: status, get, holders, set, reset, watch)\n" + more},
+		{"help unknown", []string{"help", "frob"}, "bulkheadctl: help: unknown command \"frob\" (commands: status, get, holders, set, reset, circuit, suggest, watch)\n" + more},
 	}
 	for _, tc := range tests {
 		r := e.ctl(t, tc.args...)

@@ -116,6 +116,9 @@ func writeBulkhead(w io.Writer, b *adminv1.Bulkhead, format string) error {
 		row("OUTCOMES", "success %d, failure %d, aborted %d", o.Success, o.Failure, o.Aborted)
 	}
 	row("TENANTS", "%d", v.Tenants)
+	if cv := v.Circuit; cv != nil {
+		row("CIRCUIT", "%s", circuitRow(cv))
+	}
 	return tw.Flush()
 }
 

@@ -67,6 +67,7 @@ type Server struct {
 	// periodic entry is a forgery (or forgotten): it is not adopted.
 	adoptUntil time.Time
 	silent     *SilentNodes // nil: silent nodes are not remembered
+	calls      Calls        // nil: no one
 	nodes      *heardNodes  // the nodes that send periodic entries; nil with heartbeats off
 	ended      endedTokens  // requests ended that a late periodic entry must not adopt
 	shared     Shared       // nil: permits are this process's
@@ -218,6 +219,9 @@ func (s *Server) released(st *stream, e *entry, lease permit.Lease) {
 	s.rec.LogEntry(permit.EntryReleased)
 	s.rec.Outcome(lease.Bulkhead, outcome(e))
 	held := s.clock.Now().Sub(lease.Acquired)
+	if s.calls != nil {
+		s.calls.Ended(lease.Bulkhead, outcome(e), held)
+	}
 	if up, ok := e.upstream(); ok {
 		s.rec.ReleaseLag(lease.Bulkhead, max(0, held-up))
 	}

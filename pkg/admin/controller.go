@@ -1,6 +1,10 @@
 package admin
 
-import "github.com/bulkhead-mesh/bulkhead/pkg/control"
+import (
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
+	"github.com/bulkhead-mesh/bulkhead/pkg/control"
+	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
+)
 
 // Controller owns the run-time state of the bulkheads; *control.Control
 // satisfies it. Its methods must be safe for concurrent use.
@@ -16,6 +20,13 @@ type Controller interface {
 	Update(name string, p Patch, actor string) (Status, error)
 	// Reset drops the override: the file's settings are in force again.
 	Reset(name, actor string) (Status, error)
+	// SetCircuit sets the operator mode of the bulkhead's circuit breaker,
+	// logging actor; a bulkhead without one wraps ErrNoBreaker.
+	SetCircuit(name string, m breaker.Mode, actor string) (Status, error)
+	// Suggest recommends settings for bulkhead name, or every bulkhead when
+	// name is "", sorted by name; p's zero fields take the defaults. An
+	// unknown name wraps ErrNotFound, invalid p sizing.ErrInvalidParams.
+	Suggest(name string, p sizing.Params) ([]Sized, error)
 }
 
 var _ Controller = (*control.Control)(nil)
@@ -29,4 +40,5 @@ type (
 	Override = control.Override
 	Outcomes = control.Outcomes
 	Patch    = control.Patch
+	Sized    = control.Sized
 )

@@ -53,6 +53,7 @@ func toProto(s Status) *adminv1.Bulkhead {
 	if o := s.Outcomes; o != nil {
 		b.Outcomes = &adminv1.Outcomes{Success: o.Success, Failure: o.Failure, Aborted: o.Aborted}
 	}
+	b.Circuit = circuitToProto(s.Circuit)
 	return b
 }
 

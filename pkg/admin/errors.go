@@ -106,6 +106,8 @@ func toStatus(err error) error {
 		inv = invalidSettings(err)
 	case errors.Is(err, ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, ErrNoBreaker):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, ErrUnauthenticated):
 		return status.Error(codes.Unauthenticated, err.Error())
 	case errors.Is(err, ErrPermissionDenied):
@@ -114,6 +116,8 @@ func toStatus(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, errStopping):
 		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, ErrNoSizing):
+		return status.Error(codes.Unimplemented, err.Error())
 	case errors.Is(err, errNoLeases):
 		return status.Error(codes.Unimplemented, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -152,6 +156,8 @@ func httpStatus(c codes.Code) int {
 		return http.StatusBadRequest
 	case codes.NotFound:
 		return http.StatusNotFound
+	case codes.FailedPrecondition:
+		return http.StatusConflict
 	case codes.Unauthenticated:
 		return http.StatusUnauthorized
 	case codes.PermissionDenied:

@@ -16,9 +16,10 @@ import (
 
 // The JSON API's paths.
 const (
-	pathList  = "/v1/bulkheads"
-	pathWatch = "/v1/bulkheads:watch"
-	pathItem  = "/v1/bulkheads/" // + NAME, NAME:reset, NAME/override, NAME/holders
+	pathList    = "/v1/bulkheads"
+	pathWatch   = "/v1/bulkheads:watch"
+	pathSuggest = "/v1/bulkheads:suggest"
+	pathItem    = "/v1/bulkheads/" // + NAME, NAME:reset, NAME:circuit, NAME/override, NAME/holders, NAME/suggest
 )
 
 // errorBody is every JSON error response.
@@ -65,6 +66,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 			s.list(w, r)
 		}
 		return
+	case p == pathSuggest:
+		if allow(w, r, http.MethodGet) {
+			s.suggest(w, r, "")
+		}
+		return
 	case p == pathWatch:
 		if allow(w, r, http.MethodGet) {
 			s.watchJSON(w, r)
@@ -78,9 +84,21 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
+		if name, ok := strings.CutSuffix(rest, "/suggest"); ok && validName(name) {
+			if allow(w, r, http.MethodGet) {
+				s.suggest(w, r, name)
+			}
+			return
+		}
 		if name, ok := strings.CutSuffix(rest, "/holders"); ok && validName(name) {
 			if allow(w, r, http.MethodGet) {
 				s.holders(w, r, name)
+			}
+			return
+		}
+		if name, ok := strings.CutSuffix(rest, ":circuit"); ok && validName(name) {
+			if allow(w, r, http.MethodPost) {
+				s.setCircuit(w, r, name)
 			}
 			return
 		}
@@ -104,7 +122,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusNotFound, errorBody{Error: "no such endpoint: " + r.Method + " " + p +
-		" (see GET /v1/bulkheads, GET|PATCH /v1/bulkheads/NAME, POST /v1/bulkheads/NAME:reset, GET /v1/bulkheads/NAME/holders, GET /v1/bulkheads:watch)"})
+		" (see GET /v1/bulkheads, GET|PATCH /v1/bulkheads/NAME, POST /v1/bulkheads/NAME:reset, POST /v1/bulkheads/NAME:circuit, GET /v1/bulkheads/NAME/holders, GET /v1/bulkheads[/NAME]:suggest, GET /v1/bulkheads:watch)"})
 }
 
 // validName accepts a non-empty path segment; the Controller decides

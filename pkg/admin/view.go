@@ -19,6 +19,7 @@ type View struct {
 	Queued       PriorityView  `json:"queued" yaml:"queued"`
 	Counters     CountersView  `json:"counters" yaml:"counters"`
 	Outcomes     *OutcomesView `json:"outcomes,omitempty" yaml:"outcomes,omitempty"`
+	Circuit      *CircuitView  `json:"circuit,omitempty" yaml:"circuit,omitempty"`
 	LeaseTTL     string        `json:"lease_ttl" yaml:"lease_ttl"`
 	Tenants      int64         `json:"tenants" yaml:"tenants"`
 	// Kind is what the bulkhead counts: requests or connections.
@@ -126,6 +127,7 @@ func NewView(b *adminv1.Bulkhead) View {
 	if o := b.GetOutcomes(); o != nil {
 		v.Outcomes = &OutcomesView{Success: o.GetSuccess(), Failure: o.GetFailure(), Aborted: o.GetAborted()}
 	}
+	v.Circuit = newCircuitView(b.GetCircuit())
 	return v
 }
 

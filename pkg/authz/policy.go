@@ -135,8 +135,12 @@ func (p *Policy) leaseTTL(key string) time.Duration {
 	return p.DefaultLeaseTTL
 }
 
-func (p *Policy) retryAfterSeconds() string {
-	s := int64((p.RetryAfter + time.Second - 1) / time.Second)
+func (p *Policy) retryAfterSeconds() string { return retryAfterValue(p.RetryAfter) }
+
+// retryAfterValue is d as a retry-after header value: whole seconds,
+// rounded up, at least 1.
+func retryAfterValue(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
 	return fmt.Sprint(max(s, 1))
 }
 

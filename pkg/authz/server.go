@@ -57,6 +57,7 @@ type Server struct {
 	bulkheads Bulkheads
 	ledger    Ledger
 	rec       Recorder
+	breakers  Breakers // nil: none
 	clock     clock.Clock
 	log       *slog.Logger
 	silent    SilentNodes   // never nil
@@ -162,6 +163,9 @@ func (s *Server) check(ctx context.Context, pol *Policy, r *request) (answer, er
 		}
 	}
 
+	if resp, refused := s.circuit(pol, l, key); refused {
+		return respond(resp), nil
+	}
 	var prio bulkhead.Priority
 	if isConn {
 		prio = s.connectionPriority(conn, r)

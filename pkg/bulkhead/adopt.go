@@ -13,7 +13,11 @@ func (l *Limiter) Adopt() (Permit, error) {
 		return Permit{}, ErrClosed
 	}
 	l.stats.adopted++
-	return l.takeSlotLocked(), nil
+	p := l.takeSlotLocked()
+	if l.twin != nil {
+		l.slots[p.slot].ghost = l.twin.adopt(l.clock.Now())
+	}
+	return p, nil
 }
 
 // SetPaused pauses admissions (true) or resumes them (false). A paused

@@ -27,13 +27,21 @@ type Limiter struct {
 	slots    []slot   // one per permit ever held at once; see Permit
 	free     []uint32 // indices of slots not in use
 	stats    counters
+	peak     int   // most permits in use since TakePeak
+	twin     *twin // the enforcing twin while Settings.DryRun; else nil
+	// A CoDel limiter's overload state (codel.go): okAt is when it last
+	// admitted an arrival at once or served a waiter within the target in
+	// FIFO order, queuedAt when an arrival last queued.
+	okAt, queuedAt time.Time
+	overloaded     bool
 }
 
 // slot tracks one permit so that a second release of it can be told apart
 // from the first: the generation moves on every release.
 type slot struct {
-	gen  uint32
-	busy bool
+	gen   uint32
+	busy  bool
+	ghost *ghost // the permit's request as the dry-run twin sees it, or nil
 }
 
 type counters struct {
@@ -43,6 +51,9 @@ type counters struct {
 	adopted    uint64
 	released   uint64
 	duplicates uint64
+	// wouldReject counts, by reason, what a dry-run limiter admitted and
+	// its enforcing twin would have rejected.
+	wouldReject [numReasons]uint64
 }
 
 // Permit is the right to one unit of a Limiter's capacity. It is a small
@@ -152,10 +163,22 @@ func (l *Limiter) acquire(ctx context.Context, p Priority, budget time.Duration,
 	if capped && (wait == 0 || budget < wait) {
 		wait = budget
 	}
+	if l.twin != nil && !l.closed {
+		noWait := ReasonNone
+		if capped && wait <= 0 {
+			noWait = ReasonTimeout
+		}
+		permit := l.admitDryLocked(p, wait, noWait)
+		l.mu.Unlock()
+		return permit, nil
+	}
 	w, permit, err := l.enqueueLocked(p, capped && wait <= 0)
 	l.mu.Unlock()
 	if w == nil {
 		return permit, err
+	}
+	if w.bound > 0 && (wait == 0 || w.bound < wait) {
+		wait = w.bound // an overloaded CoDel queue
 	}
 	var expired <-chan time.Time
 	if wait > 0 {
@@ -186,7 +209,13 @@ func (l *Limiter) TryAcquire(p Priority) (Permit, error) {
 		l.stats.rejected[ReasonUnknownBulkhead]++
 		return Permit{}, ErrClosed
 	}
+	if l.twin != nil {
+		return l.admitDryLocked(p, 0, ReasonQueueFull), nil
+	}
 	if l.admissibleLocked(p) {
+		if l.settings.Queue == CoDel {
+			l.codelAdmittedLocked()
+		}
 		return l.grantLocked(p), nil
 	}
 	l.stats.rejected[ReasonQueueFull]++
@@ -205,7 +234,15 @@ func (l *Limiter) enqueueLocked(p Priority, noWait bool) (w *waiter, permit Perm
 		return nil, Permit{}, ErrClosed
 	}
 	if l.admissibleLocked(p) {
+		if l.settings.Queue == CoDel {
+			l.codelAdmittedLocked()
+		}
 		return nil, l.grantLocked(p), nil
+	}
+	var enq time.Time
+	var bound time.Duration
+	if l.settings.Queue == CoDel {
+		enq, bound = l.codelBusyLocked()
 	}
 	if noWait {
 		l.stats.rejected[ReasonTimeout]++
@@ -219,7 +256,7 @@ func (l *Limiter) enqueueLocked(p Priority, noWait bool) (w *waiter, permit Perm
 		}
 		l.rejectLocked(victim, ErrShed)
 	}
-	w = &waiter{prio: p, ready: make(chan struct{})}
+	w = &waiter{prio: p, ready: make(chan struct{}), enq: enq, bound: bound}
 	l.queues[p].pushBack(w)
 	l.queued++
 	return w, Permit{}, nil
@@ -294,6 +331,7 @@ func (l *Limiter) takeSlotLocked() Permit {
 	}
 	l.slots[i].busy = true
 	l.inUse++
+	l.peak = max(l.peak, l.inUse)
 	return Permit{l: l, slot: i, gen: l.slots[i].gen}
 }
 
@@ -311,6 +349,10 @@ func (l *Limiter) releaseLocked(p Permit) bool {
 	s := &l.slots[p.slot]
 	s.busy = false
 	s.gen++
+	if g := s.ghost; g != nil {
+		s.ghost = nil
+		l.twin.end(l.clock.Now(), g, &l.ceil, &l.stats.wouldReject)
+	}
 	l.free = append(l.free, p.slot)
 	l.inUse--
 	l.stats.released++
@@ -319,10 +361,15 @@ func (l *Limiter) releaseLocked(p Permit) bool {
 }
 
 // notifyLocked grants permits to waiters, highest class first and FIFO
-// within a class, while the head waiter's class ceiling allows. Ceilings
+// within a class (or as CoDel picks, codel.go), while the head waiter's
+// class ceiling allows. Ceilings
 // never rise as the class falls, so once the highest waiting class cannot be
 // served no lower class can: afterwards no queued waiter is grantable.
 func (l *Limiter) notifyLocked() {
+	if l.twin != nil {
+		l.notifyDryLocked()
+		return
+	}
 	for l.queued > 0 {
 		var head *waiter
 		for c := range l.queues {
@@ -333,6 +380,11 @@ func (l *Limiter) notifyLocked() {
 		}
 		if head == nil || l.inUse >= l.ceil[head.prio] {
 			return
+		}
+		if l.settings.Queue == CoDel {
+			if head = l.codelPickLocked(head.prio); head == nil {
+				continue // dropped the whole class
+			}
 		}
 		l.queues[head.prio].remove(head)
 		l.queued--

@@ -132,3 +132,19 @@ func TestAdmission(t *testing.T) {
 		})
 	}
 }
+
+func TestTakePeak(t *testing.T) {
+	l := mustNew(t, Settings{MaxConcurrent: 5})
+	a, _ := l.TryAcquire(Normal)
+	b, _ := l.TryAcquire(Normal)
+	c, _ := l.TryAcquire(Normal)
+	b.Release()
+	c.Release()
+	if p := l.TakePeak(); p != 3 {
+		t.Fatalf("peak %d, want 3", p)
+	}
+	if p := l.TakePeak(); p != 1 {
+		t.Fatalf("peak after the take %d, want 1 (in use)", p)
+	}
+	a.Release()
+}

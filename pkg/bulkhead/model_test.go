@@ -7,6 +7,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 )
 
 // model is a deliberately naive reference of the admission model in
@@ -22,6 +25,28 @@ type model struct {
 	rejected [numReasons]uint64
 	cancel   uint64
 	rel, dup uint64
+
+	// CoDel: the time, when each waiter queued, okAt (see codel.go), and
+	// the waiters dropped for waiting past the target while overloaded.
+	now            time.Duration
+	enq            map[int]time.Duration
+	okAt, queuedAt time.Duration
+	dropping       bool
+	dropped        []int
+}
+
+// overloaded brings the CoDel state up to now: in after an interval with
+// no sign the queue keeps up, out after an interval in which no one queued.
+func (m *model) overloaded() bool {
+	if m.s.Queue != CoDel {
+		return false
+	}
+	if m.dropping && m.now-m.queuedAt >= m.s.CoDelInterval {
+		m.dropping, m.okAt = false, m.now
+	} else if !m.dropping && m.now-m.okAt >= m.s.CoDelInterval {
+		m.dropping = true
+	}
+	return m.dropping
 }
 
 func (m *model) ceiling(p Priority) int { return m.s.Ceiling(p) }
@@ -52,12 +77,51 @@ func (m *model) grant(id int, t *testing.T) {
 func (m *model) settle(t *testing.T) []int {
 	var out []int
 	for i := m.firstGrantable(); i >= 0; i = m.firstGrantable() {
+		if m.s.Queue == CoDel {
+			if i = m.codelPick(m.class[m.queue[i]]); i < 0 {
+				continue
+			}
+		}
 		id := m.queue[i]
 		m.queue = slices.Delete(m.queue, i, i+1)
 		m.grant(id, t)
 		out = append(out, id)
 	}
 	return out
+}
+
+// codelPick is the CoDel rule read literally: overloaded, drop the waiters
+// of class c that waited past the target and take the newest one left;
+// else take the oldest, noting a grant within the target.
+func (m *model) codelPick(c Priority) int {
+	var of []int // indices in m.queue of class c, oldest first
+	for i, id := range m.queue {
+		if m.class[id] == c {
+			of = append(of, i)
+		}
+	}
+	if !m.overloaded() {
+		if m.now-m.enq[m.queue[of[0]]] <= m.s.CoDelTarget {
+			m.okAt = m.now
+		}
+		return of[0]
+	}
+	var kept []int
+	for _, id := range m.queue {
+		if m.class[id] == c && m.now-m.enq[id] > m.s.CoDelTarget {
+			m.rejected[ReasonTimeout]++
+			m.dropped = append(m.dropped, id)
+			continue
+		}
+		kept = append(kept, id)
+	}
+	m.queue = kept
+	for i := len(m.queue) - 1; i >= 0; i-- {
+		if m.class[m.queue[i]] == c {
+			return i
+		}
+	}
+	return -1
 }
 
 func (m *model) queuedIn(c Priority) int {
@@ -108,6 +172,9 @@ func runModel(t *testing.T, data []byte) {
 		case 2:
 			s.ReserveCritical, s.ReserveNormal = 0.25, 0.25
 		}
+		if arg()%2 == 1 {
+			s.Queue, s.CoDelTarget, s.CoDelInterval = CoDel, 10*time.Millisecond, 50*time.Millisecond
+		}
 		if s.Validate() != nil {
 			s.ReserveCritical, s.ReserveNormal = 0, 0
 		}
@@ -116,11 +183,17 @@ func runModel(t *testing.T, data []byte) {
 	if len(data) < 3 {
 		return
 	}
-	m := &model{s: settings(), class: map[int]Priority{}, held: map[int]bool{}}
-	l := mustNew(t, m.s)
+	m := &model{s: settings(), class: map[int]Priority{}, held: map[int]bool{}, enq: map[int]time.Duration{}}
+	fc := clock.NewFake(epoch)
+	l := mustNew(t, m.s, WithClock(fc))
 	waiters := map[int]*waiter{}
 	permits := map[int]Permit{}
 	shed := map[int]bool{}
+	dropped := func() {
+		for _, id := range m.dropped {
+			shed[id] = true // decided by the limiter, with ErrTimeout
+		}
+	}
 	id := 0
 	expectShed := func(i int) {
 		vid := m.queue[i]
@@ -136,7 +209,8 @@ func runModel(t *testing.T, data []byte) {
 		desc := ""
 		before := l.Snapshot()
 		var wantGranted []int
-		switch op % 7 {
+		m.dropped = nil
+		switch op % 8 {
 		case 0, 1, 2: // acquire
 			p := Priority(arg() % numPriorities)
 			if p > BestEffort {
@@ -150,8 +224,19 @@ func runModel(t *testing.T, data []byte) {
 			for c := Critical; c <= p; c++ {
 				higherWaiting = higherWaiting || m.queuedIn(c) > 0
 			}
+			var bound time.Duration
+			overloaded := m.overloaded()
+			immediate := m.inUse < m.ceiling(p) && !higherWaiting
+			if m.s.Queue == CoDel && immediate {
+				m.okAt = m.now // spare capacity
+			} else if m.s.Queue == CoDel {
+				m.queuedAt, m.enq[id] = m.now, m.now
+				if overloaded {
+					bound = m.s.CoDelTarget
+				}
+			}
 			switch {
-			case m.inUse < m.ceiling(p) && !higherWaiting:
+			case immediate:
 				m.grant(id, t)
 				if err != nil || w != nil {
 					t.Fatalf("step %d %s: want grant, got w=%v err=%v", step, desc, w != nil, err)
@@ -164,6 +249,9 @@ func runModel(t *testing.T, data []byte) {
 				m.queue = append(m.queue, id)
 				if err != nil || w == nil {
 					t.Fatalf("step %d %s: want queue, got err=%v", step, desc, err)
+				}
+				if w.bound != bound {
+					t.Fatalf("step %d %s: wait bound %v, want %v", step, desc, w.bound, bound)
 				}
 				waiters[id] = w
 			default:
@@ -217,8 +305,17 @@ func runModel(t *testing.T, data []byte) {
 			if permits[pid].Release() {
 				t.Fatalf("step %d %s: returned true", step, desc)
 			}
+		case 7: // time passes
+			d := time.Duration(arg()%40) * time.Millisecond
+			desc = fmt.Sprintf("advance %v", d)
+			m.now += d
+			fc.Advance(d)
 		case 6: // resize
+			old := m.s
 			m.s = settings()
+			if m.s.Queue == CoDel && old.Queue != CoDel {
+				m.okAt, m.queuedAt, m.dropping = m.now, m.now, false
+			}
 			desc = fmt.Sprintf("resize %+v", m.s)
 			if err := l.Resize(m.s); err != nil {
 				t.Fatal(err)
@@ -229,6 +326,7 @@ func runModel(t *testing.T, data []byte) {
 			}
 		}
 		// Which waiters did the limiter decide in this step?
+		dropped()
 		for _, gid := range wantGranted {
 			w := waiters[gid]
 			if !isDecided(w) || w.err != nil {
@@ -239,8 +337,12 @@ func runModel(t *testing.T, data []byte) {
 		}
 		for sid := range shed {
 			w := waiters[sid]
-			if !isDecided(w) || !errors.Is(w.err, ErrShed) {
-				t.Fatalf("step %d %s: waiter %d should be shed", step, desc, sid)
+			want := ErrShed
+			if slices.Contains(m.dropped, sid) {
+				want = ErrTimeout
+			}
+			if !isDecided(w) || !errors.Is(w.err, want) {
+				t.Fatalf("step %d %s: waiter %d should be decided with %v, got %v", step, desc, sid, want, w.err)
 			}
 			delete(waiters, sid)
 			delete(shed, sid)
@@ -302,6 +404,8 @@ func FuzzModel(f *testing.F) {
 	f.Add([]byte{4, 3, 2, 0, 0, 0, 1, 0, 2, 4, 0, 6, 0, 0, 0})
 	f.Add([]byte{0, 3, 0, 0, 2, 0, 1, 0, 0, 3, 0, 1, 4, 0, 5, 0, 6, 4, 0, 1, 4, 0})
 	f.Add([]byte{1, 1, 2, 0, 2, 1, 1, 0, 0, 6, 2, 3, 0, 3, 0, 0})
+	// CoDel: queue, let the interval pass, queue more, release.
+	f.Add([]byte{0, 3, 0, 1, 0, 1, 0, 1, 0, 1, 7, 30, 7, 30, 0, 1, 0, 2, 4, 0, 7, 5, 4, 0, 3, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 4096 {
 			return

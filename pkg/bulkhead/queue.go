@@ -1,5 +1,7 @@
 package bulkhead
 
+import "time"
+
 // waiter is one Acquire call that could not be admitted at once. Its fields
 // other than ready are guarded by the Limiter's mu; ready is closed exactly
 // once, under mu, when the waiter is decided: granted (permit set, err nil)
@@ -9,6 +11,10 @@ type waiter struct {
 	ready  chan struct{}
 	permit Permit
 	err    error
+	// enq is when the waiter queued, and bound (if not 0) caps its wait:
+	// set for CoDel queues only.
+	enq   time.Time
+	bound time.Duration
 
 	prev, next *waiter
 	queued     bool

@@ -25,7 +25,11 @@ func (l *Limiter) Resize(s Settings) error {
 // admission check stays one comparison. l.mu must be held, or l not yet
 // shared.
 func (l *Limiter) setLocked(s Settings) {
+	if s.Queue == CoDel && l.settings.Queue != CoDel {
+		l.codelResetLocked(l.clock.Now()) // overload is measured from now on
+	}
 	l.settings = s
+	l.setDryRunLocked(s.DryRun)
 	for _, p := range Priorities() {
 		l.ceil[p] = s.Ceiling(p)
 		if l.paused {

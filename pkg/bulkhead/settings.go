@@ -22,6 +22,16 @@ type Settings struct {
 	ReserveCritical float64
 	// ReserveNormal is a further fraction that BestEffort may not use.
 	ReserveNormal float64
+	// DryRun (the configuration's enforce: false) admits every request at
+	// once and only counts, by reason, what the limiter would have rejected
+	// had it enforced the settings above (Snapshot.WouldReject).
+	DryRun bool
+	// Queue orders waiters within a class: FIFO (the zero value) or CoDel,
+	// with CoDelTarget and CoDelInterval (both positive, target below
+	// interval; unused and zero with FIFO).
+	Queue         QueueDiscipline
+	CoDelTarget   time.Duration
+	CoDelInterval time.Duration
 }
 
 // Ceiling returns how many permits may be in use for a request of class p to
@@ -67,6 +77,21 @@ func (s Settings) Validate() error {
 	}
 	if badFrac(s.ReserveNormal) {
 		add("reserve.normal: must be in [0, 1), got %v", s.ReserveNormal)
+	}
+	switch s.Queue {
+	case FIFO:
+		if s.CoDelTarget != 0 || s.CoDelInterval != 0 {
+			add("codel: only with queue codel, got target %s, interval %s", s.CoDelTarget, s.CoDelInterval)
+		}
+	case CoDel:
+		if s.CoDelTarget <= 0 {
+			add("codel.target: must be positive, got %s", s.CoDelTarget)
+		}
+		if s.CoDelInterval <= 0 || s.CoDelInterval <= s.CoDelTarget {
+			add("codel.interval: must be positive and above codel.target, got %s", s.CoDelInterval)
+		}
+	default:
+		add("queue: must be fifo or codel, got %s", s.Queue)
 	}
 	if len(errs) == 0 && s.Ceiling(BestEffort) < 1 {
 		add("reserve: critical %v + normal %v leave best_effort no permit of max_concurrent %d",

@@ -17,6 +17,16 @@ type Snapshot struct {
 	Admitted [numPriorities]uint64
 	// Rejected counts rejections, indexed by Reason (ReasonNone stays 0).
 	Rejected [numReasons]uint64
+	// WouldReject counts, indexed by Reason, the requests a dry-run limiter
+	// (Settings.DryRun) admitted that it would have rejected had it enforced
+	// its settings. It stays 0 while the limiter enforces them.
+	WouldReject [numReasons]uint64
+	// WouldQueue is how many admitted requests of a dry-run limiter would be
+	// waiting now had it enforced its settings.
+	WouldQueue int
+	// Overloaded: the limiter's CoDel queue is overloaded (it serves the
+	// newest first and drops waiters past the target); false with FIFO.
+	Overloaded bool
 	// Adopted counts permits of running calls taken by Adopt.
 	Adopted uint64
 	// Cancelled counts Acquire calls that ended because their context did.
@@ -40,10 +50,14 @@ func (s Snapshot) QueuedTotal() int {
 }
 
 // Snapshot returns the limiter's current state. It is cheap enough to call
-// on every metrics scrape.
+// on every metrics scrape (a dry-run limiter first runs its twin's events
+// due by now, in O(max_queue) each).
 func (l *Limiter) Snapshot() Snapshot {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.twin != nil {
+		l.twin.advance(l.clock.Now(), &l.ceil, &l.stats.wouldReject)
+	}
 	s := Snapshot{
 		Name:              l.name,
 		Settings:          l.settings,
@@ -53,12 +67,19 @@ func (l *Limiter) Snapshot() Snapshot {
 		InUse:             l.inUse,
 		Admitted:          l.stats.admitted,
 		Rejected:          l.stats.rejected,
+		WouldReject:       l.stats.wouldReject,
 		Cancelled:         l.stats.cancelled,
 		Released:          l.stats.released,
 		DuplicateReleases: l.stats.duplicates,
 	}
 	for c := range l.queues {
 		s.Queued[c] = l.queues[c].n
+	}
+	if l.twin != nil {
+		s.WouldQueue = l.twin.queued
+	}
+	if l.settings.Queue == CoDel {
+		s.Overloaded, _ = l.codelPeekLocked(l.clock.Now())
 	}
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
@@ -131,6 +132,7 @@ type Limits struct {
 
 // Bulkhead is one configured bulkhead.
 type Bulkhead struct {
+	// Settings.DryRun is the file's enforce: false (default true).
 	Settings bulkhead.Settings
 	// LeaseTTL is how long a permit may be held before it is reclaimed;
 	// Leases.DefaultTTL when the file sets none.
@@ -142,6 +144,9 @@ type Bulkhead struct {
 	// its MaxWait defaults to the bulkhead's, and it has no reserves (the
 	// bulkhead's reserves apply across tenants).
 	Tenant *bulkhead.Settings
+	// Breaker, when not nil, is the bulkhead's mesh-wide circuit breaker
+	// (circuit_breaker); nil: the bulkhead has none.
+	Breaker *breaker.Settings
 	// Connections, when not nil, makes the bulkhead count TCP connections
 	// (Envoy's network ext_authz filter) instead of requests.
 	Connections *Connections

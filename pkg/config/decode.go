@@ -23,8 +23,9 @@ func ValidName(name string) bool { return nameRE.MatchString(name) }
 
 // Field names of one bulkhead and of its reserve, in the order documented.
 var (
-	bulkheadFields = []string{"max_concurrent", "max_queue", "max_wait", "lease_ttl", "reserve", "tenant", "connections"}
+	bulkheadFields = []string{"max_concurrent", "max_queue", "max_wait", "lease_ttl", "reserve", "enforce", "queue", "codel", "circuit_breaker", "tenant", "connections"}
 	reserveFields  = []string{"critical", "normal"}
+	codelFields    = []string{"target", "interval"}
 	tenantFields   = []string{"max_concurrent", "max_queue", "max_wait"}
 )
 
@@ -198,12 +199,25 @@ func (d *decoder) bulkhead(path string, raw any, defaultTTL time.Duration, prio 
 			d.positive(key, v, b.LeaseTTL)
 		case "reserve":
 			s.ReserveCritical, s.ReserveNormal = d.reserve(key, v)
+		case "enforce":
+			s.DryRun = !d.boolean(key, v)
+		case "queue":
+			s.Queue = d.queueDiscipline(key, v)
+		case "codel":
+			s.CoDelTarget, s.CoDelInterval = d.codel(key, v)
+		case "circuit_breaker":
+			b.Breaker = d.breaker(key, v)
 		case "tenant":
 			tenant = v
 		case "connections":
 			b.Connections = d.connections(path, v, prio)
 		default:
 			d.ps.add(key, unknownField(k, bulkheadFields), "")
+		}
+	}
+	if s.Queue == bulkhead.CoDel {
+		if fields["codel"] == nil {
+			s.CoDelTarget, s.CoDelInterval = bulkhead.DefaultCoDelTarget, bulkhead.DefaultCoDelInterval
 		}
 	}
 	d.settings(path, b)
@@ -223,7 +237,7 @@ func (d *decoder) tenant(path string, raw any, parent bulkhead.Settings) *bulkhe
 	if !ok {
 		return nil
 	}
-	t := &bulkhead.Settings{MaxWait: parent.MaxWait}
+	t := &bulkhead.Settings{MaxWait: parent.MaxWait, DryRun: parent.DryRun} // a dry run covers its tenants
 	if fields["max_concurrent"] == nil {
 		d.ps.add(path+".max_concurrent", "is required", "")
 	}
@@ -270,6 +284,36 @@ func (d *decoder) reserve(path string, raw any) (critical, normal float64) {
 		}
 	}
 	return critical, normal
+}
+
+// queueDiscipline decodes a bulkhead's queue: fifo or codel.
+func (d *decoder) queueDiscipline(key string, v any) bulkhead.QueueDiscipline {
+	s, ok := d.strOK(key, v)
+	q, err := bulkhead.ParseQueueDiscipline(s)
+	if ok {
+		d.check(key, v, err == nil, "must be fifo or codel")
+	}
+	return q
+}
+
+// codel decodes a bulkhead's codel mapping; a field left out gets its
+// default (bulkhead.DefaultCoDel...).
+func (d *decoder) codel(path string, raw any) (target, interval time.Duration) {
+	target, interval = bulkhead.DefaultCoDelTarget, bulkhead.DefaultCoDelInterval
+	m, _ := d.mapping(path, raw)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		key, v := path+"."+k, m[k]
+		switch {
+		case v == nil:
+		case k == "target":
+			target = d.duration(key, v)
+		case k == "interval":
+			interval = d.duration(key, v)
+		default:
+			d.ps.add(key, unknownField(k, codelFields), "")
+		}
+	}
+	return target, interval
 }
 
 // positive records a problem at key unless t > 0.

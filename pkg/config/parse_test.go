@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
@@ -117,6 +118,29 @@ bulkheads:
 			c.Admin.TLS = TLSFiles{CertFile: "c", KeyFile: "k"}
 		}},
 		{"null admin sections", "admin: {token_file: , tls: }\n", func(*Config) {}},
+		{"codel", "bulkheads: {a: {max_concurrent: 1, queue: codel}, b: {max_concurrent: 1, queue: codel, codel: {target: 20ms, interval: 1s}}, c: {max_concurrent: 1, queue: fifo}}\n",
+			func(c *Config) {
+				c.Bulkheads["a"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 1, Queue: bulkhead.CoDel,
+					CoDelTarget: bulkhead.DefaultCoDelTarget, CoDelInterval: bulkhead.DefaultCoDelInterval}, LeaseTTL: time.Minute}
+				c.Bulkheads["b"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 1, Queue: bulkhead.CoDel,
+					CoDelTarget: 20 * time.Millisecond, CoDelInterval: time.Second}, LeaseTTL: time.Minute}
+				c.Bulkheads["c"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 1}, LeaseTTL: time.Minute}
+			}},
+		{"circuit breaker", "bulkheads: {a: {max_concurrent: 1, circuit_breaker: {}}, b: {max_concurrent: 1, circuit_breaker: {failure_ratio: 0.25, min_requests: 5, window: 2s, open_for: 1s, half_open_probes: 1, slow_call_duration: 300ms}}}\n",
+			func(c *Config) {
+				c.Bulkheads["a"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 1}, LeaseTTL: time.Minute,
+					Breaker: &breaker.Settings{FailureRatio: 0.5, MinRequests: 20, Window: 10 * time.Second, OpenFor: 5 * time.Second, HalfOpenProbes: 5}}
+				c.Bulkheads["b"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 1}, LeaseTTL: time.Minute,
+					Breaker: &breaker.Settings{FailureRatio: 0.25, MinRequests: 5, Window: 2 * time.Second, OpenFor: time.Second,
+						HalfOpenProbes: 1, SlowCallDuration: 300 * time.Millisecond}}
+			}},
+		{"dry run", "authz: {tenant_header: x-t}\nbulkheads: {c: {max_concurrent: 2, enforce: false, tenant: {max_concurrent: 1}}, d: {max_concurrent: 1, enforce: \"true\"}}\n",
+			func(c *Config) {
+				c.Authz.TenantHeader = "x-t"
+				c.Bulkheads["c"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 2, DryRun: true}, LeaseTTL: time.Minute,
+					Tenant: &bulkhead.Settings{MaxConcurrent: 1, DryRun: true}}
+				c.Bulkheads["d"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 1}, LeaseTTL: time.Minute}
+			}},
 		{
 			"tenant templates",
 			`authz: {tenant_header: x-tenant-id}

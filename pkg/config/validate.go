@@ -173,7 +173,15 @@ func isToken(s string) bool {
 // bulkhead.Settings.Validate, re-prefixing each problem's field with path.
 // Fields already reported (missing or of the wrong type) are skipped.
 func (d *decoder) settings(path string, b Bulkhead) {
-	err := b.Settings.Validate()
+	d.fieldProblems(path, b.Settings.Validate(), func(field string) bool {
+		return field == "reserve" && d.anyBad(path+".reserve.", path+".max_concurrent")
+	})
+}
+
+// fieldProblems records each leaf of err, a "field: reason, got value"
+// problem of the settings at path, under path.field, unless that key was
+// already reported or skip says to leave it out.
+func (d *decoder) fieldProblems(path string, err error, skip func(field string) bool) {
 	if err == nil {
 		return
 	}
@@ -185,7 +193,7 @@ func (d *decoder) settings(path string, b Bulkhead) {
 			continue
 		}
 		key := path + "." + field
-		if d.ps.bad[key] || field == "reserve" && d.anyBad(path+".reserve.", path+".max_concurrent") {
+		if d.ps.bad[key] || skip(field) {
 			continue
 		}
 		reason, got := rest, ""

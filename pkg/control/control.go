@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
+	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
 )
 
 // PolicySetter receives the Check policy of each configuration;
@@ -29,8 +31,10 @@ type Control struct {
 	log      *slog.Logger
 	clock    clock.Clock
 	outcomes OutcomeSource
-	global   GlobalSource // nil: this process's own counts
-	sink     OverrideSink // nil: overrides stay here
+	global   GlobalSource     // nil: this process's own counts
+	sink     OverrideSink     // nil: overrides stay here
+	breakers *breaker.Set     // nil: none
+	sizing   *sizing.Observer // nil: no suggestions
 
 	mu        sync.Mutex
 	cfg       *config.Config // last applied file configuration
@@ -104,6 +108,9 @@ func (c *Control) Reload(cfg *config.Config) (bulkhead.Changes, error) {
 			errs = append(errs, fmt.Errorf("bulkheads.%s.tenant: %w", name, err))
 		}
 	}
+	if c.breakers != nil {
+		applyBreakers(c.breakers, cfg)
+	}
 	c.policy.SetPolicy(Policy(cfg))
 	c.cfg = cfg
 	c.log.Info("configuration applied", "source", cfg.Source, "bulkheads", len(cfg.Bulkheads),
@@ -160,6 +167,12 @@ func (c *Control) statusLocked(s bulkhead.Snapshot) Status {
 	}
 	if s.Tenants != nil {
 		st.Tenants = s.Tenants.Live
+	}
+	if c.breakers != nil {
+		if b := c.breakers.Get(s.Name); b != nil {
+			cs := b.Snapshot()
+			st.Circuit = &cs
+		}
 	}
 	if c.outcomes != nil {
 		var o Outcomes

@@ -3,6 +3,7 @@ package control
 import (
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 )
@@ -24,6 +25,8 @@ type Status struct {
 	Tenants int
 	// Outcomes is nil when the controller does not track outcomes.
 	Outcomes *Outcomes
+	// Circuit is the bulkhead's circuit breaker, nil when it has none.
+	Circuit *breaker.Snapshot
 }
 
 // Outcomes count how admitted requests ended (from the access log).

@@ -25,6 +25,15 @@ var (
 		"Idle tenant sub-bulkheads evicted to stay within limits.max_tenants.", []string{"dependency"}, nil)
 	descTenantRejected = prometheus.NewDesc("bulkhead_tenant_rejected_total",
 		"Requests rejected by their tenant's compartment (all tenants together), by reason.", []string{"dependency", "reason"}, nil)
+	descEnforced = prometheus.NewDesc("bulkhead_enforced",
+		"1 while the bulkhead enforces its limit, 0 in a dry run (enforce: false).", []string{"dependency"}, nil)
+	descWouldReject = prometheus.NewDesc("bulkhead_would_reject_total",
+		"Requests a dry-run bulkhead admitted that it would have rejected had it enforced its limit, by reason.",
+		[]string{"dependency", "reason"}, nil)
+	descWouldQueue = prometheus.NewDesc("bulkhead_would_queue_calls",
+		"Admitted requests of a dry-run bulkhead that would be waiting now had it enforced its limit.", []string{"dependency"}, nil)
+	descOverloaded = prometheus.NewDesc("bulkhead_queue_overloaded",
+		"1 while the bulkhead's CoDel queue is overloaded (newest served first, waits cut to the target).", []string{"dependency"}, nil)
 	descCancelled = prometheus.NewDesc("bulkhead_cancelled_total",
 		"Checks that ended while waiting because Envoy or the client went away.", []string{"dependency"}, nil)
 )
@@ -37,7 +46,7 @@ type snapshotCollector struct {
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descActive, descQueued, descLimit, descMaxQueue, descAdmitted, descRejected, descCancelled,
-		descTenants, descTenantsEvicted, descTenantRejected, descKind} {
+		descEnforced, descWouldReject, descWouldQueue, descOverloaded, descTenants, descTenantsEvicted, descTenantRejected, descKind} {
 		ch <- d
 	}
 }
@@ -69,6 +78,20 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descRejected, s.Rejected[r], s.Name, r.String())
 		}
 		counter(descCancelled, s.Cancelled, s.Name)
+		enforced := 1.0
+		if s.Settings.DryRun {
+			enforced = 0
+		}
+		gauge(descEnforced, enforced, s.Name)
+		gauge(descWouldQueue, float64(s.WouldQueue), s.Name)
+		overloaded := 0.0
+		if s.Overloaded {
+			overloaded = 1
+		}
+		gauge(descOverloaded, overloaded, s.Name)
+		for _, r := range bulkhead.Reasons() {
+			counter(descWouldReject, s.WouldReject[r], s.Name, r.String())
+		}
 		if t := s.Tenants; t != nil {
 			gauge(descTenants, float64(t.Live), s.Name)
 			counter(descTenantsEvicted, t.Evicted, s.Name)

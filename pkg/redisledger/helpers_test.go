@@ -31,8 +31,8 @@ func (r *fakeRec) LedgerCall(op Op, _ time.Duration, err error) {
 		r.errs[op]++
 	}
 }
-func (r *fakeRec) LedgerState(s State)                 { r.mu.Lock(); r.states = append(r.states, s); r.mu.Unlock() }
-func (r *fakeRec) LedgerReplicas(n int)                { r.mu.Lock(); r.replicas = n; r.mu.Unlock() }
+func (r *fakeRec) LedgerState(s State)         { r.mu.Lock(); r.states = append(r.states, s); r.mu.Unlock() }
+func (r *fakeRec) LedgerReplicas(n int)        { r.mu.Lock(); r.replicas = n; r.mu.Unlock() }
 func (r *fakeRec) LedgerGlobal(string, Global) {}
 
 type fakeObs struct {

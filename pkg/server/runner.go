@@ -27,6 +27,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/accesslog"
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin"
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
@@ -34,6 +35,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
 	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
 
@@ -60,6 +62,7 @@ type Runner struct {
 	watchFlags  *pflag.FlagSet
 	tlsCheck    time.Duration // how often TLS files are checked for changes
 	listen      listenFunc    // nil: net.Listen
+	sizing      *sizing.Observer
 
 	Registry *bulkhead.Registry
 	Control  *control.Control
@@ -155,8 +158,15 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		r.Registry.SetPaused(true)
 		m.AdmissionsPaused(true)
 	}
+	breakers := breaker.NewSet(clock.Real{})
+	r.sizing = sizing.New(clock.Real{})
+	azOpts = append(azOpts, authz.WithBreakers(breakers))
+	alsOpts = append(alsOpts, accesslog.WithCalls(calls{breakers, r.sizing}))
+	if err := metrics.RegisterBreakers(r.promReg, breakers); err != nil {
+		return nil, err
+	}
 	r.authz = authz.New(r.Registry, r.Ledger, m, authz.DefaultPolicy(), azOpts...)
-	ctlOpts := []control.Option{control.WithOutcomes(m)}
+	ctlOpts := []control.Option{control.WithOutcomes(m), control.WithBreakers(breakers), control.WithSizing(r.sizing)}
 	if r.shared != nil {
 		ctlOpts = append(ctlOpts, control.WithGlobal(func(name string) (int, [3]int, bool) {
 			g, ok := lm.Global(name)
@@ -275,6 +285,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		background.Go(func() error { r.shared.overrides.run(sweepCtx, time.Second); return nil })
 	}
 	background.Go(func() error { return r.recover(sweepCtx) }) // nil when the window passes or sweepCtx ends
+	background.Go(func() error { return r.sizing.Run(sweepCtx, r.Registry, peakInterval) })
 	if r.watchPath != "" {
 		background.Go(func() error {
 			if err := config.Watch(sweepCtx, r.watchPath, r.watchFlags, r.reload); err != nil {

@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin"
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
+	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
 )
 
 // Fake is an in-memory admin.Controller with the contract's semantics:
@@ -26,6 +28,7 @@ type Fake struct {
 	items map[string]*admin.Status
 	now   func() time.Time
 	calls []string
+	sized []admin.Sized
 }
 
 var _ admin.Controller = (*Fake)(nil)
@@ -114,6 +117,52 @@ func (f *Fake) Reset(name, actor string) (admin.Status, error) {
 	return copyStatus(st), nil
 }
 
+// SetCircuit sets the mode of a bulkhead's breaker (set Status.Circuit
+// with Mutate first): force_open shows it open, the others closed.
+func (f *Fake) SetCircuit(name string, m breaker.Mode, actor string) (admin.Status, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.items[name]
+	if !ok {
+		return admin.Status{}, fmt.Errorf("%w: %q", admin.ErrNotFound, name)
+	}
+	if st.Circuit == nil {
+		return admin.Status{}, fmt.Errorf("%w: %q", admin.ErrNoBreaker, name)
+	}
+	st.Circuit.Mode, st.Circuit.State = m, breaker.Closed
+	if m == breaker.ForceOpen {
+		st.Circuit.State = breaker.Open
+	}
+	f.calls = append(f.calls, "circuit "+name+" "+m.String()+" by "+actor)
+	return copyStatus(st), nil
+}
+
+// Suggestions makes Suggest answer sized (for the names it holds).
+func (f *Fake) Suggestions(sized ...admin.Sized) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sized = sized
+}
+
+// Suggest returns what Suggestions set, for name or every bulkhead.
+func (f *Fake) Suggest(name string, p sizing.Params) ([]admin.Sized, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := p.Defaults().Validate(); err != nil {
+		return nil, err
+	}
+	if _, ok := f.items[name]; name != "" && !ok {
+		return nil, fmt.Errorf("%w: %q", admin.ErrNotFound, name)
+	}
+	var out []admin.Sized
+	for _, s := range f.sized {
+		if name == "" || s.Name == name {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
 func copyStatus(st *admin.Status) admin.Status {
 	c := *st
 	if st.Override != nil {
@@ -123,6 +172,10 @@ func copyStatus(st *admin.Status) admin.Status {
 	if st.Outcomes != nil {
 		o := *st.Outcomes
 		c.Outcomes = &o
+	}
+	if st.Circuit != nil {
+		o := *st.Circuit
+		c.Circuit = &o
 	}
 	return c
 }

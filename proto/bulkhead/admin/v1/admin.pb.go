@@ -167,7 +167,7 @@ func (x Holder_Source) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Holder_Source.Descriptor instead.
 func (Holder_Source) EnumDescriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{19, 0}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{22, 0}
 }
 
 // Settings are the tunables of one bulkhead.
@@ -639,9 +639,11 @@ type Bulkhead struct {
 	Tenants int64 `protobuf:"varint,10,opt,name=tenants,proto3" json:"tenants,omitempty"`
 	// How admitted requests ended; unset when the server does not track it.
 	Outcomes *Outcomes `protobuf:"bytes,11,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
+	// The bulkhead's circuit breaker; unset when it has none.
+	Circuit *Circuit `protobuf:"bytes,12,opt,name=circuit,proto3" json:"circuit,omitempty"`
 	// What the bulkhead counts: "requests" (HTTP ext_authz) or "connections"
 	// (TCP connections, Envoy's network ext_authz filter).
-	Kind          string `protobuf:"bytes,12,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind          string `protobuf:"bytes,13,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -753,11 +755,215 @@ func (x *Bulkhead) GetOutcomes() *Outcomes {
 	return nil
 }
 
+func (x *Bulkhead) GetCircuit() *Circuit {
+	if x != nil {
+		return x.Circuit
+	}
+	return nil
+}
+
 func (x *Bulkhead) GetKind() string {
 	if x != nil {
 		return x.Kind
 	}
 	return ""
+}
+
+// Circuit is the state of a bulkhead's mesh-wide circuit breaker.
+type Circuit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// closed, open or half_open.
+	State string `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	// auto, force_open or force_closed.
+	Mode string `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	// When the state began.
+	Since *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	// The closed state's rolling window: outcomes, and failed ones.
+	WindowCalls  uint64 `protobuf:"varint,4,opt,name=window_calls,json=windowCalls,proto3" json:"window_calls,omitempty"`
+	WindowFailed uint64 `protobuf:"varint,5,opt,name=window_failed,json=windowFailed,proto3" json:"window_failed,omitempty"`
+	// Requests the breaker refused (circuit_open).
+	Refused uint64 `protobuf:"varint,6,opt,name=refused,proto3" json:"refused,omitempty"`
+	// Times it opened.
+	Opened        uint64 `protobuf:"varint,7,opt,name=opened,proto3" json:"opened,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Circuit) Reset() {
+	*x = Circuit{}
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Circuit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Circuit) ProtoMessage() {}
+
+func (x *Circuit) ProtoReflect() protoreflect.Message {
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Circuit.ProtoReflect.Descriptor instead.
+func (*Circuit) Descriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Circuit) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Circuit) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *Circuit) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *Circuit) GetWindowCalls() uint64 {
+	if x != nil {
+		return x.WindowCalls
+	}
+	return 0
+}
+
+func (x *Circuit) GetWindowFailed() uint64 {
+	if x != nil {
+		return x.WindowFailed
+	}
+	return 0
+}
+
+func (x *Circuit) GetRefused() uint64 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+func (x *Circuit) GetOpened() uint64 {
+	if x != nil {
+		return x.Opened
+	}
+	return 0
+}
+
+type SetCircuitRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// auto, force_open or force_closed.
+	Mode          string `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCircuitRequest) Reset() {
+	*x = SetCircuitRequest{}
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCircuitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCircuitRequest) ProtoMessage() {}
+
+func (x *SetCircuitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCircuitRequest.ProtoReflect.Descriptor instead.
+func (*SetCircuitRequest) Descriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SetCircuitRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetCircuitRequest) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+type SetCircuitResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bulkhead after the change.
+	Bulkhead      *Bulkhead `protobuf:"bytes,1,opt,name=bulkhead,proto3" json:"bulkhead,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCircuitResponse) Reset() {
+	*x = SetCircuitResponse{}
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCircuitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCircuitResponse) ProtoMessage() {}
+
+func (x *SetCircuitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCircuitResponse.ProtoReflect.Descriptor instead.
+func (*SetCircuitResponse) Descriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SetCircuitResponse) GetBulkhead() *Bulkhead {
+	if x != nil {
+		return x.Bulkhead
+	}
+	return nil
 }
 
 type ListBulkheadsRequest struct {
@@ -768,7 +974,7 @@ type ListBulkheadsRequest struct {
 
 func (x *ListBulkheadsRequest) Reset() {
 	*x = ListBulkheadsRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +986,7 @@ func (x *ListBulkheadsRequest) String() string {
 func (*ListBulkheadsRequest) ProtoMessage() {}
 
 func (x *ListBulkheadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +999,7 @@ func (x *ListBulkheadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBulkheadsRequest.ProtoReflect.Descriptor instead.
 func (*ListBulkheadsRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 type ListBulkheadsResponse struct {
@@ -807,7 +1013,7 @@ type ListBulkheadsResponse struct {
 
 func (x *ListBulkheadsResponse) Reset() {
 	*x = ListBulkheadsResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +1025,7 @@ func (x *ListBulkheadsResponse) String() string {
 func (*ListBulkheadsResponse) ProtoMessage() {}
 
 func (x *ListBulkheadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,7 +1038,7 @@ func (x *ListBulkheadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBulkheadsResponse.ProtoReflect.Descriptor instead.
 func (*ListBulkheadsResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListBulkheadsResponse) GetBulkheads() []*Bulkhead {
@@ -867,7 +1073,7 @@ type Ledger struct {
 
 func (x *Ledger) Reset() {
 	*x = Ledger{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +1085,7 @@ func (x *Ledger) String() string {
 func (*Ledger) ProtoMessage() {}
 
 func (x *Ledger) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +1098,7 @@ func (x *Ledger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ledger.ProtoReflect.Descriptor instead.
 func (*Ledger) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Ledger) GetBackend() string {
@@ -932,7 +1138,7 @@ type GetBulkheadRequest struct {
 
 func (x *GetBulkheadRequest) Reset() {
 	*x = GetBulkheadRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +1150,7 @@ func (x *GetBulkheadRequest) String() string {
 func (*GetBulkheadRequest) ProtoMessage() {}
 
 func (x *GetBulkheadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1163,7 @@ func (x *GetBulkheadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBulkheadRequest.ProtoReflect.Descriptor instead.
 func (*GetBulkheadRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetBulkheadRequest) GetName() string {
@@ -976,7 +1182,7 @@ type GetBulkheadResponse struct {
 
 func (x *GetBulkheadResponse) Reset() {
 	*x = GetBulkheadResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1194,7 @@ func (x *GetBulkheadResponse) String() string {
 func (*GetBulkheadResponse) ProtoMessage() {}
 
 func (x *GetBulkheadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1207,7 @@ func (x *GetBulkheadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBulkheadResponse.ProtoReflect.Descriptor instead.
 func (*GetBulkheadResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetBulkheadResponse) GetBulkhead() *Bulkhead {
@@ -1027,7 +1233,7 @@ type UpdateBulkheadRequest struct {
 
 func (x *UpdateBulkheadRequest) Reset() {
 	*x = UpdateBulkheadRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1245,7 @@ func (x *UpdateBulkheadRequest) String() string {
 func (*UpdateBulkheadRequest) ProtoMessage() {}
 
 func (x *UpdateBulkheadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1258,7 @@ func (x *UpdateBulkheadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBulkheadRequest.ProtoReflect.Descriptor instead.
 func (*UpdateBulkheadRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpdateBulkheadRequest) GetName() string {
@@ -1110,7 +1316,7 @@ type UpdateBulkheadResponse struct {
 
 func (x *UpdateBulkheadResponse) Reset() {
 	*x = UpdateBulkheadResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1328,7 @@ func (x *UpdateBulkheadResponse) String() string {
 func (*UpdateBulkheadResponse) ProtoMessage() {}
 
 func (x *UpdateBulkheadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1341,7 @@ func (x *UpdateBulkheadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBulkheadResponse.ProtoReflect.Descriptor instead.
 func (*UpdateBulkheadResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UpdateBulkheadResponse) GetBulkhead() *Bulkhead {
@@ -1161,7 +1367,7 @@ type ResetBulkheadRequest struct {
 
 func (x *ResetBulkheadRequest) Reset() {
 	*x = ResetBulkheadRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1379,7 @@ func (x *ResetBulkheadRequest) String() string {
 func (*ResetBulkheadRequest) ProtoMessage() {}
 
 func (x *ResetBulkheadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1392,7 @@ func (x *ResetBulkheadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetBulkheadRequest.ProtoReflect.Descriptor instead.
 func (*ResetBulkheadRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResetBulkheadRequest) GetName() string {
@@ -1208,7 +1414,7 @@ type ResetBulkheadResponse struct {
 
 func (x *ResetBulkheadResponse) Reset() {
 	*x = ResetBulkheadResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1426,7 @@ func (x *ResetBulkheadResponse) String() string {
 func (*ResetBulkheadResponse) ProtoMessage() {}
 
 func (x *ResetBulkheadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1439,7 @@ func (x *ResetBulkheadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetBulkheadResponse.ProtoReflect.Descriptor instead.
 func (*ResetBulkheadResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResetBulkheadResponse) GetBulkhead() *Bulkhead {
@@ -1260,7 +1466,7 @@ type WatchBulkheadsRequest struct {
 
 func (x *WatchBulkheadsRequest) Reset() {
 	*x = WatchBulkheadsRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1478,7 @@ func (x *WatchBulkheadsRequest) String() string {
 func (*WatchBulkheadsRequest) ProtoMessage() {}
 
 func (x *WatchBulkheadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1491,7 @@ func (x *WatchBulkheadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBulkheadsRequest.ProtoReflect.Descriptor instead.
 func (*WatchBulkheadsRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchBulkheadsRequest) GetInterval() *durationpb.Duration {
@@ -1308,7 +1514,7 @@ type WatchBulkheadsResponse struct {
 
 func (x *WatchBulkheadsResponse) Reset() {
 	*x = WatchBulkheadsResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1526,7 @@ func (x *WatchBulkheadsResponse) String() string {
 func (*WatchBulkheadsResponse) ProtoMessage() {}
 
 func (x *WatchBulkheadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1539,7 @@ func (x *WatchBulkheadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBulkheadsResponse.ProtoReflect.Descriptor instead.
 func (*WatchBulkheadsResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WatchBulkheadsResponse) GetTime() *timestamppb.Timestamp {
@@ -1361,7 +1567,7 @@ type ListHoldersRequest struct {
 
 func (x *ListHoldersRequest) Reset() {
 	*x = ListHoldersRequest{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1579,7 @@ func (x *ListHoldersRequest) String() string {
 func (*ListHoldersRequest) ProtoMessage() {}
 
 func (x *ListHoldersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1592,7 @@ func (x *ListHoldersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldersRequest.ProtoReflect.Descriptor instead.
 func (*ListHoldersRequest) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListHoldersRequest) GetName() string {
@@ -1427,7 +1633,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +1645,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1658,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Holder) GetNode() string {
@@ -1519,7 +1725,7 @@ type ListHoldersResponse struct {
 
 func (x *ListHoldersResponse) Reset() {
 	*x = ListHoldersResponse{}
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1737,7 @@ func (x *ListHoldersResponse) String() string {
 func (*ListHoldersResponse) ProtoMessage() {}
 
 func (x *ListHoldersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1750,7 @@ func (x *ListHoldersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldersResponse.ProtoReflect.Descriptor instead.
 func (*ListHoldersResponse) Descriptor() ([]byte, []int) {
-	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListHoldersResponse) GetTime() *timestamppb.Timestamp {
@@ -1564,6 +1770,297 @@ func (x *ListHoldersResponse) GetTotal() int64 {
 func (x *ListHoldersResponse) GetHolders() []*Holder {
 	if x != nil {
 		return x.Holders
+	}
+	return nil
+}
+
+type SuggestBulkheadsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One bulkhead; empty: every bulkhead.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// How far back to look; unset: 5m. Within [1s, 10m].
+	Window *durationpb.Duration `protobuf:"bytes,2,opt,name=window,proto3" json:"window,omitempty"`
+	// Fraction added on top of what the traffic needs; unset (0): 0.25.
+	Headroom float64 `protobuf:"fixed64,3,opt,name=headroom,proto3" json:"headroom,omitempty"`
+	// Fewer requests in the window get no recommendation; unset (0): 100.
+	MinRequests   int32 `protobuf:"varint,4,opt,name=min_requests,json=minRequests,proto3" json:"min_requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuggestBulkheadsRequest) Reset() {
+	*x = SuggestBulkheadsRequest{}
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuggestBulkheadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuggestBulkheadsRequest) ProtoMessage() {}
+
+func (x *SuggestBulkheadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuggestBulkheadsRequest.ProtoReflect.Descriptor instead.
+func (*SuggestBulkheadsRequest) Descriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SuggestBulkheadsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SuggestBulkheadsRequest) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *SuggestBulkheadsRequest) GetHeadroom() float64 {
+	if x != nil {
+		return x.Headroom
+	}
+	return 0
+}
+
+func (x *SuggestBulkheadsRequest) GetMinRequests() int32 {
+	if x != nil {
+		return x.MinRequests
+	}
+	return 0
+}
+
+// Suggestion is a recommendation for one bulkhead, with its evidence.
+type Suggestion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Why there is no recommendation (too little traffic); empty when there is.
+	Refused string               `protobuf:"bytes,2,opt,name=refused,proto3" json:"refused,omitempty"`
+	Window  *durationpb.Duration `protobuf:"bytes,3,opt,name=window,proto3" json:"window,omitempty"`
+	// Requests that ended in the window.
+	Requests uint64 `protobuf:"varint,4,opt,name=requests,proto3" json:"requests,omitempty"`
+	// Requests ended per second over the seconds that saw any, and over the
+	// whole window.
+	Throughput     float64 `protobuf:"fixed64,5,opt,name=throughput,proto3" json:"throughput,omitempty"`
+	MeanThroughput float64 `protobuf:"fixed64,6,opt,name=mean_throughput,json=meanThroughput,proto3" json:"mean_throughput,omitempty"`
+	// Mean time a permit was held.
+	MeanHold *durationpb.Duration `protobuf:"bytes,7,opt,name=mean_hold,json=meanHold,proto3" json:"mean_hold,omitempty"`
+	// throughput x mean_hold: the permits that throughput needs (Little's law).
+	Little float64 `protobuf:"fixed64,8,opt,name=little,proto3" json:"little,omitempty"`
+	// Most permits in use at once, and the p99 of the permits in use
+	// (sampled four times a second).
+	Peak     int32   `protobuf:"varint,9,opt,name=peak,proto3" json:"peak,omitempty"`
+	P99InUse int32   `protobuf:"varint,10,opt,name=p99_in_use,json=p99InUse,proto3" json:"p99_in_use,omitempty"`
+	Headroom float64 `protobuf:"fixed64,11,opt,name=headroom,proto3" json:"headroom,omitempty"`
+	// The settings in force.
+	CurrentMaxConcurrent int32                `protobuf:"varint,12,opt,name=current_max_concurrent,json=currentMaxConcurrent,proto3" json:"current_max_concurrent,omitempty"`
+	CurrentMaxQueue      int32                `protobuf:"varint,13,opt,name=current_max_queue,json=currentMaxQueue,proto3" json:"current_max_queue,omitempty"`
+	CurrentMaxWait       *durationpb.Duration `protobuf:"bytes,14,opt,name=current_max_wait,json=currentMaxWait,proto3" json:"current_max_wait,omitempty"`
+	// The recommendation.
+	MaxConcurrent int32 `protobuf:"varint,15,opt,name=max_concurrent,json=maxConcurrent,proto3" json:"max_concurrent,omitempty"`
+	MaxQueue      int32 `protobuf:"varint,16,opt,name=max_queue,json=maxQueue,proto3" json:"max_queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Suggestion) Reset() {
+	*x = Suggestion{}
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Suggestion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Suggestion) ProtoMessage() {}
+
+func (x *Suggestion) ProtoReflect() protoreflect.Message {
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Suggestion.ProtoReflect.Descriptor instead.
+func (*Suggestion) Descriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Suggestion) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Suggestion) GetRefused() string {
+	if x != nil {
+		return x.Refused
+	}
+	return ""
+}
+
+func (x *Suggestion) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *Suggestion) GetRequests() uint64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *Suggestion) GetThroughput() float64 {
+	if x != nil {
+		return x.Throughput
+	}
+	return 0
+}
+
+func (x *Suggestion) GetMeanThroughput() float64 {
+	if x != nil {
+		return x.MeanThroughput
+	}
+	return 0
+}
+
+func (x *Suggestion) GetMeanHold() *durationpb.Duration {
+	if x != nil {
+		return x.MeanHold
+	}
+	return nil
+}
+
+func (x *Suggestion) GetLittle() float64 {
+	if x != nil {
+		return x.Little
+	}
+	return 0
+}
+
+func (x *Suggestion) GetPeak() int32 {
+	if x != nil {
+		return x.Peak
+	}
+	return 0
+}
+
+func (x *Suggestion) GetP99InUse() int32 {
+	if x != nil {
+		return x.P99InUse
+	}
+	return 0
+}
+
+func (x *Suggestion) GetHeadroom() float64 {
+	if x != nil {
+		return x.Headroom
+	}
+	return 0
+}
+
+func (x *Suggestion) GetCurrentMaxConcurrent() int32 {
+	if x != nil {
+		return x.CurrentMaxConcurrent
+	}
+	return 0
+}
+
+func (x *Suggestion) GetCurrentMaxQueue() int32 {
+	if x != nil {
+		return x.CurrentMaxQueue
+	}
+	return 0
+}
+
+func (x *Suggestion) GetCurrentMaxWait() *durationpb.Duration {
+	if x != nil {
+		return x.CurrentMaxWait
+	}
+	return nil
+}
+
+func (x *Suggestion) GetMaxConcurrent() int32 {
+	if x != nil {
+		return x.MaxConcurrent
+	}
+	return 0
+}
+
+func (x *Suggestion) GetMaxQueue() int32 {
+	if x != nil {
+		return x.MaxQueue
+	}
+	return 0
+}
+
+type SuggestBulkheadsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Suggestions   []*Suggestion          `protobuf:"bytes,1,rep,name=suggestions,proto3" json:"suggestions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuggestBulkheadsResponse) Reset() {
+	*x = SuggestBulkheadsResponse{}
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuggestBulkheadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuggestBulkheadsResponse) ProtoMessage() {}
+
+func (x *SuggestBulkheadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bulkhead_admin_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuggestBulkheadsResponse.ProtoReflect.Descriptor instead.
+func (*SuggestBulkheadsResponse) Descriptor() ([]byte, []int) {
+	return file_bulkhead_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SuggestBulkheadsResponse) GetSuggestions() []*Suggestion {
+	if x != nil {
+		return x.Suggestions
 	}
 	return nil
 }
@@ -1605,7 +2102,7 @@ const file_bulkhead_admin_v1_admin_proto_rawDesc = "" +
 	"\bOutcomes\x12\x18\n" +
 	"\asuccess\x18\x01 \x01(\x04R\asuccess\x12\x18\n" +
 	"\afailure\x18\x02 \x01(\x04R\afailure\x12\x18\n" +
-	"\aaborted\x18\x03 \x01(\x04R\aaborted\"\x94\x04\n" +
+	"\aaborted\x18\x03 \x01(\x04R\aaborted\"\xca\x04\n" +
 	"\bBulkhead\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x127\n" +
 	"\bsettings\x18\x02 \x01(\v2\x1b.bulkhead.admin.v1.SettingsR\bsettings\x12@\n" +
@@ -1618,8 +2115,22 @@ const file_bulkhead_admin_v1_admin_proto_rawDesc = "" +
 	"\tlease_ttl\x18\t \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12\x18\n" +
 	"\atenants\x18\n" +
 	" \x01(\x03R\atenants\x127\n" +
-	"\boutcomes\x18\v \x01(\v2\x1b.bulkhead.admin.v1.OutcomesR\boutcomes\x12\x12\n" +
-	"\x04kind\x18\f \x01(\tR\x04kind\"\x16\n" +
+	"\boutcomes\x18\v \x01(\v2\x1b.bulkhead.admin.v1.OutcomesR\boutcomes\x124\n" +
+	"\acircuit\x18\f \x01(\v2\x1a.bulkhead.admin.v1.CircuitR\acircuit\x12\x12\n" +
+	"\x04kind\x18\r \x01(\tR\x04kind\"\xdf\x01\n" +
+	"\aCircuit\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12!\n" +
+	"\fwindow_calls\x18\x04 \x01(\x04R\vwindowCalls\x12#\n" +
+	"\rwindow_failed\x18\x05 \x01(\x04R\fwindowFailed\x12\x18\n" +
+	"\arefused\x18\x06 \x01(\x04R\arefused\x12\x16\n" +
+	"\x06opened\x18\a \x01(\x04R\x06opened\";\n" +
+	"\x11SetCircuitRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\"M\n" +
+	"\x12SetCircuitResponse\x127\n" +
+	"\bbulkhead\x18\x01 \x01(\v2\x1b.bulkhead.admin.v1.BulkheadR\bbulkhead\"\x16\n" +
 	"\x14ListBulkheadsRequest\"\x85\x01\n" +
 	"\x15ListBulkheadsResponse\x129\n" +
 	"\tbulkheads\x18\x01 \x03(\v2\x1b.bulkhead.admin.v1.BulkheadR\tbulkheads\x121\n" +
@@ -1676,19 +2187,51 @@ const file_bulkhead_admin_v1_admin_proto_rawDesc = "" +
 	"\x13ListHoldersResponse\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x03R\x05total\x123\n" +
-	"\aholders\x18\x03 \x03(\v2\x19.bulkhead.admin.v1.HolderR\aholders*j\n" +
+	"\aholders\x18\x03 \x03(\v2\x19.bulkhead.admin.v1.HolderR\aholders\"\x9f\x01\n" +
+	"\x17SuggestBulkheadsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
+	"\x06window\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x1a\n" +
+	"\bheadroom\x18\x03 \x01(\x01R\bheadroom\x12!\n" +
+	"\fmin_requests\x18\x04 \x01(\x05R\vminRequests\"\xdb\x04\n" +
+	"\n" +
+	"Suggestion\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\arefused\x18\x02 \x01(\tR\arefused\x121\n" +
+	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x1a\n" +
+	"\brequests\x18\x04 \x01(\x04R\brequests\x12\x1e\n" +
+	"\n" +
+	"throughput\x18\x05 \x01(\x01R\n" +
+	"throughput\x12'\n" +
+	"\x0fmean_throughput\x18\x06 \x01(\x01R\x0emeanThroughput\x126\n" +
+	"\tmean_hold\x18\a \x01(\v2\x19.google.protobuf.DurationR\bmeanHold\x12\x16\n" +
+	"\x06little\x18\b \x01(\x01R\x06little\x12\x12\n" +
+	"\x04peak\x18\t \x01(\x05R\x04peak\x12\x1c\n" +
+	"\n" +
+	"p99_in_use\x18\n" +
+	" \x01(\x05R\bp99InUse\x12\x1a\n" +
+	"\bheadroom\x18\v \x01(\x01R\bheadroom\x124\n" +
+	"\x16current_max_concurrent\x18\f \x01(\x05R\x14currentMaxConcurrent\x12*\n" +
+	"\x11current_max_queue\x18\r \x01(\x05R\x0fcurrentMaxQueue\x12C\n" +
+	"\x10current_max_wait\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\x0ecurrentMaxWait\x12%\n" +
+	"\x0emax_concurrent\x18\x0f \x01(\x05R\rmaxConcurrent\x12\x1b\n" +
+	"\tmax_queue\x18\x10 \x01(\x05R\bmaxQueue\"[\n" +
+	"\x18SuggestBulkheadsResponse\x12?\n" +
+	"\vsuggestions\x18\x01 \x03(\v2\x1d.bulkhead.admin.v1.SuggestionR\vsuggestions*j\n" +
 	"\bPriority\x12\x18\n" +
 	"\x14PRIORITY_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PRIORITY_CRITICAL\x10\x01\x12\x13\n" +
 	"\x0fPRIORITY_NORMAL\x10\x02\x12\x18\n" +
-	"\x14PRIORITY_BEST_EFFORT\x10\x032\xe2\x04\n" +
+	"\x14PRIORITY_BEST_EFFORT\x10\x032\xaa\x06\n" +
 	"\fAdminService\x12b\n" +
 	"\rListBulkheads\x12'.bulkhead.admin.v1.ListBulkheadsRequest\x1a(.bulkhead.admin.v1.ListBulkheadsResponse\x12\\\n" +
 	"\vGetBulkhead\x12%.bulkhead.admin.v1.GetBulkheadRequest\x1a&.bulkhead.admin.v1.GetBulkheadResponse\x12e\n" +
 	"\x0eUpdateBulkhead\x12(.bulkhead.admin.v1.UpdateBulkheadRequest\x1a).bulkhead.admin.v1.UpdateBulkheadResponse\x12b\n" +
 	"\rResetBulkhead\x12'.bulkhead.admin.v1.ResetBulkheadRequest\x1a(.bulkhead.admin.v1.ResetBulkheadResponse\x12g\n" +
 	"\x0eWatchBulkheads\x12(.bulkhead.admin.v1.WatchBulkheadsRequest\x1a).bulkhead.admin.v1.WatchBulkheadsResponse0\x01\x12\\\n" +
-	"\vListHolders\x12%.bulkhead.admin.v1.ListHoldersRequest\x1a&.bulkhead.admin.v1.ListHoldersResponseBCZAgithub.com/bulkhead-mesh/bulkhead/proto/bulkhead/admin/v1;adminv1b\x06proto3"
+	"\vListHolders\x12%.bulkhead.admin.v1.ListHoldersRequest\x1a&.bulkhead.admin.v1.ListHoldersResponse\x12Y\n" +
+	"\n" +
+	"SetCircuit\x12$.bulkhead.admin.v1.SetCircuitRequest\x1a%.bulkhead.admin.v1.SetCircuitResponse\x12k\n" +
+	"\x10SuggestBulkheads\x12*.bulkhead.admin.v1.SuggestBulkheadsRequest\x1a+.bulkhead.admin.v1.SuggestBulkheadsResponseBCZAgithub.com/bulkhead-mesh/bulkhead/proto/bulkhead/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_bulkhead_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -1703,38 +2246,44 @@ func file_bulkhead_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_bulkhead_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bulkhead_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_bulkhead_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_bulkhead_admin_v1_admin_proto_goTypes = []any{
-	(Priority)(0),                  // 0: bulkhead.admin.v1.Priority
-	(Holder_Source)(0),             // 1: bulkhead.admin.v1.Holder.Source
-	(*Settings)(nil),               // 2: bulkhead.admin.v1.Settings
-	(*Override)(nil),               // 3: bulkhead.admin.v1.Override
-	(*PriorityCounts)(nil),         // 4: bulkhead.admin.v1.PriorityCounts
-	(*RejectedCounts)(nil),         // 5: bulkhead.admin.v1.RejectedCounts
-	(*Counters)(nil),               // 6: bulkhead.admin.v1.Counters
-	(*Outcomes)(nil),               // 7: bulkhead.admin.v1.Outcomes
-	(*Bulkhead)(nil),               // 8: bulkhead.admin.v1.Bulkhead
-	(*ListBulkheadsRequest)(nil),   // 9: bulkhead.admin.v1.ListBulkheadsRequest
-	(*ListBulkheadsResponse)(nil),  // 10: bulkhead.admin.v1.ListBulkheadsResponse
-	(*Ledger)(nil),                 // 11: bulkhead.admin.v1.Ledger
-	(*GetBulkheadRequest)(nil),     // 12: bulkhead.admin.v1.GetBulkheadRequest
-	(*GetBulkheadResponse)(nil),    // 13: bulkhead.admin.v1.GetBulkheadResponse
-	(*UpdateBulkheadRequest)(nil),  // 14: bulkhead.admin.v1.UpdateBulkheadRequest
-	(*UpdateBulkheadResponse)(nil), // 15: bulkhead.admin.v1.UpdateBulkheadResponse
-	(*ResetBulkheadRequest)(nil),   // 16: bulkhead.admin.v1.ResetBulkheadRequest
-	(*ResetBulkheadResponse)(nil),  // 17: bulkhead.admin.v1.ResetBulkheadResponse
-	(*WatchBulkheadsRequest)(nil),  // 18: bulkhead.admin.v1.WatchBulkheadsRequest
-	(*WatchBulkheadsResponse)(nil), // 19: bulkhead.admin.v1.WatchBulkheadsResponse
-	(*ListHoldersRequest)(nil),     // 20: bulkhead.admin.v1.ListHoldersRequest
-	(*Holder)(nil),                 // 21: bulkhead.admin.v1.Holder
-	(*ListHoldersResponse)(nil),    // 22: bulkhead.admin.v1.ListHoldersResponse
-	(*durationpb.Duration)(nil),    // 23: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 24: google.protobuf.Timestamp
+	(Priority)(0),                    // 0: bulkhead.admin.v1.Priority
+	(Holder_Source)(0),               // 1: bulkhead.admin.v1.Holder.Source
+	(*Settings)(nil),                 // 2: bulkhead.admin.v1.Settings
+	(*Override)(nil),                 // 3: bulkhead.admin.v1.Override
+	(*PriorityCounts)(nil),           // 4: bulkhead.admin.v1.PriorityCounts
+	(*RejectedCounts)(nil),           // 5: bulkhead.admin.v1.RejectedCounts
+	(*Counters)(nil),                 // 6: bulkhead.admin.v1.Counters
+	(*Outcomes)(nil),                 // 7: bulkhead.admin.v1.Outcomes
+	(*Bulkhead)(nil),                 // 8: bulkhead.admin.v1.Bulkhead
+	(*Circuit)(nil),                  // 9: bulkhead.admin.v1.Circuit
+	(*SetCircuitRequest)(nil),        // 10: bulkhead.admin.v1.SetCircuitRequest
+	(*SetCircuitResponse)(nil),       // 11: bulkhead.admin.v1.SetCircuitResponse
+	(*ListBulkheadsRequest)(nil),     // 12: bulkhead.admin.v1.ListBulkheadsRequest
+	(*ListBulkheadsResponse)(nil),    // 13: bulkhead.admin.v1.ListBulkheadsResponse
+	(*Ledger)(nil),                   // 14: bulkhead.admin.v1.Ledger
+	(*GetBulkheadRequest)(nil),       // 15: bulkhead.admin.v1.GetBulkheadRequest
+	(*GetBulkheadResponse)(nil),      // 16: bulkhead.admin.v1.GetBulkheadResponse
+	(*UpdateBulkheadRequest)(nil),    // 17: bulkhead.admin.v1.UpdateBulkheadRequest
+	(*UpdateBulkheadResponse)(nil),   // 18: bulkhead.admin.v1.UpdateBulkheadResponse
+	(*ResetBulkheadRequest)(nil),     // 19: bulkhead.admin.v1.ResetBulkheadRequest
+	(*ResetBulkheadResponse)(nil),    // 20: bulkhead.admin.v1.ResetBulkheadResponse
+	(*WatchBulkheadsRequest)(nil),    // 21: bulkhead.admin.v1.WatchBulkheadsRequest
+	(*WatchBulkheadsResponse)(nil),   // 22: bulkhead.admin.v1.WatchBulkheadsResponse
+	(*ListHoldersRequest)(nil),       // 23: bulkhead.admin.v1.ListHoldersRequest
+	(*Holder)(nil),                   // 24: bulkhead.admin.v1.Holder
+	(*ListHoldersResponse)(nil),      // 25: bulkhead.admin.v1.ListHoldersResponse
+	(*SuggestBulkheadsRequest)(nil),  // 26: bulkhead.admin.v1.SuggestBulkheadsRequest
+	(*Suggestion)(nil),               // 27: bulkhead.admin.v1.Suggestion
+	(*SuggestBulkheadsResponse)(nil), // 28: bulkhead.admin.v1.SuggestBulkheadsResponse
+	(*durationpb.Duration)(nil),      // 29: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 30: google.protobuf.Timestamp
 }
 var file_bulkhead_admin_v1_admin_proto_depIdxs = []int32{
-	23, // 0: bulkhead.admin.v1.Settings.max_wait:type_name -> google.protobuf.Duration
+	29, // 0: bulkhead.admin.v1.Settings.max_wait:type_name -> google.protobuf.Duration
 	2,  // 1: bulkhead.admin.v1.Override.settings:type_name -> bulkhead.admin.v1.Settings
-	24, // 2: bulkhead.admin.v1.Override.time:type_name -> google.protobuf.Timestamp
+	30, // 2: bulkhead.admin.v1.Override.time:type_name -> google.protobuf.Timestamp
 	4,  // 3: bulkhead.admin.v1.Counters.admitted:type_name -> bulkhead.admin.v1.PriorityCounts
 	5,  // 4: bulkhead.admin.v1.Counters.rejected:type_name -> bulkhead.admin.v1.RejectedCounts
 	2,  // 5: bulkhead.admin.v1.Bulkhead.settings:type_name -> bulkhead.admin.v1.Settings
@@ -1742,44 +2291,56 @@ var file_bulkhead_admin_v1_admin_proto_depIdxs = []int32{
 	3,  // 7: bulkhead.admin.v1.Bulkhead.override:type_name -> bulkhead.admin.v1.Override
 	4,  // 8: bulkhead.admin.v1.Bulkhead.queued:type_name -> bulkhead.admin.v1.PriorityCounts
 	6,  // 9: bulkhead.admin.v1.Bulkhead.counters:type_name -> bulkhead.admin.v1.Counters
-	23, // 10: bulkhead.admin.v1.Bulkhead.lease_ttl:type_name -> google.protobuf.Duration
+	29, // 10: bulkhead.admin.v1.Bulkhead.lease_ttl:type_name -> google.protobuf.Duration
 	7,  // 11: bulkhead.admin.v1.Bulkhead.outcomes:type_name -> bulkhead.admin.v1.Outcomes
-	8,  // 12: bulkhead.admin.v1.ListBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
-	11, // 13: bulkhead.admin.v1.ListBulkheadsResponse.ledger:type_name -> bulkhead.admin.v1.Ledger
-	8,  // 14: bulkhead.admin.v1.GetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
-	23, // 15: bulkhead.admin.v1.UpdateBulkheadRequest.max_wait:type_name -> google.protobuf.Duration
-	8,  // 16: bulkhead.admin.v1.UpdateBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
-	8,  // 17: bulkhead.admin.v1.UpdateBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
-	8,  // 18: bulkhead.admin.v1.ResetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
-	8,  // 19: bulkhead.admin.v1.ResetBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
-	23, // 20: bulkhead.admin.v1.WatchBulkheadsRequest.interval:type_name -> google.protobuf.Duration
-	24, // 21: bulkhead.admin.v1.WatchBulkheadsResponse.time:type_name -> google.protobuf.Timestamp
-	8,  // 22: bulkhead.admin.v1.WatchBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
-	0,  // 23: bulkhead.admin.v1.Holder.priority:type_name -> bulkhead.admin.v1.Priority
-	1,  // 24: bulkhead.admin.v1.Holder.source:type_name -> bulkhead.admin.v1.Holder.Source
-	24, // 25: bulkhead.admin.v1.Holder.acquired:type_name -> google.protobuf.Timestamp
-	24, // 26: bulkhead.admin.v1.Holder.renewed:type_name -> google.protobuf.Timestamp
-	24, // 27: bulkhead.admin.v1.Holder.expires:type_name -> google.protobuf.Timestamp
-	23, // 28: bulkhead.admin.v1.Holder.age:type_name -> google.protobuf.Duration
-	24, // 29: bulkhead.admin.v1.ListHoldersResponse.time:type_name -> google.protobuf.Timestamp
-	21, // 30: bulkhead.admin.v1.ListHoldersResponse.holders:type_name -> bulkhead.admin.v1.Holder
-	9,  // 31: bulkhead.admin.v1.AdminService.ListBulkheads:input_type -> bulkhead.admin.v1.ListBulkheadsRequest
-	12, // 32: bulkhead.admin.v1.AdminService.GetBulkhead:input_type -> bulkhead.admin.v1.GetBulkheadRequest
-	14, // 33: bulkhead.admin.v1.AdminService.UpdateBulkhead:input_type -> bulkhead.admin.v1.UpdateBulkheadRequest
-	16, // 34: bulkhead.admin.v1.AdminService.ResetBulkhead:input_type -> bulkhead.admin.v1.ResetBulkheadRequest
-	18, // 35: bulkhead.admin.v1.AdminService.WatchBulkheads:input_type -> bulkhead.admin.v1.WatchBulkheadsRequest
-	20, // 36: bulkhead.admin.v1.AdminService.ListHolders:input_type -> bulkhead.admin.v1.ListHoldersRequest
-	10, // 37: bulkhead.admin.v1.AdminService.ListBulkheads:output_type -> bulkhead.admin.v1.ListBulkheadsResponse
-	13, // 38: bulkhead.admin.v1.AdminService.GetBulkhead:output_type -> bulkhead.admin.v1.GetBulkheadResponse
-	15, // 39: bulkhead.admin.v1.AdminService.UpdateBulkhead:output_type -> bulkhead.admin.v1.UpdateBulkheadResponse
-	17, // 40: bulkhead.admin.v1.AdminService.ResetBulkhead:output_type -> bulkhead.admin.v1.ResetBulkheadResponse
-	19, // 41: bulkhead.admin.v1.AdminService.WatchBulkheads:output_type -> bulkhead.admin.v1.WatchBulkheadsResponse
-	22, // 42: bulkhead.admin.v1.AdminService.ListHolders:output_type -> bulkhead.admin.v1.ListHoldersResponse
-	37, // [37:43] is the sub-list for method output_type
-	31, // [31:37] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	9,  // 12: bulkhead.admin.v1.Bulkhead.circuit:type_name -> bulkhead.admin.v1.Circuit
+	30, // 13: bulkhead.admin.v1.Circuit.since:type_name -> google.protobuf.Timestamp
+	8,  // 14: bulkhead.admin.v1.SetCircuitResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
+	8,  // 15: bulkhead.admin.v1.ListBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
+	14, // 16: bulkhead.admin.v1.ListBulkheadsResponse.ledger:type_name -> bulkhead.admin.v1.Ledger
+	8,  // 17: bulkhead.admin.v1.GetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
+	29, // 18: bulkhead.admin.v1.UpdateBulkheadRequest.max_wait:type_name -> google.protobuf.Duration
+	8,  // 19: bulkhead.admin.v1.UpdateBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
+	8,  // 20: bulkhead.admin.v1.UpdateBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
+	8,  // 21: bulkhead.admin.v1.ResetBulkheadResponse.bulkhead:type_name -> bulkhead.admin.v1.Bulkhead
+	8,  // 22: bulkhead.admin.v1.ResetBulkheadResponse.previous:type_name -> bulkhead.admin.v1.Bulkhead
+	29, // 23: bulkhead.admin.v1.WatchBulkheadsRequest.interval:type_name -> google.protobuf.Duration
+	30, // 24: bulkhead.admin.v1.WatchBulkheadsResponse.time:type_name -> google.protobuf.Timestamp
+	8,  // 25: bulkhead.admin.v1.WatchBulkheadsResponse.bulkheads:type_name -> bulkhead.admin.v1.Bulkhead
+	0,  // 26: bulkhead.admin.v1.Holder.priority:type_name -> bulkhead.admin.v1.Priority
+	1,  // 27: bulkhead.admin.v1.Holder.source:type_name -> bulkhead.admin.v1.Holder.Source
+	30, // 28: bulkhead.admin.v1.Holder.acquired:type_name -> google.protobuf.Timestamp
+	30, // 29: bulkhead.admin.v1.Holder.renewed:type_name -> google.protobuf.Timestamp
+	30, // 30: bulkhead.admin.v1.Holder.expires:type_name -> google.protobuf.Timestamp
+	29, // 31: bulkhead.admin.v1.Holder.age:type_name -> google.protobuf.Duration
+	30, // 32: bulkhead.admin.v1.ListHoldersResponse.time:type_name -> google.protobuf.Timestamp
+	24, // 33: bulkhead.admin.v1.ListHoldersResponse.holders:type_name -> bulkhead.admin.v1.Holder
+	29, // 34: bulkhead.admin.v1.SuggestBulkheadsRequest.window:type_name -> google.protobuf.Duration
+	29, // 35: bulkhead.admin.v1.Suggestion.window:type_name -> google.protobuf.Duration
+	29, // 36: bulkhead.admin.v1.Suggestion.mean_hold:type_name -> google.protobuf.Duration
+	29, // 37: bulkhead.admin.v1.Suggestion.current_max_wait:type_name -> google.protobuf.Duration
+	27, // 38: bulkhead.admin.v1.SuggestBulkheadsResponse.suggestions:type_name -> bulkhead.admin.v1.Suggestion
+	12, // 39: bulkhead.admin.v1.AdminService.ListBulkheads:input_type -> bulkhead.admin.v1.ListBulkheadsRequest
+	15, // 40: bulkhead.admin.v1.AdminService.GetBulkhead:input_type -> bulkhead.admin.v1.GetBulkheadRequest
+	17, // 41: bulkhead.admin.v1.AdminService.UpdateBulkhead:input_type -> bulkhead.admin.v1.UpdateBulkheadRequest
+	19, // 42: bulkhead.admin.v1.AdminService.ResetBulkhead:input_type -> bulkhead.admin.v1.ResetBulkheadRequest
+	21, // 43: bulkhead.admin.v1.AdminService.WatchBulkheads:input_type -> bulkhead.admin.v1.WatchBulkheadsRequest
+	23, // 44: bulkhead.admin.v1.AdminService.ListHolders:input_type -> bulkhead.admin.v1.ListHoldersRequest
+	10, // 45: bulkhead.admin.v1.AdminService.SetCircuit:input_type -> bulkhead.admin.v1.SetCircuitRequest
+	26, // 46: bulkhead.admin.v1.AdminService.SuggestBulkheads:input_type -> bulkhead.admin.v1.SuggestBulkheadsRequest
+	13, // 47: bulkhead.admin.v1.AdminService.ListBulkheads:output_type -> bulkhead.admin.v1.ListBulkheadsResponse
+	16, // 48: bulkhead.admin.v1.AdminService.GetBulkhead:output_type -> bulkhead.admin.v1.GetBulkheadResponse
+	18, // 49: bulkhead.admin.v1.AdminService.UpdateBulkhead:output_type -> bulkhead.admin.v1.UpdateBulkheadResponse
+	20, // 50: bulkhead.admin.v1.AdminService.ResetBulkhead:output_type -> bulkhead.admin.v1.ResetBulkheadResponse
+	22, // 51: bulkhead.admin.v1.AdminService.WatchBulkheads:output_type -> bulkhead.admin.v1.WatchBulkheadsResponse
+	25, // 52: bulkhead.admin.v1.AdminService.ListHolders:output_type -> bulkhead.admin.v1.ListHoldersResponse
+	11, // 53: bulkhead.admin.v1.AdminService.SetCircuit:output_type -> bulkhead.admin.v1.SetCircuitResponse
+	28, // 54: bulkhead.admin.v1.AdminService.SuggestBulkheads:output_type -> bulkhead.admin.v1.SuggestBulkheadsResponse
+	47, // [47:55] is the sub-list for method output_type
+	39, // [39:47] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_bulkhead_admin_v1_admin_proto_init() }
@@ -1787,14 +2348,14 @@ func file_bulkhead_admin_v1_admin_proto_init() {
 	if File_bulkhead_admin_v1_admin_proto != nil {
 		return
 	}
-	file_bulkhead_admin_v1_admin_proto_msgTypes[12].OneofWrappers = []any{}
+	file_bulkhead_admin_v1_admin_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bulkhead_admin_v1_admin_proto_rawDesc), len(file_bulkhead_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -57,12 +57,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_ListBulkheads_FullMethodName  = "/bulkhead.admin.v1.AdminService/ListBulkheads"
-	AdminService_GetBulkhead_FullMethodName    = "/bulkhead.admin.v1.AdminService/GetBulkhead"
-	AdminService_UpdateBulkhead_FullMethodName = "/bulkhead.admin.v1.AdminService/UpdateBulkhead"
-	AdminService_ResetBulkhead_FullMethodName  = "/bulkhead.admin.v1.AdminService/ResetBulkhead"
-	AdminService_WatchBulkheads_FullMethodName = "/bulkhead.admin.v1.AdminService/WatchBulkheads"
-	AdminService_ListHolders_FullMethodName    = "/bulkhead.admin.v1.AdminService/ListHolders"
+	AdminService_ListBulkheads_FullMethodName    = "/bulkhead.admin.v1.AdminService/ListBulkheads"
+	AdminService_GetBulkhead_FullMethodName      = "/bulkhead.admin.v1.AdminService/GetBulkhead"
+	AdminService_UpdateBulkhead_FullMethodName   = "/bulkhead.admin.v1.AdminService/UpdateBulkhead"
+	AdminService_ResetBulkhead_FullMethodName    = "/bulkhead.admin.v1.AdminService/ResetBulkhead"
+	AdminService_WatchBulkheads_FullMethodName   = "/bulkhead.admin.v1.AdminService/WatchBulkheads"
+	AdminService_ListHolders_FullMethodName      = "/bulkhead.admin.v1.AdminService/ListHolders"
+	AdminService_SetCircuit_FullMethodName       = "/bulkhead.admin.v1.AdminService/SetCircuit"
+	AdminService_SuggestBulkheads_FullMethodName = "/bulkhead.admin.v1.AdminService/SuggestBulkheads"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -99,6 +101,15 @@ type AdminServiceClient interface {
 	// token never leaves the server (it would let the caller release the
 	// permit).
 	ListHolders(ctx context.Context, in *ListHoldersRequest, opts ...grpc.CallOption) (*ListHoldersResponse, error)
+	// SetCircuit sets an operator mode on a bulkhead's circuit breaker:
+	// force it open or closed, or return it to its outcomes (auto, from
+	// closed). FAILED_PRECONDITION when the bulkhead has no breaker.
+	SetCircuit(ctx context.Context, in *SetCircuitRequest, opts ...grpc.CallOption) (*SetCircuitResponse, error)
+	// SuggestBulkheads recommends max_concurrent and max_queue for one
+	// bulkhead (name set) or every bulkhead, from what the server observed
+	// over the window, with the evidence. A bulkhead with too little traffic
+	// gets no recommendation, only the reason (Suggestion.refused).
+	SuggestBulkheads(ctx context.Context, in *SuggestBulkheadsRequest, opts ...grpc.CallOption) (*SuggestBulkheadsResponse, error)
 }
 
 type adminServiceClient struct {
@@ -178,6 +189,26 @@ func (c *adminServiceClient) ListHolders(ctx context.Context, in *ListHoldersReq
 	return out, nil
 }
 
+func (c *adminServiceClient) SetCircuit(ctx context.Context, in *SetCircuitRequest, opts ...grpc.CallOption) (*SetCircuitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetCircuitResponse)
+	err := c.cc.Invoke(ctx, AdminService_SetCircuit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) SuggestBulkheads(ctx context.Context, in *SuggestBulkheadsRequest, opts ...grpc.CallOption) (*SuggestBulkheadsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SuggestBulkheadsResponse)
+	err := c.cc.Invoke(ctx, AdminService_SuggestBulkheads_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -212,6 +243,15 @@ type AdminServiceServer interface {
 	// token never leaves the server (it would let the caller release the
 	// permit).
 	ListHolders(context.Context, *ListHoldersRequest) (*ListHoldersResponse, error)
+	// SetCircuit sets an operator mode on a bulkhead's circuit breaker:
+	// force it open or closed, or return it to its outcomes (auto, from
+	// closed). FAILED_PRECONDITION when the bulkhead has no breaker.
+	SetCircuit(context.Context, *SetCircuitRequest) (*SetCircuitResponse, error)
+	// SuggestBulkheads recommends max_concurrent and max_queue for one
+	// bulkhead (name set) or every bulkhead, from what the server observed
+	// over the window, with the evidence. A bulkhead with too little traffic
+	// gets no recommendation, only the reason (Suggestion.refused).
+	SuggestBulkheads(context.Context, *SuggestBulkheadsRequest) (*SuggestBulkheadsResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -239,6 +279,12 @@ func (UnimplementedAdminServiceServer) WatchBulkheads(*WatchBulkheadsRequest, gr
 }
 func (UnimplementedAdminServiceServer) ListHolders(context.Context, *ListHoldersRequest) (*ListHoldersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListHolders not implemented")
+}
+func (UnimplementedAdminServiceServer) SetCircuit(context.Context, *SetCircuitRequest) (*SetCircuitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetCircuit not implemented")
+}
+func (UnimplementedAdminServiceServer) SuggestBulkheads(context.Context, *SuggestBulkheadsRequest) (*SuggestBulkheadsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SuggestBulkheads not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -362,6 +408,42 @@ func _AdminService_ListHolders_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_SetCircuit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetCircuitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SetCircuit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_SetCircuit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SetCircuit(ctx, req.(*SetCircuitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_SuggestBulkheads_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SuggestBulkheadsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SuggestBulkheads(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_SuggestBulkheads_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SuggestBulkheads(ctx, req.(*SuggestBulkheadsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -388,6 +470,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListHolders",
 			Handler:    _AdminService_ListHolders_Handler,
+		},
+		{
+			MethodName: "SetCircuit",
+			Handler:    _AdminService_SetCircuit_Handler,
+		},
+		{
+			MethodName: "SuggestBulkheads",
+			Handler:    _AdminService_SuggestBulkheads_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

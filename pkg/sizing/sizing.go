@@ -1,0 +1,274 @@
+package sizing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+)
+
+// History is how far back an Observer remembers, one bucket a second.
+const History = 10 * time.Minute
+
+const numBuckets = int(History / time.Second)
+
+// Defaults of Params.
+const (
+	DefaultWindow      = 5 * time.Minute
+	DefaultHeadroom    = 0.25
+	DefaultMinRequests = 100
+)
+
+// ErrTooLittleTraffic is returned by Suggest when the window holds too few
+// requests to size from.
+var ErrTooLittleTraffic = errors.New("too little traffic to size from")
+
+// ErrInvalidParams wraps every problem with Params.
+var ErrInvalidParams = errors.New("invalid sizing parameters")
+
+// Params say how to size.
+type Params struct {
+	Window      time.Duration // in [1s, History]
+	Headroom    float64       // fraction added on top, in [0, 10]
+	MinRequests int           // at least 1
+}
+
+// Defaults fills the zero fields of p with the defaults.
+func (p Params) Defaults() Params {
+	if p.Window == 0 {
+		p.Window = DefaultWindow
+	}
+	if p.Headroom == 0 {
+		p.Headroom = DefaultHeadroom
+	}
+	if p.MinRequests == 0 {
+		p.MinRequests = DefaultMinRequests
+	}
+	return p
+}
+
+// Validate reports every problem with p at once.
+func (p Params) Validate() error {
+	var errs []error
+	if p.Window < time.Second || p.Window > History {
+		errs = append(errs, fmt.Errorf("window: must be in [1s, %s], got %s", History, p.Window))
+	}
+	if math.IsNaN(p.Headroom) || p.Headroom < 0 || p.Headroom > 10 {
+		errs = append(errs, fmt.Errorf("headroom: must be in [0, 10], got %v", p.Headroom))
+	}
+	if p.MinRequests < 1 {
+		errs = append(errs, fmt.Errorf("min_requests: must be at least 1, got %d", p.MinRequests))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidParams, errors.Join(errs...))
+}
+
+// Suggestion is a recommendation with its evidence.
+type Suggestion struct {
+	Window   time.Duration // the span observed
+	Requests uint64        // requests ended in it
+	// Throughput is the requests ended per second over the seconds that saw
+	// any (the load while there was load), MeanThroughput over the window.
+	Throughput, MeanThroughput float64
+	MeanHold                   time.Duration
+	// Little is Throughput × MeanHold: the permits that throughput needs.
+	Little float64
+	// Peak is the most permits in use at once; P99 the p99 of the permits
+	// in use, sampled four times a second.
+	Peak, P99 int
+	Headroom  float64
+	// Current are the settings in force.
+	Current bulkhead.Settings
+	// MaxConcurrent and MaxQueue are the recommendation.
+	MaxConcurrent, MaxQueue int
+}
+
+// samplesPerSecond bounds the in-use samples a bucket keeps (Run samples
+// every 250 ms).
+const samplesPerSecond = 4
+
+type bucket struct {
+	sec      int64 // unix second the bucket holds; 0: empty
+	requests uint64
+	hold     time.Duration
+	peak     int
+	samples  [samplesPerSecond]int32 // permits in use, sampled
+	n        int
+}
+
+type history struct {
+	mu      sync.Mutex
+	buckets [numBuckets]bucket
+}
+
+func (h *history) at(now time.Time) *bucket {
+	sec := now.Unix()
+	b := &h.buckets[sec%int64(numBuckets)]
+	if b.sec != sec {
+		*b = bucket{sec: sec}
+	}
+	return b
+}
+
+// Observer records what each bulkhead's requests did. Create it with New.
+type Observer struct {
+	clock clock.Clock
+	mu    sync.RWMutex
+	m     map[string]*history
+}
+
+// New returns an empty observer.
+func New(c clock.Clock) *Observer { return &Observer{clock: c, m: map[string]*history{}} }
+
+func (o *Observer) history(name string) *history {
+	o.mu.RLock()
+	h := o.m[name]
+	o.mu.RUnlock()
+	if h != nil {
+		return h
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if h = o.m[name]; h == nil {
+		h = &history{}
+		o.m[name] = h
+	}
+	return h
+}
+
+// Ended records a request of bulkhead name that held its permit for held
+// (every outcome counts: a permit was held).
+func (o *Observer) Ended(name string, _ bulkhead.Outcome, held time.Duration) {
+	h := o.history(name)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b := h.at(o.clock.Now())
+	b.requests++
+	b.hold += max(held, 0)
+}
+
+// Sample records that bulkhead name has inUse permits in use now, and had
+// peak at most since the previous sample.
+func (o *Observer) Sample(name string, inUse, peak int) {
+	h := o.history(name)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b := h.at(o.clock.Now())
+	b.peak = max(b.peak, peak, inUse)
+	if b.n < samplesPerSecond {
+		b.samples[b.n] = int32(min(inUse, math.MaxInt32))
+		b.n++
+	}
+}
+
+// Retain forgets the bulkheads not in names.
+func (o *Observer) Retain(names map[string]bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for n := range o.m {
+		if !names[n] {
+			delete(o.m, n)
+		}
+	}
+}
+
+// Suggest recommends settings for bulkhead name, whose settings now are
+// cur, from the last p.Window (p already defaulted and valid).
+func (o *Observer) Suggest(name string, cur bulkhead.Settings, p Params) (Suggestion, error) {
+	s := Suggestion{Window: p.Window, Headroom: p.Headroom, Current: cur}
+	now := o.clock.Now().Unix()
+	first := now - int64(p.Window/time.Second) + 1
+	var hold time.Duration
+	var samples []int
+	var busy []bucket // the seconds that saw requests end
+	o.mu.RLock()
+	h := o.m[name]
+	o.mu.RUnlock()
+	if h != nil {
+		h.mu.Lock()
+		for _, b := range h.buckets {
+			if b.sec < first || b.sec > now {
+				continue
+			}
+			s.Requests += b.requests
+			hold += b.hold
+			if b.requests > 0 {
+				busy = append(busy, b)
+			}
+			s.Peak = max(s.Peak, b.peak)
+			for _, v := range b.samples[:b.n] {
+				samples = append(samples, int(v))
+			}
+		}
+		h.mu.Unlock()
+	}
+	if s.Requests < uint64(p.MinRequests) {
+		return s, fmt.Errorf("%w: %d requests ended in the last %s, %d needed", ErrTooLittleTraffic, s.Requests, p.Window, p.MinRequests)
+	}
+	s.MeanThroughput = float64(s.Requests) / p.Window.Seconds()
+	s.Throughput = throughput(busy)
+	s.MeanHold = hold / time.Duration(s.Requests)
+	s.Little = s.Throughput * s.MeanHold.Seconds()
+	if len(samples) > 0 {
+		slices.Sort(samples)
+		s.P99 = samples[max(0, int(math.Ceil(0.99*float64(len(samples))))-1)]
+	}
+	s.MaxConcurrent = max(1, int(math.Ceil(max(s.Little*(1+p.Headroom), float64(s.P99))-1e-9)))
+	s.MaxQueue = cur.MaxQueue
+	if cur.MaxWait > 0 && s.MeanHold > 0 {
+		s.MaxQueue = int(math.Ceil(cur.MaxWait.Seconds() * float64(s.MaxConcurrent) / s.MeanHold.Seconds()))
+	}
+	return s, nil
+}
+
+// Limiters lists the bulkheads to sample; *bulkhead.Registry is one.
+type Limiters interface {
+	Keys() []string
+	Get(key string) *bulkhead.Limiter
+}
+
+// Run samples each limiter's peak in use (Limiter.TakePeak) every interval,
+// and forgets bulkheads that are gone, until ctx ends. It returns nil.
+func (o *Observer) Run(ctx context.Context, ls Limiters, every time.Duration) error {
+	for {
+		t := o.clock.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+		}
+		keep := map[string]bool{}
+		for _, k := range ls.Keys() {
+			keep[k] = true
+			if l := ls.Get(k); l != nil {
+				peak := l.TakePeak()
+				o.Sample(k, l.Snapshot().InUse, peak)
+			}
+		}
+		o.Retain(keep)
+	}
+}
+
+// throughput is the requests ended per second over the busy seconds. The
+// first and last of them are left out when there are more than two: a load
+// rarely starts or stops on a second's edge, so they are partial.
+func throughput(busy []bucket) float64 {
+	slices.SortFunc(busy, func(a, b bucket) int { return int(a.sec - b.sec) })
+	if len(busy) > 2 {
+		busy = busy[1 : len(busy)-1]
+	}
+	var n uint64
+	for _, b := range busy {
+		n += b.requests
+	}
+	return float64(n) / float64(len(busy))
+}
