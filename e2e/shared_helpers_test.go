@@ -102,14 +102,11 @@ func startReplicaStack(t *testing.T, spec replicaSpec) *replicaStack {
 	if spec.envoy != nil {
 		spec.envoy(&params)
 	}
-	bootstrap, err := envoy.Render(params)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i := range spec.envoys {
 		p := params
 		p.NodeID = fmt.Sprintf("front-proxy-%d", i)
-		if bootstrap, err = envoy.Render(p); err != nil {
+		bootstrap, err := envoy.Render(p)
+		if err != nil {
 			t.Fatal(err)
 		}
 		e, err := envoyproc.Start(ctx, envoyproc.Options{Binary: envoyBin, ConfigYAML: bootstrap, Concurrency: 2, Stderr: &rs.envLog})
