@@ -10,9 +10,25 @@ type Goal struct {
 	Name     string `json:"name"`
 	Target   string `json:"target"`
 	Measured string `json:"measured"`
-	// Met is nil when the run could not measure it.
-	Met  *bool  `json:"met"`
-	Note string `json:"note,omitempty"`
+	// Met is nil when the run could not measure it, or when the figure is
+	// reported against no bound (ReportOnly).
+	Met        *bool  `json:"met"`
+	ReportOnly bool   `json:"report_only,omitempty"`
+	Note       string `json:"note,omitempty"`
+}
+
+// verdictText is how g's verdict reads: met, unmet, reported (a figure
+// with no bound) or not measured; yes and no are the words for met.
+func (g Goal) verdictText(yes, no string) string {
+	switch {
+	case g.Met != nil && *g.Met:
+		return yes
+	case g.Met != nil:
+		return no
+	case g.ReportOnly && g.Measured != "":
+		return "reported"
+	}
+	return "not measured"
 }
 
 // Results is everything one run measured (results.json).
@@ -207,6 +223,8 @@ func (r *Results) evaluate() {
 		}
 	}
 	gs = append(gs, g)
+
+	gs = append(gs, r.redisGoals()...)
 
 	r.Heartbeat = heartbeatCosts(r.Phases)
 	if r.Plan.Heartbeat != nil {
