@@ -113,8 +113,10 @@ func (r *Results) redisCPUGoal(name, what string) Goal {
 		return u.UsPerRequest, ok && u.UsPerRequest > 0
 	})
 	closed := figureSpread(r.closedRounds(name), ledgerOf(func(c *LedgerCost) float64 { return c.CPUMsPer1k }))
-	g.Measured = fmt.Sprintf("%s ms at %.0f%% of the common maximum (INFO used_cpu_sys+user; threads' counters: %s ms); "+
-		"closed loop (saturation) %s ms; median [min-max]", info.format("%.1f"), 100*lagLoad, proc.format("%.1f"), closed.format("%.1f"))
+	scripts := figureSpread(open, ledgerOf(func(c *LedgerCost) float64 { return c.ScriptUsPerRequest }))
+	g.Measured = fmt.Sprintf("%s ms at %.0f%% of the common maximum (INFO used_cpu_sys+user; threads' counters: %s ms; "+
+		"of which running scripts: %s ms); closed loop (saturation) %s ms; median [min-max]",
+		info.format("%.1f"), 100*lagLoad, proc.format("%.1f"), scripts.format("%.1f"), closed.format("%.1f"))
 	return g
 }
 

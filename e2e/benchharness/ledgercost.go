@@ -37,6 +37,11 @@ type LedgerCost struct {
 	// Commands is every command's calls in the window (the harness's own
 	// INFO included: one per window).
 	Commands map[string]int64 `json:"redis_commands"`
+	// ScriptUsPerRequest is the time Redis spent running scripts (the
+	// commandstats usec of EVALSHA and EVAL, the commands inside included;
+	// the ticks' too), per request: CPUMsPer1k less this is Redis's time
+	// outside the scripts (reading and answering the calls).
+	ScriptUsPerRequest float64 `json:"redis_script_us_per_request"`
 	// CPUMsPer1k is Redis's CPU per 1,000 requests from its INFO
 	// (used_cpu_sys + used_cpu_user: getrusage, microseconds).
 	CPUMsPer1k float64 `json:"redis_cpu_ms_per_1k_requests"`
@@ -102,7 +107,7 @@ func ledgerCost(replicas int, a, b reading, requests int64) *LedgerCost {
 	ticks := b.ledger.calls[string(redisledger.OpState)] - a.ledger.calls[string(redisledger.OpState)] +
 		b.ledger.calls[string(redisledger.OpReplicas)] - a.ledger.calls[string(redisledger.OpReplicas)]
 	c.TickScripts = int64(math.Round(ticks))
-	var scripts, inside int64
+	var scripts, inside, usec int64
 	for cmd, calls := range b.redis.calls {
 		d := calls - a.redis.calls[cmd]
 		if d == 0 {
@@ -112,6 +117,7 @@ func ledgerCost(replicas int, a, b reading, requests int64) *LedgerCost {
 		switch {
 		case slices.Contains(scriptCommands, cmd):
 			scripts += d
+			usec += b.redis.usec[cmd] - a.redis.usec[cmd]
 		case !slices.Contains(outsideScripts, cmd):
 			inside += d
 		}
@@ -119,6 +125,7 @@ func ledgerCost(replicas int, a, b reading, requests int64) *LedgerCost {
 	c.EvalCalls = c.Commands["eval"]
 	c.ScriptsPerRequest = round3(float64(scripts-c.TickScripts) / n)
 	c.InScriptsPerRequest = round3(float64(inside) / n)
+	c.ScriptUsPerRequest = round3(float64(usec) / n)
 	c.CPUMsPer1k = round3(float64(b.redis.cpu-a.redis.cpu) / float64(time.Millisecond) / (n / 1000))
 	return c
 }

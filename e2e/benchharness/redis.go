@@ -130,6 +130,7 @@ func (s *redisServer) stop() error {
 // time (used_cpu_sys + used_cpu_user, the whole process).
 type redisReading struct {
 	calls map[string]int64 // by command: "evalsha", "hset"...
+	usec  map[string]int64 // by command: the time Redis spent running it, microseconds
 	cpu   time.Duration
 }
 
@@ -145,11 +146,11 @@ func (s *redisServer) read(ctx context.Context) (redisReading, error) {
 }
 
 // parseInfo reads the answer of INFO commandstats cpu: lines
-// "cmdstat_NAME:calls=N,usec=...", "used_cpu_sys:S.ssssss" and
+// "cmdstat_NAME:calls=N,usec=U,...", "used_cpu_sys:S.ssssss" and
 // "used_cpu_user:S.ssssss"; section headers, blank lines and other fields
 // are skipped. A command name may hold '|' (subcommands: "client|setname").
 func parseInfo(text string) (redisReading, error) {
-	r := redisReading{calls: map[string]int64{}}
+	r := redisReading{calls: map[string]int64{}, usec: map[string]int64{}}
 	var sys, user bool
 	for line := range strings.Lines(text) {
 		line = strings.TrimSpace(line)
@@ -159,17 +160,22 @@ func parseInfo(text string) (redisReading, error) {
 		}
 		switch {
 		case strings.HasPrefix(key, "cmdstat_"):
-			calls, found := "", false
+			calls, usec := "", ""
 			for f := range strings.SplitSeq(val, ",") {
 				if v, ok := strings.CutPrefix(f, "calls="); ok {
-					calls, found = v, true
+					calls = v
+				}
+				if v, ok := strings.CutPrefix(f, "usec="); ok {
+					usec = v
 				}
 			}
 			n, err := strconv.ParseInt(calls, 10, 64)
-			if !found || err != nil || n < 0 {
+			u, uerr := strconv.ParseInt(usec, 10, 64)
+			if err != nil || uerr != nil || n < 0 || u < 0 {
 				return redisReading{}, fmt.Errorf("%w INFO: bad %q", errRedis, line)
 			}
-			r.calls[strings.TrimPrefix(key, "cmdstat_")] = n
+			cmd := strings.TrimPrefix(key, "cmdstat_")
+			r.calls[cmd], r.usec[cmd] = n, u
 		case key == "used_cpu_sys" || key == "used_cpu_user":
 			secs, err := strconv.ParseFloat(val, 64)
 			if err != nil || secs < 0 {

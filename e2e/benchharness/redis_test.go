@@ -19,21 +19,23 @@ const infoText = "# CPU\r\nused_cpu_sys:0.250000\r\nused_cpu_user:1.007511\r\nus
 
 func TestParseInfo(t *testing.T) {
 	tests := []struct {
-		name  string
-		text  string
-		calls map[string]int64
-		cpu   time.Duration
-		ok    bool
+		name        string
+		text        string
+		calls, usec map[string]int64
+		cpu         time.Duration
+		ok          bool
 	}{
 		{"commandstats and cpu", infoText, map[string]int64{"client|setname": 1, "evalsha": 2000, "time": 2000},
-			1257511 * time.Microsecond, true},
-		{"no command yet", "# CPU\nused_cpu_sys:0.5\nused_cpu_user:0.25\n# Commandstats\n", map[string]int64{}, 750 * time.Millisecond, true},
-		{"no cpu section", "# Commandstats\ncmdstat_get:calls=1,usec=1\n", nil, 0, false},
-		{"only the system time", "used_cpu_sys:0.5\n", nil, 0, false},
-		{"calls missing", "used_cpu_sys:0\nused_cpu_user:0\ncmdstat_get:usec=1\n", nil, 0, false},
-		{"calls not a number", "used_cpu_sys:0\nused_cpu_user:0\ncmdstat_get:calls=x,usec=1\n", nil, 0, false},
-		{"negative calls", "used_cpu_sys:0\nused_cpu_user:0\ncmdstat_get:calls=-1\n", nil, 0, false},
-		{"cpu not a number", "used_cpu_sys:zero\nused_cpu_user:0\n", nil, 0, false},
+			map[string]int64{"client|setname": 4, "evalsha": 68000, "time": 4000}, 1257511 * time.Microsecond, true},
+		{"no command yet", "# CPU\nused_cpu_sys:0.5\nused_cpu_user:0.25\n# Commandstats\n", map[string]int64{}, map[string]int64{},
+			750 * time.Millisecond, true},
+		{"no cpu section", "# Commandstats\ncmdstat_get:calls=1,usec=1\n", nil, nil, 0, false},
+		{"only the system time", "used_cpu_sys:0.5\n", nil, nil, 0, false},
+		{"calls missing", "used_cpu_sys:0\nused_cpu_user:0\ncmdstat_get:usec=1\n", nil, nil, 0, false},
+		{"usec missing", "used_cpu_sys:0\nused_cpu_user:0\ncmdstat_get:calls=1\n", nil, nil, 0, false},
+		{"calls not a number", "used_cpu_sys:0\nused_cpu_user:0\ncmdstat_get:calls=x,usec=1\n", nil, nil, 0, false},
+		{"negative calls", "used_cpu_sys:0\nused_cpu_user:0\ncmdstat_get:calls=-1,usec=1\n", nil, nil, 0, false},
+		{"cpu not a number", "used_cpu_sys:zero\nused_cpu_user:0\n", nil, nil, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,8 +46,8 @@ func TestParseInfo(t *testing.T) {
 			if !tt.ok {
 				return
 			}
-			if !maps.Equal(got.calls, tt.calls) || got.cpu != tt.cpu {
-				t.Fatalf("parseInfo = %v, %v; want %v, %v", got.calls, got.cpu, tt.calls, tt.cpu)
+			if !maps.Equal(got.calls, tt.calls) || !maps.Equal(got.usec, tt.usec) || got.cpu != tt.cpu {
+				t.Fatalf("parseInfo = %v, %v, %v; want %v, %v, %v", got.calls, got.usec, got.cpu, tt.calls, tt.usec, tt.cpu)
 			}
 		})
 	}
@@ -53,7 +55,7 @@ func TestParseInfo(t *testing.T) {
 
 func FuzzParseInfo(f *testing.F) {
 	f.Add(infoText)
-	f.Add("used_cpu_sys:1\nused_cpu_user:2\ncmdstat_a:calls=3\n")
+	f.Add("used_cpu_sys:1\nused_cpu_user:2\ncmdstat_a:calls=3,usec=4\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		r, err := parseInfo(text)
 		if err != nil {
@@ -63,8 +65,8 @@ func FuzzParseInfo(f *testing.F) {
 			t.Fatalf("negative CPU %v", r.cpu)
 		}
 		for cmd, n := range r.calls {
-			if n < 0 {
-				t.Fatalf("%s: %d calls", cmd, n)
+			if u, ok := r.usec[cmd]; n < 0 || u < 0 || !ok {
+				t.Fatalf("%s: %d calls, %d us (%v)", cmd, n, u, ok)
 			}
 		}
 	})
@@ -97,12 +99,13 @@ func TestLedgerCost(t *testing.T) {
 	before := reading{at: at, replicas: []*testbed.Metrics{
 		ledgerMetrics(t, map[string]float64{"acquire": 100, "release": 100, "state": 5, "replicas": 5}, 1),
 		ledgerMetrics(t, map[string]float64{"acquire": 50, "release": 50, "state": 5, "replicas": 5}, 0),
-	}, redis: &redisReading{calls: map[string]int64{"evalsha": 500, "hset": 4000, "info": 7}, cpu: time.Second}}
+	}, redis: &redisReading{calls: map[string]int64{"evalsha": 500, "hset": 4000, "info": 7},
+		usec: map[string]int64{"evalsha": 10000, "hset": 999}, cpu: time.Second}}
 	after := reading{at: at.Add(2 * time.Second), replicas: []*testbed.Metrics{
 		ledgerMetrics(t, map[string]float64{"acquire": 698, "release": 600, "renew": 10, "state": 7, "replicas": 7}, 3),
 		ledgerMetrics(t, map[string]float64{"acquire": 450, "release": 550, "state": 7, "replicas": 7}, 0),
 	}, redis: &redisReading{calls: map[string]int64{"evalsha": 2500, "eval": 18, "hset": 25000, "info": 8, "ping": 1},
-		cpu: 1100 * time.Millisecond}}
+		usec: map[string]int64{"evalsha": 45000, "eval": 5000, "hset": 99999}, cpu: 1100 * time.Millisecond}}
 	before.ledger, after.ledger = sumLedgerCalls(before.replicas), sumLedgerCalls(after.replicas)
 	c := ledgerCost(2, before, after, 1000)
 	if c == nil {
@@ -118,9 +121,9 @@ func TestLedgerCost(t *testing.T) {
 	if c.Failed != 2 || c.TickScripts != 8 || c.EvalCalls != 18 {
 		t.Errorf("Failed, TickScripts, EvalCalls = %d, %d, %d; want 2, 8, 18", c.Failed, c.TickScripts, c.EvalCalls)
 	}
-	if c.ScriptsPerRequest != 2.01 || c.InScriptsPerRequest != 21 || c.CPUMsPer1k != 100 {
-		t.Errorf("ScriptsPerRequest, InScriptsPerRequest, CPUMsPer1k = %v, %v, %v; want 2.01, 21, 100",
-			c.ScriptsPerRequest, c.InScriptsPerRequest, c.CPUMsPer1k)
+	if c.ScriptsPerRequest != 2.01 || c.InScriptsPerRequest != 21 || c.CPUMsPer1k != 100 || c.ScriptUsPerRequest != 40 {
+		t.Errorf("ScriptsPerRequest, InScriptsPerRequest, CPUMsPer1k, ScriptUsPerRequest = %v, %v, %v, %v; want 2.01, 21, 100, 40",
+			c.ScriptsPerRequest, c.InScriptsPerRequest, c.CPUMsPer1k, c.ScriptUsPerRequest)
 	}
 	if w := map[string]int64{"evalsha": 2000, "eval": 18, "hset": 21000, "info": 1, "ping": 1}; !maps.Equal(c.Commands, w) {
 		t.Errorf("Commands = %v, want %v", c.Commands, w)

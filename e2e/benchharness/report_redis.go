@@ -28,21 +28,22 @@ func writeRedis(b *strings.Builder, r *Results) {
 	p("calls apart, per second (state: one pipeline of one state script per bulkhead, each replica each second; replicas: one script; ")
 	p("each tick also sends an INFO server, which the daemons do not count); from Redis's INFO commandstats, the scripts it ran ")
 	p("(EVALSHA + EVAL) less the ticks', and the commands those scripts ran inside Redis (the ticks' included); Redis's CPU ")
-	p("per 1,000 requests from its INFO (used_cpu_sys + used_cpu_user) and from its threads' counters. ")
+	p("per 1,000 requests from its INFO (used_cpu_sys + used_cpu_user) and from its threads' counters, and the time it spent ")
+	p("running scripts per request (commandstats usec of EVALSHA + EVAL; the rest of its CPU reads and answers the calls). ")
 	p("Nobody waits at these rates unless releases fall behind: the limit (%d) is far above the load's concurrency, so a ", limit)
 	p("PUBLISH or a ZRANGE in the window means permits piled up until arrivals queued.\n\n")
-	p("| phase | config | acquire / req | release / req | renew+leave / req | failed calls | state / s | replicas / s | Redis scripts / req | EVAL | in-script commands / req | PUBLISH / req | Redis CPU ms / 1k (INFO) | Redis us / req (threads) | Redis cores |\n")
-	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| phase | config | acquire / req | release / req | renew+leave / req | failed calls | state / s | replicas / s | Redis scripts / req | EVAL | in-script commands / req | PUBLISH / req | Redis CPU ms / 1k (INFO) | in scripts us / req | Redis us / req (threads) | Redis cores |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, ph := range phases {
 		c := ph.Ledger
 		pub := 0.0
 		if ph.Requests > 0 {
 			pub = float64(c.Commands["publish"]) / float64(ph.Requests)
 		}
-		p("| %s | %s | %.3f | %.3f | %.3f | %d | %.2f | %.2f | %.3f | %d | %.1f | %.3f | %.1f | %.1f | %.3f |\n",
+		p("| %s | %s | %.3f | %.3f | %.3f | %d | %.2f | %.2f | %.3f | %d | %.1f | %.3f | %.1f | %.1f | %.1f | %.3f |\n",
 			phaseName(*ph), ph.Config, c.PerRequest["acquire"], c.PerRequest["release"], c.PerRequest["renew"]+c.PerRequest["leave"],
 			c.Failed, c.TicksPerSecond["state"], c.TicksPerSecond["replicas"], c.ScriptsPerRequest, c.EvalCalls,
-			c.InScriptsPerRequest, pub, c.CPUMsPer1k, ph.CPU["redis"].UsPerRequest, ph.CPU["redis"].Cores)
+			c.InScriptsPerRequest, pub, c.CPUMsPer1k, c.ScriptUsPerRequest, ph.CPU["redis"].UsPerRequest, ph.CPU["redis"].Cores)
 	}
 	p("\nThe commands Redis ran in each window, per request (ticks' and the harness's own INFO included):\n\n")
 	for _, ph := range phases {
