@@ -40,6 +40,13 @@ func (r *Results) redisThroughputGoal(name, what string) Goal {
 		x.Median/b.Median, x.format("%.0f"), b.format("%.0f"), x.Rounds, b.Rounds, per.format("%.2fx"))
 	g.Met = verdict(x.Median/b.Median >= minRedisThroughput)
 	g.Note = spreadNote(x.Spread, b.Spread)
+	rounds := r.closedRounds(name)
+	rel := figureSpread(rounds, ledgerOf(func(c *LedgerCost) float64 { return c.CallMs["release"] }))
+	hold := figureSpread(rounds, func(p *Phase) (float64, bool) { return lagOf(p, func(l *ReleaseLag) float64 { return l.MeanHoldMs }) })
+	if rel.Rounds > 0 && hold.Rounds > 0 {
+		g.Note = joinNote(g.Note, fmt.Sprintf("a release call takes %s ms and an access-log stream's releases run one after another; "+
+			"mean permit hold %s ms (median [min-max])", rel.format("%.3f"), hold.format("%.1f")))
+	}
 	return g
 }
 

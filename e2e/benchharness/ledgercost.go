@@ -22,6 +22,11 @@ type LedgerCost struct {
 	// TicksPerSecond is the periodic calls per second, every replica: state
 	// (one pipeline of one state script per bulkhead) and replicas.
 	TicksPerSecond map[string]float64 `json:"tick_calls_per_second"`
+	// CallMs is the daemons' mean time of one call by operation, in
+	// milliseconds (bulkhead_ledger_call_seconds, every replica): an
+	// access-log stream's entries are released one after another, so a
+	// stream releases at most 1000 / CallMs["release"] permits a second.
+	CallMs map[string]float64 `json:"call_ms"`
 	// Failed is the calls that ended in an error or a time-out.
 	Failed int64 `json:"failed_calls"`
 	// ScriptsPerRequest is the scripts Redis ran (EVALSHA and EVAL calls)
@@ -65,12 +70,21 @@ var requestOps = []redisledger.Op{redisledger.OpAcquire, redisledger.OpRelease, 
 type ledgerCounts struct {
 	calls  map[string]float64 // by op, every result
 	failed float64            // every op, results error and timeout
+	// seconds and timed are bulkhead_ledger_call_seconds's sum and count,
+	// by op.
+	seconds, timed map[string]float64
 }
 
 // sumLedgerCalls sums bulkhead_ledger_calls_total over ms by op.
 func sumLedgerCalls(ms []*testbed.Metrics) *ledgerCounts {
-	c := &ledgerCounts{calls: map[string]float64{}}
+	c := &ledgerCounts{calls: map[string]float64{}, seconds: map[string]float64{}, timed: map[string]float64{}}
 	for _, m := range ms {
+		for _, s := range m.Samples("bulkhead_ledger_call_seconds_sum") {
+			c.seconds[s.Labels["op"]] += s.Value
+		}
+		for _, s := range m.Samples("bulkhead_ledger_call_seconds_count") {
+			c.timed[s.Labels["op"]] += s.Value
+		}
 		for _, s := range m.Samples("bulkhead_ledger_calls_total") {
 			c.calls[s.Labels["op"]] += s.Value
 			if r := s.Labels["result"]; r != "ok" {
@@ -94,8 +108,11 @@ func ledgerCost(replicas int, a, b reading, requests int64) *LedgerCost {
 	}
 	n := float64(requests)
 	c := &LedgerCost{Replicas: replicas, PerRequest: map[string]float64{}, TicksPerSecond: map[string]float64{},
-		Failed: int64(math.Round(b.ledger.failed - a.ledger.failed)), Commands: map[string]int64{}}
+		Failed: int64(math.Round(b.ledger.failed - a.ledger.failed)), Commands: map[string]int64{}, CallMs: map[string]float64{}}
 	for _, op := range redisledger.Ops() {
+		if timed := b.ledger.timed[string(op)] - a.ledger.timed[string(op)]; timed > 0 {
+			c.CallMs[string(op)] = round3((b.ledger.seconds[string(op)] - a.ledger.seconds[string(op)]) / timed * 1000)
+		}
 		d := b.ledger.calls[string(op)] - a.ledger.calls[string(op)]
 		if slices.Contains(requestOps, op) {
 			c.PerRequest[string(op)] = round3(d / n)

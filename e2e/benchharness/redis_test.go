@@ -82,6 +82,11 @@ func ledgerMetrics(t *testing.T, ok map[string]float64, failed float64) *testbed
 		b.WriteString("bulkhead_ledger_calls_total{op=\"" + op + "\",result=\"ok\"} " + ftoa(v) + "\n")
 	}
 	b.WriteString("bulkhead_ledger_calls_total{op=\"acquire\",result=\"timeout\"} " + ftoa(failed) + "\n")
+	for op, v := range ok {
+		// Each call took 0.5 ms.
+		b.WriteString("bulkhead_ledger_call_seconds_sum{op=\"" + op + "\"} " + ftoa(v*0.0005) + "\n")
+		b.WriteString("bulkhead_ledger_call_seconds_count{op=\"" + op + "\"} " + ftoa(v) + "\n")
+	}
 	m, err := testbed.ParseMetrics(strings.NewReader(b.String()))
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +122,9 @@ func TestLedgerCost(t *testing.T) {
 	}
 	if w := map[string]float64{"state": 2, "replicas": 2}; !maps.Equal(c.TicksPerSecond, w) {
 		t.Errorf("TicksPerSecond = %v, want %v", c.TicksPerSecond, w)
+	}
+	if c.CallMs["acquire"] != 0.5 || c.CallMs["release"] != 0.5 || c.CallMs["state"] != 0.5 || len(c.CallMs) != 5 {
+		t.Errorf("CallMs = %v, want 0.5 for acquire, release, renew, state and replicas", c.CallMs)
 	}
 	if c.Failed != 2 || c.TickScripts != 8 || c.EvalCalls != 18 {
 		t.Errorf("Failed, TickScripts, EvalCalls = %d, %d, %d; want 2, 8, 18", c.Failed, c.TickScripts, c.EvalCalls)

@@ -54,17 +54,18 @@ func writeRedis(b *strings.Builder, r *Results) {
 		}
 		p("- %s, %s: %s\n", phaseName(*ph), ph.Config, strings.Join(parts, ", "))
 	}
-	p("\nRelease lag against the in-memory bulkhead at the same rate (of two replicas, the one that released most; ")
+	p("\nThe daemons' mean time of one call (bulkhead_ledger_call_seconds), and the release lag against the in-memory bulkhead ")
+	p("at the same rate (of two replicas, the one that released most; ")
 	p("see \"Release lag\" for the method): a release is one script on Redis per access-log entry, and an access-log stream's ")
 	p("entries are handled one after another, so a stream releases at most one permit per Redis round trip.\n\n")
-	p("| phase | config | releases | mean lag ms | p99 ms | in-memory bulkhead: mean lag ms | p99 ms |\n|---|---|---|---|---|---|---|\n")
+	p("| phase | config | acquire call ms | release call ms | releases | mean lag ms | p99 ms | in-memory bulkhead: mean lag ms | p99 ms |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, ph := range phases {
 		mem := r.sameRate(Bulkhead, ph)
 		if ph.Lag == nil || mem == nil || mem.Lag == nil {
 			continue
 		}
-		p("| %s | %s | %d | %.3f | %.3f | %.3f | %.3f |\n", phaseName(*ph), ph.Config, ph.Lag.Releases, ph.Lag.MeanLagMs, ph.Lag.P99Ms,
-			mem.Lag.MeanLagMs, mem.Lag.P99Ms)
+		p("| %s | %s | %.3f | %.3f | %d | %.3f | %.3f | %.3f | %.3f |\n", phaseName(*ph), ph.Config, ph.Ledger.CallMs["acquire"],
+			ph.Ledger.CallMs["release"], ph.Lag.Releases, ph.Lag.MeanLagMs, ph.Lag.P99Ms, mem.Lag.MeanLagMs, mem.Lag.P99Ms)
 	}
 }
 
