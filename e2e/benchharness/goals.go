@@ -93,11 +93,16 @@ const noisy = 0.05
 // spreadNote flags the spreads of a goal's two figures (the bulkhead's and
 // the no-op hop's) wider than noisy; "" when both are narrower.
 func spreadNote(bulkhead, noop Spread) string {
+	return spreadNoteOf("bulkhead", bulkhead, "no-op", noop)
+}
+
+// spreadNoteOf is spreadNote for two figures named a and b.
+func spreadNoteOf(a string, as Spread, b string, bs Spread) string {
 	var out []string
 	for _, f := range []struct {
 		name string
 		s    Spread
-	}{{"bulkhead", bulkhead}, {"no-op", noop}} {
+	}{{a, as}, {b, bs}} {
 		if f.s.Rounds > 1 && f.s.Width() > noisy {
 			out = append(out, fmt.Sprintf("%s %.0f%%", f.name, 100*f.s.Width()))
 		}

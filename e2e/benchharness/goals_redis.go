@@ -39,7 +39,7 @@ func (r *Results) redisThroughputGoal(name, what string) Goal {
 	g.Measured = fmt.Sprintf("%.2fx (median %s vs %s req/s, [min-max] of %d and %d rounds); round by round %s",
 		x.Median/b.Median, x.format("%.0f"), b.format("%.0f"), x.Rounds, b.Rounds, per.format("%.2fx"))
 	g.Met = verdict(x.Median/b.Median >= minRedisThroughput)
-	g.Note = spreadNote(x.Spread, b.Spread)
+	g.Note = spreadNoteOf(name, x.Spread, "in-memory", b.Spread)
 	rounds := r.closedRounds(name)
 	rel := figureSpread(rounds, ledgerOf(func(c *LedgerCost) float64 { return c.CallMs["release"] }))
 	hold := figureSpread(rounds, func(p *Phase) (float64, bool) { return lagOf(p, func(l *ReleaseLag) float64 { return l.MeanHoldMs }) })

@@ -235,6 +235,9 @@ func TestRedisGoals(t *testing.T) {
 			t.Errorf("%s: %s, %q; want %s, containing %q", tt.name, v, g.Measured, tt.verdict, tt.measured)
 		}
 	}
+	if g := goals["Throughput on the Redis ledger, one replica, closed loop"]; !strings.Contains(g.Note, "(bulkhead-redis 19%, in-memory 15%)") {
+		t.Errorf("throughput note: %q", g.Note)
+	}
 	if g := goals["Added p99 over the in-memory bulkhead, one replica, 50% of the common maximum"]; !strings.Contains(g.Measured, "round by round +0.500 [+0.500-+2.000] ms") {
 		t.Errorf("round by round: %q", g.Measured)
 	}
