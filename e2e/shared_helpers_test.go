@@ -58,7 +58,10 @@ func startReplicaStack(t *testing.T, spec replicaSpec) *replicaStack {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	rs := &replicaStack{
-		stack:      &stack{t: t, up: map[string]*testbed.Upstream{}, limits: map[string]int{}},
+		// A grant whose answer a timeout lost is given back when Redis
+		// answers, or at its lease's end (leases.heartbeat_ttl, 3 s), and
+		// the global gauges refresh each second.
+		stack:      &stack{t: t, up: map[string]*testbed.Upstream{}, limits: map[string]int{}, settle: 5 * time.Second},
 		ledgerYAML: spec.ledger, yaml: spec.yaml, dir: t.TempDir(), rdb: spec.rdb,
 	}
 	rs.limits = limitsOf(t, rs.configText("127.0.0.1:0"))

@@ -83,7 +83,10 @@ type stack struct {
 	cfgPath   string
 	// daemonLog is everything the bulkhead daemon printed.
 	daemonLog testkit.SyncBuffer
-	mu        sync.Mutex // guards limits
+	// settle is how long the leak check waits for permits to come back
+	// (default 2s).
+	settle time.Duration
+	mu     sync.Mutex // guards limits
 }
 
 var routes = []string{"catalog", "auth", "orders"}
@@ -224,7 +227,11 @@ func (s *stack) checkInvariant() {
 		return
 	}
 	for name := range s.limits {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		settle := 2 * time.Second
+		if s.settle > 0 {
+			settle = s.settle
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), settle)
 		for s.gauge("bulkhead_active_calls", name) != 0 && ctx.Err() == nil {
 			time.Sleep(10 * time.Millisecond) // polling with a deadline
 		}

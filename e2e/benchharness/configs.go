@@ -21,6 +21,12 @@ const (
 	Breaker  = "envoy-breaker"
 	NoopALS  = "noop-authz+als"
 	Batched  = "bulkhead-batched"
+	// The bulkhead on the shared ledger (ledger.backend: redis), each on a
+	// redis-server of its own: one replica, and two behind the same Envoy
+	// (envoy.Params.BulkheadReplicas). Compared with Bulkhead, the same
+	// daemon on the in-memory ledger through the same bootstrap.
+	RedisOne = "bulkhead-redis"
+	RedisTwo = "bulkhead-redis-2"
 	// The heartbeat phase's configurations, each with a daemon of its own:
 	// the shipped configuration with heartbeat leases on (periodic entries
 	// on a batched logger of their own) and off, and, to compare, on with
@@ -41,6 +47,8 @@ const (
 	sidecarHeartbeatOn     = "daemon-heartbeat-on"
 	sidecarHeartbeatSingle = "daemon-heartbeat-single-log"
 	sidecarHeartbeatOff    = "daemon-heartbeat-off"
+	sidecarRedisOne        = "daemon-redis"
+	sidecarRedisTwo        = "daemon-redis-2"
 )
 
 // routeName is the upstream cluster, the bulkhead key and the metric label.
@@ -70,6 +78,10 @@ type configSpec struct {
 	// diagnostic configurations are not run at the floor's rates (beyond
 	// what any ext_authz configuration carries on a small machine).
 	diagnostic bool
+	// redisReplicas > 0: the daemon on the Redis ledger, that many
+	// replicas behind the one Envoy, on a redis-server of the
+	// configuration's own. Not run at the floor's rates either.
+	redisReplicas int
 }
 
 // configSpecs returns the configurations in run order; the floor is first
@@ -80,6 +92,10 @@ func configSpecs(diagnostic bool) []configSpec {
 		{Name: Noop, Title: "Envoy + ext_authz to a no-op server (bare ext_authz hop)", sidecar: sidecarNoop, extAuthz: true},
 		{Name: Bulkhead, Title: "Envoy + the bulkhead (ext_authz + gRPC access log, envoy/front-proxy.yaml.tmpl)", sidecar: sidecarDaemon},
 		{Name: Breaker, Title: fmt.Sprintf("Envoy's own circuit breaker (cluster max_requests %d)", limit), maxRequests: limit},
+		{Name: RedisOne, Title: "the bulkhead on the Redis ledger (ledger.backend: redis, on_unavailable: fail_closed, " +
+			"redis-server on loopback, no persistence), one replica; the shipped bootstrap", sidecar: sidecarRedisOne, redisReplicas: 1},
+		{Name: RedisTwo, Title: "the bulkhead on the Redis ledger, two replicas behind the same Envoy (envoy.Params.BulkheadReplicas: " +
+			"one cluster, health-checked), one redis-server", sidecar: sidecarRedisTwo, redisReplicas: 2},
 	}
 	if diagnostic {
 		specs = append(specs, configSpec{Name: Batched,
@@ -134,12 +150,14 @@ type proxyParams struct {
 }
 
 // render returns the Envoy bootstrap of spec: upstream is the test
-// upstream, sidecar the gRPC server of spec.sidecar.
-func (spec configSpec) render(upstream, sidecar envoy.Endpoint) ([]byte, error) {
+// upstream, sidecar the gRPC server of spec.sidecar, replicas the further
+// daemon replicas of its cluster (spec.redisReplicas > 1).
+func (spec configSpec) render(upstream, sidecar envoy.Endpoint, replicas ...envoy.Endpoint) ([]byte, error) {
 	if spec.daemon() {
 		// The shipped configuration, exactly as users run it.
 		b, err := envoy.Render(envoy.Params{
-			ListenerPort: 0, AdminPort: 0, Bulkhead: sidecar, NoHeartbeat: spec.noHeartbeat, SingleAccessLog: spec.singleLog,
+			ListenerPort: 0, AdminPort: 0, Bulkhead: sidecar, BulkheadReplicas: replicas,
+			NoHeartbeat: spec.noHeartbeat, SingleAccessLog: spec.singleLog,
 			Routes: []envoy.Route{{Name: routeName, Prefix: "/", Upstream: upstream}},
 		})
 		if err != nil || !spec.batched {
@@ -168,18 +186,23 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint) ([]byte, error) 
 
 // daemonConfig is the configuration of the daemon that sidecar names: the
 // shipped defaults for sidecarDaemon; the heartbeat phase's daemons set
-// leases.heartbeat_interval, to Envoy's default interval or to 0 (off).
-func daemonConfig(sidecar string) string {
-	leases := ""
+// leases.heartbeat_interval, to Envoy's default interval or to 0 (off);
+// with redisAddr, the ledger on that Redis (its default timeout, failing
+// closed: a Redis that does not answer shows as rejections, not as speed).
+func daemonConfig(sidecar, redisAddr string) string {
+	extra := ""
 	switch sidecar {
 	case sidecarHeartbeatOn, sidecarHeartbeatSingle:
-		leases = fmt.Sprintf("leases: {heartbeat_interval: %v}\n", permit.DefaultHeartbeatInterval)
+		extra = fmt.Sprintf("leases: {heartbeat_interval: %v}\n", permit.DefaultHeartbeatInterval)
 	case sidecarHeartbeatOff:
-		leases = "leases: {heartbeat_interval: 0s}\n"
+		extra = "leases: {heartbeat_interval: 0s}\n"
+	}
+	if redisAddr != "" {
+		extra += fmt.Sprintf("ledger: {backend: redis, on_unavailable: fail_closed, redis: {address: %q}}\n", redisAddr)
 	}
 	return fmt.Sprintf(`listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0", admin: "127.0.0.1:0"}
 log: {level: info}
 %sbulkheads:
   %s: {max_concurrent: %d, max_queue: %d, max_wait: 500ms}
-`, leases, routeName, limit, limit)
+`, extra, routeName, limit, limit)
 }

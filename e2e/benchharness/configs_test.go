@@ -22,7 +22,11 @@ func TestConfigsRender(t *testing.T) {
 	up, side := envoy.Endpoint{Host: "127.0.0.1", Port: 8081}, envoy.Endpoint{Host: "127.0.0.1", Port: 9001}
 	rendered := map[string]string{}
 	for _, spec := range append(configSpecs(true), heartbeatSpecs()...) {
-		b, err := spec.render(up, side)
+		var more []envoy.Endpoint
+		if spec.redisReplicas > 1 {
+			more = []envoy.Endpoint{{Host: "127.0.0.1", Port: 9002}}
+		}
+		b, err := spec.render(up, side, more...)
 		if err != nil {
 			t.Fatalf("%s: %v", spec.Name, err)
 		}
@@ -46,6 +50,8 @@ func TestConfigsRender(t *testing.T) {
 			"buffer_size_bytes: 0", "buffer_size_bytes: 16384", "buffer_flush_interval: 0.25s"}, nil},
 		{HeartbeatSingle, []string{"envoy.filters.http.ext_authz", "access_log_flush_interval: 1s", "buffer_size_bytes: 0"},
 			[]string{"bulkhead-heartbeat", "buffer_flush_interval", "log_type_filter"}},
+		{RedisOne, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0", "port_value: 9001"}, []string{"health_checks", "port_value: 9002"}},
+		{RedisTwo, []string{"envoy.filters.http.ext_authz", "port_value: 9001", "port_value: 9002", "health_checks"}, nil},
 		{HeartbeatOff, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0"}, []string{"access_log_flush_interval"}},
 	}
 	for _, tt := range tests {
@@ -78,17 +84,20 @@ func TestConfigsRender(t *testing.T) {
 
 func TestDaemonConfigParses(t *testing.T) {
 	tests := []struct {
-		sidecar  string
-		interval time.Duration
+		sidecar, redis string
+		interval       time.Duration
+		backend        config.LedgerBackend
 	}{
-		{sidecarDaemon, permit.DefaultHeartbeatInterval},
-		{sidecarHeartbeatOn, permit.DefaultHeartbeatInterval},
-		{sidecarHeartbeatSingle, permit.DefaultHeartbeatInterval},
-		{sidecarHeartbeatOff, 0},
+		{sidecarDaemon, "", permit.DefaultHeartbeatInterval, config.LedgerMemory},
+		{sidecarHeartbeatOn, "", permit.DefaultHeartbeatInterval, config.LedgerMemory},
+		{sidecarHeartbeatSingle, "", permit.DefaultHeartbeatInterval, config.LedgerMemory},
+		{sidecarHeartbeatOff, "", 0, config.LedgerMemory},
+		{sidecarRedisOne, "127.0.0.1:6380", permit.DefaultHeartbeatInterval, config.LedgerRedis},
+		{sidecarRedisTwo, "127.0.0.1:6381", permit.DefaultHeartbeatInterval, config.LedgerRedis},
 	}
 	for _, tt := range tests {
 		t.Run(tt.sidecar, func(t *testing.T) {
-			cfg, err := config.Parse("bench.yaml", []byte(daemonConfig(tt.sidecar)))
+			cfg, err := config.Parse("bench.yaml", []byte(daemonConfig(tt.sidecar, tt.redis)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,6 +106,9 @@ func TestDaemonConfigParses(t *testing.T) {
 			}
 			if got := cfg.Leases.HeartbeatInterval; got != tt.interval {
 				t.Fatalf("leases.heartbeat_interval = %v, want %v", got, tt.interval)
+			}
+			if l := cfg.Ledger; l.Backend != tt.backend || l.Redis.Address != tt.redis || (tt.redis != "" && l.OnUnavailable.String() != "fail_closed") {
+				t.Fatalf("ledger = %+v, want backend %v on %q, failing closed", l, tt.backend, tt.redis)
 			}
 		})
 	}

@@ -13,14 +13,19 @@
 //     straight to the upstream (the floor), Envoy with ext_authz to a no-op
 //     server (./noopauthz), Envoy with the bulkhead daemon (ext_authz and
 //     the gRPC access log; the bootstrap of package envoy, as shipped),
-//     Envoy's own circuit breaker (max_requests), and a diagnostic no-op
-//     ext_authz plus access log. For each: closed-loop maximum throughput,
+//     Envoy's own circuit breaker (max_requests), the bulkhead on the Redis
+//     ledger with one replica and with two behind the same Envoy (each on a
+//     redis-server the harness starts), and a diagnostic no-op ext_authz
+//     plus access log. For each: closed-loop maximum throughput,
 //     then open-loop latency at 25, 50 and 75% of the floor's maximum,
 //     measured from each request's intended send time (coordinated
 //     omission corrected); CPU per 1,000 requests and wake-ups per request
 //     of every process from /proc; what Envoy exchanged with its sidecar,
 //     from Envoy's /stats; the daemon's memory from its /metrics; the
-//     release lag from its permit hold-time histogram. Figures measured in
+//     release lag from its permit hold-time histogram; on the Redis
+//     ledger, the calls to Redis per request (the daemons' counters and
+//     Redis's INFO commandstats, the periodic ticks apart) and Redis's CPU
+//     (INFO cpu and /proc). Figures measured in
 //     several rounds are reported as their median with its spread;
 //  3. the heartbeat phase: the shipped configuration with heartbeat leases
 //     on and off (Envoy's periodic access log and the daemon's
@@ -34,8 +39,9 @@
 // else runs on it; compare configurations within one run.
 //
 // Ownership: the harness owns every process it starts (the daemons and the
-// no-op server are built from source into a temporary directory) and stops
-// them, Envoys included, before it exits; each dies with the harness if it
+// no-op server are built from source into a temporary directory; the
+// redis-servers are the system's) and stops them, Envoys and redis-servers
+// included, before it exits; each dies with the harness if it
 // is killed (parent-death signal). Nothing here is safe for concurrent use
 // beyond what its comments say; the load workers are the only goroutines
 // and each phase waits for all of them.

@@ -10,9 +10,25 @@ type Goal struct {
 	Name     string `json:"name"`
 	Target   string `json:"target"`
 	Measured string `json:"measured"`
-	// Met is nil when the run could not measure it.
-	Met  *bool  `json:"met"`
-	Note string `json:"note,omitempty"`
+	// Met is nil when the run could not measure it, or when the figure is
+	// reported against no bound (ReportOnly).
+	Met        *bool  `json:"met"`
+	ReportOnly bool   `json:"report_only,omitempty"`
+	Note       string `json:"note,omitempty"`
+}
+
+// verdictText is how g's verdict reads: met, unmet, reported (a figure
+// with no bound) or not measured; yes and no are the words for met.
+func (g Goal) verdictText(yes, no string) string {
+	switch {
+	case g.Met != nil && *g.Met:
+		return yes
+	case g.Met != nil:
+		return no
+	case g.ReportOnly && g.Measured != "":
+		return "reported"
+	}
+	return "not measured"
 }
 
 // Results is everything one run measured (results.json).
@@ -77,11 +93,16 @@ const noisy = 0.05
 // spreadNote flags the spreads of a goal's two figures (the bulkhead's and
 // the no-op hop's) wider than noisy; "" when both are narrower.
 func spreadNote(bulkhead, noop Spread) string {
+	return spreadNoteOf("bulkhead", bulkhead, "no-op", noop)
+}
+
+// spreadNoteOf is spreadNote for two figures named a and b.
+func spreadNoteOf(a string, as Spread, b string, bs Spread) string {
 	var out []string
 	for _, f := range []struct {
 		name string
 		s    Spread
-	}{{"bulkhead", bulkhead}, {"no-op", noop}} {
+	}{{a, as}, {b, bs}} {
 		if f.s.Rounds > 1 && f.s.Width() > noisy {
 			out = append(out, fmt.Sprintf("%s %.0f%%", f.name, 100*f.s.Width()))
 		}
@@ -207,6 +228,8 @@ func (r *Results) evaluate() {
 		}
 	}
 	gs = append(gs, g)
+
+	gs = append(gs, r.redisGoals()...)
 
 	r.Heartbeat = heartbeatCosts(r.Phases)
 	if r.Plan.Heartbeat != nil {

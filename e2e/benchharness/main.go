@@ -115,11 +115,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "results in %s\n", o.out)
 		for _, g := range res.Goals {
-			met := "not measured"
-			if g.Met != nil {
-				met = map[bool]string{true: "met", false: "NOT met"}[*g.Met]
-			}
-			fmt.Fprintf(stdout, "  %-55s %-12s %s\n", g.Name, met, g.Measured)
+			fmt.Fprintf(stdout, "  %-55s %-12s %s\n", g.Name, g.verdictText("met", "NOT met"), g.Measured)
 		}
 	}
 	if err != nil {

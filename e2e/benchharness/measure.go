@@ -47,8 +47,11 @@ type Phase struct {
 	AccessLog map[string]int64 `json:"access_log_entries,omitempty"`
 	// Sidecar is what Envoy's own /stats counted between it and its
 	// sidecar over the window; nil without a sidecar.
-	Sidecar  *SidecarTraffic `json:"envoy_sidecar,omitempty"`
-	Problems []string        `json:"problems,omitempty"`
+	Sidecar *SidecarTraffic `json:"envoy_sidecar,omitempty"`
+	// Ledger is what the Redis ledger cost over the window; nil with the
+	// in-memory ledger.
+	Ledger   *LedgerCost `json:"redis_ledger,omitempty"`
+	Problems []string    `json:"problems,omitempty"`
 }
 
 // SidecarTraffic is Envoy's traffic with its sidecar (the cluster of the
@@ -126,18 +129,28 @@ type reading struct {
 	runs     map[string]int64         // threadsCPU's timeslices, by role
 	others   time.Duration            // machine busy + stolen - every process of the run
 	at       time.Time
-	metrics  *testbed.Metrics  // the daemon's, or nil
-	stats    map[string]uint64 // Envoy's counters, when it has a sidecar
+	metrics  *testbed.Metrics   // the daemon's (replica 0's), or nil
+	replicas []*testbed.Metrics // every daemon replica's, replica 0 first
+	ledger   *ledgerCounts      // Redis ledger: its calls, every replica
+	redis    *redisReading      // Redis ledger: its server's INFO
+	stats    map[string]uint64  // Envoy's counters, when it has a sidecar
 	upServed int64
 	upBusy   time.Duration
 	err      error
 }
 
-// pids are the processes whose CPU a phase accounts, by role.
-func (e *env) pids(st *stack) map[string]int {
-	p := map[string]int{"envoy": st.proxy.PID(), "harness": os.Getpid()}
+// pids are the processes whose CPU a phase accounts, by role: the
+// sidecar's are every daemon replica; "redis" is the Redis ledger's server.
+func (e *env) pids(st *stack) map[string][]int {
+	p := map[string][]int{"envoy": {st.proxy.PID()}, "harness": {os.Getpid()}}
 	if st.side != nil {
-		p["sidecar"] = st.side.PID()
+		p["sidecar"] = []int{st.side.PID()}
+		for _, c := range st.more {
+			p["sidecar"] = append(p["sidecar"], c.PID())
+		}
+	}
+	if st.redis != nil {
+		p["redis"] = []int{st.redis.PID()}
 	}
 	return p
 }
@@ -148,13 +161,22 @@ func (e *env) allPIDs() []int {
 	for _, c := range e.sidecars {
 		pids = append(pids, c.PID())
 	}
+	for _, cs := range e.replicas {
+		for _, c := range cs {
+			pids = append(pids, c.PID())
+		}
+	}
+	for _, r := range e.redis {
+		pids = append(pids, r.PID())
+	}
 	for _, st := range slices.Concat(e.stacks, e.heartbeat) {
 		pids = append(pids, st.proxy.PID())
 	}
 	return pids
 }
 
-// read takes a reading of st. The daemon's /metrics is scraped outside the
+// read takes a reading of st. The daemon's /metrics (and on the Redis
+// ledger every replica's, and the server's INFO) is scraped outside the
 // CPU window (before the CPU at the start, after it at the end), so that
 // the scrape's own cost is not charged to the requests.
 func (e *env) read(ctx context.Context, st *stack, end bool) reading {
@@ -162,8 +184,26 @@ func (e *env) read(ctx context.Context, st *stack, end bool) reading {
 	scrape := func() {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		if url := st.metricsURL(); url != "" && r.err == nil {
-			r.metrics, r.err = testbed.Scrape(sctx, url)
+		for _, url := range st.metricsURLs() {
+			if r.err != nil {
+				break
+			}
+			var m *testbed.Metrics
+			if m, r.err = testbed.Scrape(sctx, url); r.err == nil {
+				r.replicas = append(r.replicas, m)
+			}
+		}
+		if len(r.replicas) > 0 {
+			r.metrics = r.replicas[0]
+		}
+		if st.redis != nil && r.err == nil {
+			r.ledger = sumLedgerCalls(r.replicas)
+		}
+		if st.redis != nil && r.err == nil {
+			var info redisReading
+			if info, r.err = st.redis.read(sctx); r.err == nil {
+				r.redis = &info
+			}
 		}
 		if st.sidecarCluster() != "" && r.err == nil {
 			if r.stats, r.err = st.proxy.Stats(sctx); r.err != nil {
@@ -174,17 +214,20 @@ func (e *env) read(ctx context.Context, st *stack, end bool) reading {
 	if !end {
 		scrape()
 	}
-	for role, pid := range e.pids(st) {
-		d, err := cpuTime(pid)
-		if err != nil && r.err == nil {
-			r.err = fmt.Errorf("%s: %w", role, err)
+	for role, pids := range e.pids(st) {
+		for _, pid := range pids {
+			d, err := cpuTime(pid)
+			if err != nil && r.err == nil {
+				r.err = fmt.Errorf("%s: %w", role, err)
+			}
+			r.cpu[role] += d
+			d, runs, err := threadsCPU(pid)
+			if err != nil && r.err == nil {
+				r.err = fmt.Errorf("%s: %w", role, err)
+			}
+			r.threads[role] += d
+			r.runs[role] += runs
 		}
-		r.cpu[role] = d
-		d, runs, err := threadsCPU(pid)
-		if err != nil && r.err == nil {
-			r.err = fmt.Errorf("%s: %w", role, err)
-		}
-		r.threads[role], r.runs[role] = d, runs
 	}
 	r.upServed, r.upBusy = e.upstream.Stats()
 	r.at = time.Now()
@@ -246,6 +289,9 @@ func (e *env) measure(ctx context.Context, st *stack, p Phase, load func(marker)
 		p.CPU[role] = u
 	}
 	p.Sidecar = sidecarTraffic(st.sidecarCluster(), r[0].stats, r[1].stats, s.Requests)
+	if st.redis != nil {
+		p.Ledger = ledgerCost(1+len(st.more), r[0], r[1], s.Requests)
+	}
 	if m := r[1].metrics; m != nil {
 		p.Daemon = &DaemonMemory{
 			RSSBytes:       sum(m, "process_resident_memory_bytes"),
@@ -253,18 +299,31 @@ func (e *env) measure(ctx context.Context, st *stack, p Phase, load func(marker)
 			HeapAllocBytes: sum(m, "go_memstats_heap_alloc_bytes"),
 			Goroutines:     sum(m, "go_goroutines"),
 		}
-		if r[0].metrics != nil {
-			p.AccessLog = entriesDelta(r[0].metrics, m)
+		if r[0].metrics != nil && len(r[0].replicas) == len(r[1].replicas) {
 			served := r[1].upServed - r[0].upServed
 			var upMean time.Duration
 			if served > 0 {
 				upMean = (r[1].upBusy - r[0].upBusy) / time.Duration(served)
 			}
-			lag, err := releaseLag(r[0].metrics, m, upMean)
-			if err != nil {
-				p.Problems = append(p.Problems, err.Error())
-			} else {
-				p.Lag = &lag
+			// Of several replicas: the entries of all, the lag of the one
+			// that released most (Envoy's streams may all go to one).
+			var errs []error
+			for i := range r[1].replicas {
+				for res, n := range entriesDelta(r[0].replicas[i], r[1].replicas[i]) {
+					if p.AccessLog == nil {
+						p.AccessLog = map[string]int64{}
+					}
+					p.AccessLog[res] += n
+				}
+				lag, err := releaseLag(r[0].replicas[i], r[1].replicas[i], upMean)
+				if err != nil {
+					errs = append(errs, err)
+				} else if p.Lag == nil || lag.Releases > p.Lag.Releases {
+					p.Lag = &lag
+				}
+			}
+			if p.Lag == nil && len(errs) > 0 {
+				p.Problems = append(p.Problems, errs[0].Error())
 			}
 		}
 	}

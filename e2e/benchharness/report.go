@@ -27,10 +27,7 @@ func writeMarkdown(w io.Writer, r *Results) error {
 
 	p("## Goals\n\n| goal | target | measured | met |\n|---|---|---|---|\n")
 	for _, g := range r.Goals {
-		met := "not measured"
-		if g.Met != nil {
-			met = map[bool]string{true: "yes", false: "**no**"}[*g.Met]
-		}
+		met := g.verdictText("yes", "**no**")
 		if g.Note != "" {
 			met += " (" + g.Note + ")"
 		}
@@ -100,7 +97,7 @@ func writeMarkdown(w io.Writer, r *Results) error {
 		}
 	}
 
-	p("\n## CPU per 1,000 requests\n\nFrom /proc/PID/stat (utime+stime) over each window. Sidecar = the no-op server or the bulkhead daemon; ")
+	p("\n## CPU per 1,000 requests\n\nFrom /proc/PID/stat (utime+stime) over each window. Sidecar = the no-op server or the bulkhead daemon (every replica's, on the Redis ledger; Redis's own CPU is in \"The Redis ledger\"); ")
 	p("harness = load generator + upstream (the same work in every configuration).\n\n")
 	p("Envoy us and runs: Envoy's CPU per request from its threads' nanosecond counters, and how often its threads were put on a CPU per request ")
 	p("(schedstat timeslices: event-loop wake-ups, which interference hardly changes).\n\n")
@@ -122,6 +119,8 @@ func writeMarkdown(w io.Writer, r *Results) error {
 			p("| %s | %s | %.1f | %.1f | %.3f | %.3f | %d |\n", phaseName(*ph), ph.Config, t.TxBytes, t.RxBytes, t.Requests, t.LogsWritten, t.LogsDropped)
 		}
 	}
+
+	writeRedis(&b, r)
 
 	p("\n## Bulkhead daemon: memory\n\nFrom the daemon's own /metrics (process and Go collectors) at the end of each phase; ")
 	p("one daemon serves both bulkhead configurations, in turn.\n\n")

@@ -150,6 +150,27 @@ func roundRatios(a, b []*Phase, get func(*Phase) (float64, bool)) Spread {
 	return spreadOf(v)
 }
 
+// roundDiffs is get(a) - get(b) round by round, over the rounds both
+// measured (a figure such as a p99, where a difference says more than a
+// ratio).
+func roundDiffs(a, b []*Phase, get func(*Phase) (float64, bool)) Spread {
+	byRound := map[int]float64{}
+	for _, p := range b {
+		if x, ok := get(p); ok {
+			byRound[p.Round] = x
+		}
+	}
+	var v []float64
+	for _, p := range a {
+		x, ok := get(p)
+		y, both := byRound[p.Round]
+		if ok && both {
+			v = append(v, x-y)
+		}
+	}
+	return spreadOf(v)
+}
+
 // rps is a phase's throughput (closed loop: what decides).
 func rps(p *Phase) (float64, bool) { return p.RPS, p.Requests > 0 }
 

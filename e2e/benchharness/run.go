@@ -109,7 +109,7 @@ func (e *env) runLoad(ctx context.Context, plan Plan) ([]Phase, error) {
 					if err := ctx.Err(); err != nil {
 						return phases, err
 					}
-					if base.name == BaseFloor && st.spec.diagnostic {
+					if base.name == BaseFloor && (st.spec.diagnostic || st.spec.redisReplicas > 0) {
 						continue
 					}
 					p := e.measure(ctx, st, Phase{Loop: "open", Round: round, Base: base.name, Fraction: f,

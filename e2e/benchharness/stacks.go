@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -29,6 +30,11 @@ type env struct {
 	upstream *upstream
 	// sidecars by configSpec.sidecar; only those some configuration calls.
 	sidecars map[string]*child
+	// replicas are the further daemon replicas of a sidecar on the Redis
+	// ledger (configSpec.redisReplicas > 1), redis its redis-server; both
+	// by configSpec.sidecar.
+	replicas map[string][]*child
+	redis    map[string]*redisServer
 	stacks   []*stack // the configurations of the closed and open loops
 	// heartbeat are the heartbeat phase's pair (on, off), or none.
 	heartbeat []*stack
@@ -40,10 +46,15 @@ type stack struct {
 	proxy *envoyproc.Proc
 	addr  string // Envoy's listener, host:port
 	side  *child // nil when Envoy calls no sidecar
+	// more are the further daemon replicas behind the same Envoy, redis
+	// the ledger's server (nil with the in-memory ledger).
+	more  []*child
+	redis *redisServer
 	log   *os.File
 }
 
-// metricsURL is the daemon's /metrics, or "" for other configurations.
+// metricsURL is the daemon's /metrics (replica 0's), or "" for other
+// configurations.
 func (s *stack) metricsURL() string {
 	if !s.spec.daemon() {
 		return ""
@@ -51,11 +62,25 @@ func (s *stack) metricsURL() string {
 	return "http://" + s.side.addrs["http"] + "/metrics"
 }
 
+// metricsURLs are every daemon replica's /metrics, replica 0 first; none
+// for other configurations.
+func (s *stack) metricsURLs() []string {
+	if !s.spec.daemon() {
+		return nil
+	}
+	var out []string
+	for _, c := range slices.Concat([]*child{s.side}, s.more) {
+		out = append(out, "http://"+c.addrs["http"]+"/metrics")
+	}
+	return out
+}
+
 // startEnv builds the daemon and the no-op server, then starts everything:
 // specs are the configurations of the closed and open loops, heartbeat
 // those of the heartbeat phase. On error, whatever was started is stopped.
 func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin string, delay time.Duration, specs, heartbeat []configSpec) (_ *env, err error) {
-	e := &env{log: log, dir: dir, envoyBin: envoyBin, sidecars: map[string]*child{}}
+	e := &env{log: log, dir: dir, envoyBin: envoyBin, sidecars: map[string]*child{},
+		replicas: map[string][]*child{}, redis: map[string]*redisServer{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.stop())
@@ -80,8 +105,24 @@ func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin string, delay
 		if spec.sidecar == "" || e.sidecars[spec.sidecar] != nil {
 			continue
 		}
-		if e.sidecars[spec.sidecar], err = e.startSidecar(ctx, spec); err != nil {
+		redisAddr := ""
+		if spec.redisReplicas > 0 {
+			rs, err := startRedis(ctx, dir, spec.Name)
+			if err != nil {
+				return nil, err
+			}
+			e.redis[spec.sidecar], redisAddr = rs, rs.addr
+			log.Info("redis-server up", "config", spec.Name, "addr", rs.addr)
+		}
+		if e.sidecars[spec.sidecar], err = e.startSidecar(ctx, spec, 0, redisAddr); err != nil {
 			return nil, err
+		}
+		for i := 1; i < spec.redisReplicas; i++ {
+			c, err := e.startSidecar(ctx, spec, i, redisAddr)
+			if err != nil {
+				return nil, err
+			}
+			e.replicas[spec.sidecar] = append(e.replicas[spec.sidecar], c)
 		}
 	}
 	up, err := endpoint(e.upstream.Addr())
@@ -103,9 +144,10 @@ func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin string, delay
 	return e, nil
 }
 
-// startSidecar starts the gRPC server spec calls: a no-op server, or a
-// daemon with its configuration (daemonConfig).
-func (e *env) startSidecar(ctx context.Context, spec configSpec) (*child, error) {
+// startSidecar starts the gRPC server spec calls: a no-op server, or
+// replica i of a daemon with its configuration (daemonConfig), on the
+// Redis at redisAddr unless it is "".
+func (e *env) startSidecar(ctx context.Context, spec configSpec, i int, redisAddr string) (*child, error) {
 	switch spec.sidecar {
 	case sidecarNoop:
 		return startChild(ctx, "noopauthz", filepath.Join(e.dir, "noopauthz"), e.dir, []string{"grpc"})
@@ -116,8 +158,11 @@ func (e *env) startSidecar(ctx context.Context, spec configSpec) (*child, error)
 		return nil, fmt.Errorf("configuration %s: unknown sidecar %q", spec.Name, spec.sidecar)
 	}
 	name := strings.Replace(spec.sidecar, sidecarDaemon, "bulkhead", 1)
+	if i > 0 {
+		name += fmt.Sprintf("-replica-%d", i)
+	}
 	cfg := filepath.Join(e.dir, name+".yaml")
-	if err := os.WriteFile(cfg, []byte(daemonConfig(spec.sidecar)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(daemonConfig(spec.sidecar, redisAddr)), 0o600); err != nil {
 		return nil, err
 	}
 	return startChild(ctx, name, filepath.Join(e.dir, "bulkhead"), e.dir, []string{"grpc", "http"}, "--config", cfg)
@@ -127,15 +172,23 @@ func (e *env) startSidecar(ctx context.Context, spec configSpec) (*child, error)
 // The stack is returned once its Envoy runs, with an error or not, so that
 // the caller stops it.
 func (e *env) startStack(ctx context.Context, spec configSpec, up envoy.Endpoint) (*stack, error) {
-	st := &stack{spec: spec, side: e.sidecars[spec.sidecar]}
+	st := &stack{spec: spec, side: e.sidecars[spec.sidecar], more: e.replicas[spec.sidecar], redis: e.redis[spec.sidecar]}
 	var side envoy.Endpoint
+	var more []envoy.Endpoint
 	if st.side != nil {
 		var err error
 		if side, err = endpoint(st.side.addrs["grpc"]); err != nil {
 			return nil, err
 		}
 	}
-	bootstrap, err := spec.render(up, side)
+	for _, c := range st.more {
+		ep, err := endpoint(c.addrs["grpc"])
+		if err != nil {
+			return nil, err
+		}
+		more = append(more, ep)
+	}
+	bootstrap, err := spec.render(up, side, more...)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +208,9 @@ func (e *env) startStack(ctx context.Context, spec configSpec, up envoy.Endpoint
 }
 
 // smoke sends a few requests through st and wants 200s; for the bulkhead it
-// also wants every permit back.
+// also wants every permit back (admissions summed over its replicas; the
+// permits in use from replica 0, which reports the global count on the
+// Redis ledger).
 func smoke(ctx context.Context, st *stack) error {
 	h := newConn(st.addr, "/")
 	defer h.close()
@@ -171,19 +226,24 @@ func smoke(ctx context.Context, st *stack) error {
 			return fmt.Errorf("smoke test of %s: status %d", st.spec.Name, status)
 		}
 	}
-	url := st.metricsURL()
-	if url == "" {
+	urls := st.metricsURLs()
+	if len(urls) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for {
-		m, err := testbed.Scrape(ctx, url)
-		if err != nil {
-			return err
+		var active, admitted float64
+		for i, url := range urls {
+			m, err := testbed.Scrape(ctx, url)
+			if err != nil {
+				return err
+			}
+			if i == 0 {
+				active, _ = m.Value("bulkhead_active_calls", map[string]string{"dependency": routeName})
+			}
+			admitted += m.Sum("bulkhead_admitted_total", map[string]string{"dependency": routeName})
 		}
-		active, _ := m.Value("bulkhead_active_calls", map[string]string{"dependency": routeName})
-		admitted := m.Sum("bulkhead_admitted_total", map[string]string{"dependency": routeName})
 		if admitted >= 5 && active == 0 {
 			return nil
 		}
@@ -228,8 +288,14 @@ func (e *env) stop() error {
 		cancel()
 		st.log.Close() // after Envoy exited: nothing writes to it any more
 	}
-	for _, c := range e.sidecars {
+	for _, c := range slices.Concat(slices.Collect(maps.Values(e.sidecars)), slices.Concat(slices.Collect(maps.Values(e.replicas))...)) {
 		if err := c.stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// After the daemons, which say goodbye to their ledger as they stop.
+	for _, r := range e.redis {
+		if err := r.stop(); err != nil {
 			errs = append(errs, err)
 		}
 	}

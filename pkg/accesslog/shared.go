@@ -11,9 +11,13 @@ import (
 // leases live under their bulkhead's name, which every entry carries next
 // to its token, and it adopts running requests' permits itself (it knows
 // when Redis lost them).
+//
+// Its calls do not wait for Redis: each result comes to a callback (from
+// another goroutine), so that one stream's entries, which arrive one after
+// another, share round trips to Redis instead of waiting for one each.
 type Shared interface {
-	Release(bulkhead, token string, src permit.Source) (permit.Lease, permit.Result)
-	Renew(bulkhead, token string, ttl time.Duration, node string, force bool) (permit.Lease, redisledger.RenewResult)
+	ReleaseAsync(bulkhead, token string, src permit.Source, done func(permit.Lease, permit.Result))
+	RenewAsync(bulkhead, token string, ttl time.Duration, node string, force bool, done func(permit.Lease, redisledger.RenewResult))
 }
 
 // Known says whether a bulkhead is configured: an entry naming another
@@ -39,7 +43,17 @@ func (s *Server) releaseShared(st *stream, e *entry) {
 		s.rec.LogEntry(permit.EntryUnknown)
 		return
 	}
-	lease, res := s.shared.Release(name, e.token, permit.AccessLog)
+	// The callback runs after this entry's buffers are reused: it gets
+	// copies (the bulkhead is name, a copy already).
+	stc, ec := *st, *e
+	ec.bulkhead = nil
+	s.shared.ReleaseAsync(name, e.token, permit.AccessLog, func(lease permit.Lease, res permit.Result) {
+		s.sharedReleased(&stc, &ec, lease, res)
+	})
+}
+
+// sharedReleased records what a release in the shared ledger did.
+func (s *Server) sharedReleased(st *stream, e *entry, lease permit.Lease, res permit.Result) {
 	switch res {
 	case permit.Released:
 		s.released(st, e, lease)
@@ -66,7 +80,13 @@ func (s *Server) renewShared(e *entry, node string) {
 		s.rec.LogEntry(permit.EntryUnknown)
 		return
 	}
-	_, res := s.shared.Renew(name, e.token, s.heartbeat.TTL, node, false)
+	s.shared.RenewAsync(name, e.token, s.heartbeat.TTL, node, false, func(_ permit.Lease, res redisledger.RenewResult) {
+		s.sharedRenewed(name, res)
+	})
+}
+
+// sharedRenewed records what a renewal in the shared ledger did.
+func (s *Server) sharedRenewed(name string, res redisledger.RenewResult) {
 	switch res {
 	case redisledger.Renewed:
 		s.rec.LogEntry(permit.EntryRenewed)

@@ -107,6 +107,7 @@ type Ledger struct {
 	down     atomic.Int64 // when the current outage began (UnixNano); see LocalShareOK
 	replicas atomic.Int32 // live replicas, last seen (at least 1)
 	kick     chan struct{}
+	jobs     chan job // releases and renewals for the batcher
 	// downLogged is when the ticker last logged that Redis does not
 	// answer (zero: it answered since); only the ticker's goroutine uses it.
 	downLogged time.Time
@@ -122,7 +123,8 @@ func New(rdb redis.UniversalClient, cfg Config, obs permit.Observer, rec Recorde
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	l := &Ledger{rdb: rdb, cfg: cfg, sc: loadScripts(), obs: obs, rec: rec, log: log, wake: newWaiters(), kick: make(chan struct{}, 1)}
+	l := &Ledger{rdb: rdb, cfg: cfg, sc: loadScripts(), obs: obs, rec: rec, log: log, wake: newWaiters(), kick: make(chan struct{}, 1),
+		jobs: make(chan job, 4*maxBatch)}
 	l.state.Store(int32(Unavailable)) // until Run has heard from Redis
 	l.down.Store(time.Now().UnixNano())
 	l.replicas.Store(1)
@@ -197,6 +199,13 @@ func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
 		r.Settings.Ceiling(bulkhead.Critical), r.Settings.Ceiling(bulkhead.Normal), r.Settings.Ceiling(bulkhead.BestEffort),
 		r.Settings.MaxQueue, tlim, tmq, maxTenants, ms(l.cfg.Recovery), ms(l.cfg.Adopt), ms(l.heldBack()))
 	if err != nil {
+		// The script may have run, and granted or queued: give back what
+		// it may hold, when Redis answers, rather than at its lease's end.
+		select {
+		case l.jobs <- job{name: r.Bulkhead, token: token, release: true, src: permit.Cancel,
+			released: func(permit.Lease, permit.Result) {}}:
+		default:
+		}
 		return "", err
 	}
 	code, detail, swept, at := reply(res)
@@ -303,6 +312,11 @@ func (l *Ledger) Release(name, token string, src permit.Source) (permit.Lease, p
 	}
 	res, err := l.call(context.Background(), time.Time{}, OpRelease, l.sc.release, l.keysOf(name), token,
 		ms(l.cfg.Recovery), ms(l.cfg.Adopt))
+	return l.released(name, token, src, res, err)
+}
+
+// released interprets the release script's answer (or err).
+func (l *Ledger) released(name, token string, src permit.Source, res any, err error) (permit.Lease, permit.Result) {
 	if err != nil {
 		return permit.Lease{}, Failed
 	}
@@ -349,12 +363,20 @@ func (l *Ledger) Renew(name, token string, ttl time.Duration, node string, force
 	if !permit.ValidToken(token) {
 		return permit.Lease{}, UnknownToken
 	}
-	f := "0"
-	if force {
-		f = "1"
-	}
 	res, err := l.call(context.Background(), time.Time{}, OpRenew, l.sc.renew, l.keysOf(name), token, ms(ttl), node,
-		ms(l.cfg.Recovery), ms(l.cfg.Adopt), f)
+		ms(l.cfg.Recovery), ms(l.cfg.Adopt), forceArg(force))
+	return l.renewedResult(name, token, res, err)
+}
+
+func forceArg(force bool) string {
+	if force {
+		return "1"
+	}
+	return "0"
+}
+
+// renewedResult interprets the renew script's answer (or err).
+func (l *Ledger) renewedResult(name, token string, res any, err error) (permit.Lease, RenewResult) {
 	if err != nil {
 		return permit.Lease{}, RenewFailed
 	}

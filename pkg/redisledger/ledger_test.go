@@ -430,3 +430,39 @@ func TestRedisCluster(t *testing.T) {
 		t.Fatalf("the bulkheads' slots all fell in one third of the cluster: %v", shards)
 	}
 }
+
+// Releases and renewals that do not wait: each gets its result once, and
+// the count in Redis follows.
+func TestAsyncReleasesAndRenewals(t *testing.T) {
+	f := newFixture(t)
+	a := f.replica("a", "orders")
+	s := settings(100, 0, 0)
+	var tokens []string
+	for range 60 {
+		tok, err := a.Acquire(context.Background(), req("orders", s, bulkhead.Normal))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, tok)
+	}
+	results := make(chan string, 2*len(tokens))
+	for i, tok := range tokens {
+		if i%2 == 0 {
+			a.ReleaseAsync("orders", tok, permit.AccessLog, func(_ permit.Lease, r permit.Result) { results <- "release " + r.String() })
+		} else {
+			a.RenewAsync("orders", tok, time.Minute, "n", false, func(_ permit.Lease, r RenewResult) {
+				results <- fmt.Sprint("renew ", r == Renewed)
+			})
+		}
+	}
+	got := map[string]int{}
+	for range tokens {
+		got[<-results]++
+	}
+	if got["release released"] != 30 || got["renew true"] != 30 {
+		t.Fatalf("results %v, want 30 releases and 30 renewals", got)
+	}
+	if n := f.inUse("orders"); n != 30 {
+		t.Fatalf("in use %d, want 30", n)
+	}
+}

@@ -71,6 +71,7 @@ type Handover func(ctx context.Context) error
 func (l *Ledger) Run(ctx context.Context, names func() []string, handover Handover) error {
 	var g errgroup.Group
 	g.Go(func() error { return l.listen(ctx) })
+	g.Go(func() error { return l.batch(ctx) })
 	g.Go(func() error { return l.tickLoop(ctx, names, handover) })
 	return g.Wait()
 }

@@ -13,6 +13,7 @@ import (
 	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -112,6 +113,13 @@ func TestSharedLedgerOneLimitAcrossReplicas(t *testing.T) {
 	if _, err := stream.CloseAndRecv(); err != nil {
 		t.Fatal(err)
 	}
+	// Releases do not hold up the stream: the count follows shortly.
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	testkit.Eventually(t, "the release applied in Redis", func() bool {
+		n, err := rdb.HGet(context.Background(), "bulkhead:{auth}:s", "inuse").Int()
+		return err == nil && n == 1
+	})
 	if _, r := check(t, b, "auth"); r != "" {
 		t.Fatalf("Check after the release: %q", r)
 	}

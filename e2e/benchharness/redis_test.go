@@ -1,0 +1,251 @@
+package main
+
+import (
+	"maps"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
+)
+
+// infoText is what redis-server 7.0 answers to INFO commandstats cpu.
+const infoText = "# CPU\r\nused_cpu_sys:0.250000\r\nused_cpu_user:1.007511\r\nused_cpu_sys_children:9.000000\r\n" +
+	"used_cpu_user_children:9.000000\r\nused_cpu_sys_main_thread:0.200000\r\nused_cpu_user_main_thread:1.007384\r\n\r\n" +
+	"# Commandstats\r\ncmdstat_client|setname:calls=1,usec=4,usec_per_call=4.00,rejected_calls=0,failed_calls=0\r\n" +
+	"cmdstat_evalsha:calls=2000,usec=68000,usec_per_call=34.00,rejected_calls=0,failed_calls=0\r\n" +
+	"cmdstat_time:calls=2000,usec=4000,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n"
+
+func TestParseInfo(t *testing.T) {
+	tests := []struct {
+		name        string
+		text        string
+		calls, usec map[string]int64
+		cpu         time.Duration
+		ok          bool
+	}{
+		{"commandstats and cpu", infoText, map[string]int64{"client|setname": 1, "evalsha": 2000, "time": 2000},
+			map[string]int64{"client|setname": 4, "evalsha": 68000, "time": 4000}, 1257511 * time.Microsecond, true},
+		{"no command yet", "# CPU\nused_cpu_sys:0.5\nused_cpu_user:0.25\n# Commandstats\n", map[string]int64{}, map[string]int64{},
+			750 * time.Millisecond, true},
+		{"no cpu section", "# Commandstats\ncmdstat_get:calls=1,usec=1\n", nil, nil, 0, false},
+		{"only the system time", "used_cpu_sys:0.5\n", nil, nil, 0, false},
+		{"calls missing", "used_cpu_sys:0\nused_cpu_user:0\ncmdstat_get:usec=1\n", nil, nil, 0, false},
+		{"usec missing", "used_cpu_sys:0\nused_cpu_user:0\ncmdstat_get:calls=1\n", nil, nil, 0, false},
+		{"calls not a number", "used_cpu_sys:0\nused_cpu_user:0\ncmdstat_get:calls=x,usec=1\n", nil, nil, 0, false},
+		{"negative calls", "used_cpu_sys:0\nused_cpu_user:0\ncmdstat_get:calls=-1,usec=1\n", nil, nil, 0, false},
+		{"cpu not a number", "used_cpu_sys:zero\nused_cpu_user:0\n", nil, nil, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseInfo(tt.text)
+			if (err == nil) != tt.ok {
+				t.Fatalf("parseInfo: err %v, want ok=%v", err, tt.ok)
+			}
+			if !tt.ok {
+				return
+			}
+			if !maps.Equal(got.calls, tt.calls) || !maps.Equal(got.usec, tt.usec) || got.cpu != tt.cpu {
+				t.Fatalf("parseInfo = %v, %v, %v; want %v, %v, %v", got.calls, got.usec, got.cpu, tt.calls, tt.usec, tt.cpu)
+			}
+		})
+	}
+}
+
+func FuzzParseInfo(f *testing.F) {
+	f.Add(infoText)
+	f.Add("used_cpu_sys:1\nused_cpu_user:2\ncmdstat_a:calls=3,usec=4\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		r, err := parseInfo(text)
+		if err != nil {
+			return
+		}
+		if r.cpu < 0 {
+			t.Fatalf("negative CPU %v", r.cpu)
+		}
+		for cmd, n := range r.calls {
+			if u, ok := r.usec[cmd]; n < 0 || u < 0 || !ok {
+				t.Fatalf("%s: %d calls, %d us (%v)", cmd, n, u, ok)
+			}
+		}
+	})
+}
+
+// ledgerMetrics is one replica's /metrics with its ledger calls by op
+// (result ok) and failed calls (result timeout, op acquire).
+func ledgerMetrics(t *testing.T, ok map[string]float64, failed float64) *testbed.Metrics {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("# TYPE bulkhead_ledger_calls_total counter\n")
+	for op, v := range ok {
+		b.WriteString("bulkhead_ledger_calls_total{op=\"" + op + "\",result=\"ok\"} " + ftoa(v) + "\n")
+	}
+	b.WriteString("bulkhead_ledger_calls_total{op=\"acquire\",result=\"timeout\"} " + ftoa(failed) + "\n")
+	for op, v := range ok {
+		// Each call took 0.5 ms.
+		b.WriteString("bulkhead_ledger_call_seconds_sum{op=\"" + op + "\"} " + ftoa(v*0.0005) + "\n")
+		b.WriteString("bulkhead_ledger_call_seconds_count{op=\"" + op + "\"} " + ftoa(v) + "\n")
+	}
+	m, err := testbed.ParseMetrics(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestLedgerCost(t *testing.T) {
+	at := time.Unix(1000, 0)
+	// Two replicas; in the window (2 s, 1,000 requests): 1,000 acquires,
+	// 1,000 releases and 10 renewals over the two (2 acquires timed out:
+	// counted too); each replica ticks twice
+	// (state and replicas); Redis ran 2,018 scripts (8 the ticks'), 21,000
+	// commands inside them, and used 100 ms of CPU.
+	before := reading{at: at, replicas: []*testbed.Metrics{
+		ledgerMetrics(t, map[string]float64{"acquire": 100, "release": 100, "state": 5, "replicas": 5}, 1),
+		ledgerMetrics(t, map[string]float64{"acquire": 50, "release": 50, "state": 5, "replicas": 5}, 0),
+	}, redis: &redisReading{calls: map[string]int64{"evalsha": 500, "hset": 4000, "info": 7},
+		usec: map[string]int64{"evalsha": 10000, "hset": 999}, cpu: time.Second}}
+	after := reading{at: at.Add(2 * time.Second), replicas: []*testbed.Metrics{
+		ledgerMetrics(t, map[string]float64{"acquire": 698, "release": 600, "renew": 10, "state": 7, "replicas": 7}, 3),
+		ledgerMetrics(t, map[string]float64{"acquire": 450, "release": 550, "state": 7, "replicas": 7}, 0),
+	}, redis: &redisReading{calls: map[string]int64{"evalsha": 2500, "eval": 18, "hset": 25000, "info": 8, "ping": 1},
+		usec: map[string]int64{"evalsha": 45000, "eval": 5000, "hset": 99999}, cpu: 1100 * time.Millisecond}}
+	before.ledger, after.ledger = sumLedgerCalls(before.replicas), sumLedgerCalls(after.replicas)
+	c := ledgerCost(2, before, after, 1000)
+	if c == nil {
+		t.Fatal("ledgerCost = nil")
+	}
+	want := map[string]float64{"acquire": 1, "release": 1, "renew": 0.01, "leave": 0, "reopen": 0}
+	if !maps.Equal(c.PerRequest, want) {
+		t.Errorf("PerRequest = %v, want %v", c.PerRequest, want)
+	}
+	if w := map[string]float64{"state": 2, "replicas": 2}; !maps.Equal(c.TicksPerSecond, w) {
+		t.Errorf("TicksPerSecond = %v, want %v", c.TicksPerSecond, w)
+	}
+	if c.CallMs["acquire"] != 0.5 || c.CallMs["release"] != 0.5 || c.CallMs["state"] != 0.5 || len(c.CallMs) != 5 {
+		t.Errorf("CallMs = %v, want 0.5 for acquire, release, renew, state and replicas", c.CallMs)
+	}
+	if c.Failed != 2 || c.TickScripts != 8 || c.EvalCalls != 18 {
+		t.Errorf("Failed, TickScripts, EvalCalls = %d, %d, %d; want 2, 8, 18", c.Failed, c.TickScripts, c.EvalCalls)
+	}
+	if c.ScriptsPerRequest != 2.01 || c.InScriptsPerRequest != 21 || c.CPUMsPer1k != 100 || c.ScriptUsPerRequest != 40 {
+		t.Errorf("ScriptsPerRequest, InScriptsPerRequest, CPUMsPer1k, ScriptUsPerRequest = %v, %v, %v, %v; want 2.01, 21, 100, 40",
+			c.ScriptsPerRequest, c.InScriptsPerRequest, c.CPUMsPer1k, c.ScriptUsPerRequest)
+	}
+	if w := map[string]int64{"evalsha": 2000, "eval": 18, "hset": 21000, "info": 1, "ping": 1}; !maps.Equal(c.Commands, w) {
+		t.Errorf("Commands = %v, want %v", c.Commands, w)
+	}
+	for name, args := range map[string][2]reading{
+		"no INFO":          {{at: at, ledger: before.ledger}, after},
+		"no ledger counts": {before, {at: after.at, redis: after.redis}},
+		"no time":          {before, {at: at, ledger: after.ledger, redis: after.redis}},
+	} {
+		if c := ledgerCost(2, args[0], args[1], 1000); c != nil {
+			t.Errorf("%s: ledgerCost = %+v, want nil", name, c)
+		}
+	}
+	if c := ledgerCost(2, before, after, 0); c != nil {
+		t.Errorf("no requests: ledgerCost = %+v, want nil", c)
+	}
+}
+
+func TestRoundDiffs(t *testing.T) {
+	a := []*Phase{{Round: 1, Latency: Summary{N: 1, P99Ms: 3}}, {Round: 2, Latency: Summary{N: 1, P99Ms: 2.5}},
+		{Round: 3, Latency: Summary{N: 1, P99Ms: 9}}}
+	// No round 3 for b; its round 4 has no a; its round 2 measured nothing.
+	b := []*Phase{{Round: 1, Latency: Summary{N: 1, P99Ms: 2}}, {Round: 2}, {Round: 4, Latency: Summary{N: 1, P99Ms: 1}}}
+	if got := roundDiffs(a, b, p99); got != (Spread{Rounds: 1, Median: 1, Min: 1, Max: 1}) {
+		t.Fatalf("roundDiffs = %+v", got)
+	}
+	b[1] = &Phase{Round: 2, Latency: Summary{N: 1, P99Ms: 3}}
+	b = append(b, &Phase{Round: 3, Latency: Summary{N: 1, P99Ms: 4}})
+	if got := roundDiffs(a, b, p99); got != (Spread{Rounds: 3, Median: 1, Min: -0.5, Max: 5}) {
+		t.Fatalf("roundDiffs = %+v", got)
+	}
+}
+
+// TestStartRedis starts the harness's redis-server and reads its INFO.
+func TestStartRedis(t *testing.T) {
+	if _, err := os.Stat(redisBinary); err != nil {
+		t.Skipf("no %s: %v", redisBinary, err)
+	}
+	s, err := startRedis(t.Context(), t.TempDir(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.rdb.Eval(t.Context(), "return redis.call('TIME')", nil).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.calls["eval"] != 1 || r.calls["time"] != 1 || r.cpu <= 0 {
+		t.Errorf("INFO after one EVAL: calls %v, cpu %v", r.calls, r.cpu)
+	}
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRedisGoals(t *testing.T) {
+	ledger := func(acquire, release, scripts float64) *LedgerCost {
+		return &LedgerCost{Replicas: 1, PerRequest: map[string]float64{"acquire": acquire, "release": release},
+			TicksPerSecond: map[string]float64{"state": 1, "replicas": 1}, ScriptsPerRequest: scripts, InScriptsPerRequest: 21,
+			CPUMsPer1k: 110}
+	}
+	r := &Results{Configs: []ConfigInfo{{Name: Bulkhead}, {Name: RedisOne}, {Name: RedisTwo}}, Plan: Plan{Fractions: []float64{lagLoad}}}
+	for round, v := range []struct{ mem, one, two, p99mem, p99one float64 }{
+		{7000, 6000, 3000, 2, 2.5}, {6000, 5000, 2000, 3, 5}, {6500, 5400, 2500, 2.5, 3},
+	} {
+		r.Phases = append(r.Phases, closedPhase(Bulkhead, round+1, v.mem, 90), closedPhase(RedisOne, round+1, v.one, 90),
+			closedPhase(RedisTwo, round+1, v.two, 90))
+		mem, one := openPhase(Bulkhead, round+1, lagLoad, 300, 500, v.p99mem, nil), openPhase(RedisOne, round+1, lagLoad, 300, 500, v.p99one, nil)
+		one.Ledger, one.CPU["redis"] = ledger(1.01, 0.99, 2.01), CPUUse{UsPerRequest: 105, MsPer1k: 100}
+		two := openPhase(RedisTwo, round+1, lagLoad, 300, 500, 30, nil)
+		two.Ledger = ledger(1, 1.2, 2.2) // releases twice over: not met
+		r.Phases = append(r.Phases, mem, one, two)
+	}
+	r.evaluate()
+	goals := map[string]Goal{}
+	for _, g := range r.Goals {
+		goals[g.Name] = g
+	}
+	tests := []struct {
+		name, verdict, measured string
+	}{
+		// 5400 / 6500 = 0.83x: met; 2500 / 6500 = 0.38x: not.
+		{"Throughput on the Redis ledger, one replica, closed loop", "met", "0.83x (median 5400 [5000-6000] vs 6500 [6000-7000] req/s"},
+		{"Throughput on the Redis ledger, two replicas, closed loop", "NOT met", "0.38x"},
+		{"Redis calls per request, one replica, 50% of the common maximum", "met", "1.010 [1.010-1.010] acquire + 0.990 [0.990-0.990] release"},
+		{"Redis calls per request, two replicas, 50% of the common maximum", "NOT met", "1.200 [1.200-1.200] release"},
+		// Rounds of median p99: 3 vs 2.5 ms; round by round +0.5, +2, +0.5.
+		{"Added p99 over the in-memory bulkhead, one replica, 50% of the common maximum", "met", "+0.500 ms (p99 3.000 vs 2.500 ms"},
+		{"Added p99 over the in-memory bulkhead, two replicas, 50% of the common maximum", "NOT met", "+27.500 ms"},
+		{"Redis CPU per 1,000 requests, one replica", "reported", "110.0 [110.0-110.0] ms at 50% of the common maximum (INFO used_cpu_sys+user; threads' counters: 105.0"},
+	}
+	for _, tt := range tests {
+		g, ok := goals[tt.name]
+		if !ok {
+			t.Errorf("no goal %q", tt.name)
+			continue
+		}
+		if v := g.verdictText("met", "NOT met"); v != tt.verdict || !strings.Contains(g.Measured, tt.measured) {
+			t.Errorf("%s: %s, %q; want %s, containing %q", tt.name, v, g.Measured, tt.verdict, tt.measured)
+		}
+	}
+	if g := goals["Throughput on the Redis ledger, one replica, closed loop"]; !strings.Contains(g.Note, "(bulkhead-redis 19%, in-memory 15%)") {
+		t.Errorf("throughput note: %q", g.Note)
+	}
+	if g := goals["Added p99 over the in-memory bulkhead, one replica, 50% of the common maximum"]; !strings.Contains(g.Measured, "round by round +0.500 [+0.500-+2.000] ms") {
+		t.Errorf("round by round: %q", g.Measured)
+	}
+	var b strings.Builder
+	if err := writeMarkdown(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "## The Redis ledger") || !strings.Contains(b.String(), "| reported |") {
+		t.Errorf("results.md lacks the Redis ledger's section or a reported goal:\n%s", b.String())
+	}
+}

@@ -1,0 +1,156 @@
+package redisledger
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+)
+
+// maxBatch bounds the releases and renewals sent in one pipeline.
+const maxBatch = 256
+
+// job is a release or a renewal waiting for the batcher.
+type job struct {
+	name, token string
+	release     bool
+	src         permit.Source
+	ttl         time.Duration
+	node        string
+	force       bool
+	released    func(permit.Lease, permit.Result)
+	renewed     func(permit.Lease, RenewResult)
+}
+
+// ReleaseAsync is Release without waiting: the release joins the next
+// pipeline of releases and renewals (one round trip for all that arrived
+// meanwhile), and done is called with its result from the batcher's
+// goroutine. An access-log stream, whose entries come one after another,
+// then costs Redis round trips only per batch. With the queue full (or
+// before Run) the release is made at once, as Release.
+func (l *Ledger) ReleaseAsync(name, token string, src permit.Source, done func(permit.Lease, permit.Result)) {
+	if !permit.ValidToken(token) {
+		done(l.Release(name, token, src))
+		return
+	}
+	select {
+	case l.jobs <- job{name: name, token: token, release: true, src: src, released: done}:
+	default:
+		done(l.Release(name, token, src))
+	}
+}
+
+// RenewAsync is Renew without waiting, as ReleaseAsync is Release.
+func (l *Ledger) RenewAsync(name, token string, ttl time.Duration, node string, force bool, done func(permit.Lease, RenewResult)) {
+	if !permit.ValidToken(token) {
+		done(l.Renew(name, token, ttl, node, force))
+		return
+	}
+	select {
+	case l.jobs <- job{name: name, token: token, ttl: ttl, node: node, force: force, renewed: done}:
+	default:
+		done(l.Renew(name, token, ttl, node, force))
+	}
+}
+
+// batch sends queued jobs, as many as are waiting (up to maxBatch), in one
+// pipeline each time, until ctx ends; then it finishes what is queued.
+func (l *Ledger) batch(ctx context.Context) error {
+	jobs := make([]job, 0, maxBatch)
+	for {
+		select {
+		case <-ctx.Done():
+			for {
+				select {
+				case j := <-l.jobs:
+					l.send([]job{j})
+				default:
+					return nil
+				}
+			}
+		case j := <-l.jobs:
+			jobs = append(jobs[:0], j)
+		more:
+			for len(jobs) < maxBatch {
+				select {
+				case j := <-l.jobs:
+					jobs = append(jobs, j)
+				default:
+					break more
+				}
+			}
+			l.send(jobs)
+		}
+	}
+}
+
+// send runs jobs in one pipeline and calls each one's done. Jobs whose
+// script Redis did not have (NOSCRIPT: a restarted or new master) run again
+// after the scripts are loaded.
+func (l *Ledger) send(jobs []job) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout*4)
+	defer cancel()
+	cmds := l.pipeline(ctx, jobs)
+	var again []int
+	for i, c := range cmds {
+		if c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 && l.sc.release.Load(ctx, l.rdb).Err() == nil && l.sc.renew.Load(ctx, l.rdb).Err() == nil {
+		retry := make([]job, len(again))
+		for k, i := range again {
+			retry[k] = jobs[i]
+		}
+		for k, c := range l.pipeline(ctx, retry) {
+			cmds[again[k]] = c
+		}
+	}
+	for i, j := range jobs {
+		res, err := cmds[i].Result()
+		op := OpRenew
+		if j.release {
+			op = OpRelease
+		}
+		if err != nil {
+			l.unavailable(op, err)
+		}
+		if j.release {
+			j.released(l.released(j.name, j.token, j.src, res, err))
+		} else {
+			j.renewed(l.renewedResult(j.name, j.token, res, err))
+		}
+	}
+}
+
+func (l *Ledger) pipeline(ctx context.Context, jobs []job) []*redis.Cmd {
+	start := time.Now()
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(jobs))
+	for i, j := range jobs {
+		if j.release {
+			cmds[i] = l.sc.release.EvalSha(ctx, pipe, l.keysOf(j.name), j.token, ms(l.cfg.Recovery), ms(l.cfg.Adopt))
+		} else {
+			cmds[i] = l.sc.renew.EvalSha(ctx, pipe, l.keysOf(j.name), j.token, ms(j.ttl), j.node,
+				ms(l.cfg.Recovery), ms(l.cfg.Adopt), forceArg(j.force))
+		}
+	}
+	_, err := pipe.Exec(ctx)
+	d := time.Since(start) / time.Duration(len(jobs))
+	for i, j := range jobs {
+		op := OpRenew
+		if j.release {
+			op = OpRelease
+		}
+		e := cmds[i].Err()
+		if e == nil || redis.HasErrorPrefix(e, "NOSCRIPT") {
+			e = nil
+		} else if err == nil {
+			e = cmds[i].Err()
+		}
+		l.rec.LedgerCall(op, d, e)
+	}
+	return cmds
+}
