@@ -34,6 +34,9 @@ var (
 		"Admitted requests of a dry-run bulkhead that would be waiting now had it enforced its limit.", []string{"dependency"}, nil)
 	descOverloaded = prometheus.NewDesc("bulkhead_queue_overloaded",
 		"1 while the bulkhead's CoDel queue is overloaded (newest served first, waits cut to the target).", []string{"dependency"}, nil)
+	descRecovering = prometheus.NewDesc("bulkhead_ledger_recovering",
+		"1 while the bulkhead's recovery window in the shared ledger holds admissions: Redis had no state for it (first use, a restart without persistence, a failover that lost it) and the running requests' heartbeats are rebuilding its count; 0 otherwise (always with the in-memory ledger).",
+		[]string{"dependency"}, nil)
 	descCancelled = prometheus.NewDesc("bulkhead_cancelled_total",
 		"Checks that ended while waiting because Envoy or the client went away.", []string{"dependency"}, nil)
 )
@@ -45,7 +48,7 @@ type snapshotCollector struct {
 }
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descActive, descQueued, descLimit, descMaxQueue, descAdmitted, descRejected, descCancelled,
+	for _, d := range []*prometheus.Desc{descRecovering, descActive, descQueued, descLimit, descMaxQueue, descAdmitted, descRejected, descCancelled,
 		descEnforced, descWouldReject, descWouldQueue, descOverloaded, descTenants, descTenantsEvicted, descTenantRejected, descKind} {
 		ch <- d
 	}
@@ -59,11 +62,15 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	for _, s := range c.src.Snapshots() {
-		inUse, queued := s.InUse, s.QueuedTotal()
+		inUse, queued, recovering := s.InUse, s.QueuedTotal(), 0.0
 		if g, ok := c.m.ledger.Global(s.Name); ok {
 			// A shared ledger: every replica's permits, as Redis counts them.
 			inUse, queued = g.InUse, g.Queued[0]+g.Queued[1]+g.Queued[2]
+			if g.Recovering {
+				recovering = 1
+			}
 		}
+		gauge(descRecovering, recovering, s.Name)
 		gauge(descActive, float64(inUse), s.Name)
 		gauge(descQueued, float64(queued), s.Name)
 		gauge(descLimit, float64(s.Settings.MaxConcurrent), s.Name)

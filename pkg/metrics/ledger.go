@@ -21,7 +21,6 @@ type Ledger struct {
 	seconds     *prometheus.HistogramVec
 	replicas    prometheus.Gauge
 	failOpen    *prometheus.CounterVec
-	recovering  *prometheus.GaugeVec
 
 	mu     sync.Mutex
 	global map[string]redisledger.Global // every replica's, by bulkhead
@@ -59,16 +58,12 @@ func NewLedger(reg prometheus.Registerer, backend string) (*Ledger, error) {
 		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulkhead_ledger_fail_open_total", Help: "Checks admitted without a permit because Redis did not answer (ledger.on_unavailable: fail_open).",
 		}, []string{"dependency"}),
-		recovering: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "bulkhead_ledger_recovering",
-			Help: "1 while a bulkhead's recovery window in the shared ledger holds admissions: Redis had no state for it (first use, a restart without persistence, a failover that lost it) and the running requests' heartbeats are rebuilding its count.",
-		}, []string{"dependency"}),
 		global: map[string]redisledger.Global{},
 	}
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "bulkhead_ledger_info", Help: "1, labelled with the permit ledger's backend: memory or redis.",
 	}, []string{"backend"})
-	for _, c := range []prometheus.Collector{l.state, l.transitions, l.calls, l.seconds, l.replicas, l.failOpen, l.recovering, info} {
+	for _, c := range []prometheus.Collector{l.state, l.transitions, l.calls, l.seconds, l.replicas, l.failOpen, info} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -81,6 +76,7 @@ func NewLedger(reg prometheus.Registerer, backend string) (*Ledger, error) {
 		for _, r := range []string{"ok", "error", "timeout"} {
 			l.calls.WithLabelValues(string(op), r)
 		}
+		l.seconds.WithLabelValues(string(op))
 	}
 	l.setState(redisledger.Strict)
 	if backend == "redis" {
@@ -136,11 +132,6 @@ func (l *Ledger) LedgerGlobal(bulkhead string, g redisledger.Global) {
 	l.mu.Lock()
 	l.global[bulkhead] = g
 	l.mu.Unlock()
-	v := 0.0
-	if g.Recovering {
-		v = 1
-	}
-	l.recovering.WithLabelValues(bulkhead).Set(v)
 }
 
 // Global returns a bulkhead's last global state, if known.
