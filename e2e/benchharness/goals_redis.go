@@ -44,7 +44,7 @@ func (r *Results) redisThroughputGoal(name, what string) Goal {
 	rel := figureSpread(rounds, ledgerOf(func(c *LedgerCost) float64 { return c.CallMs["release"] }))
 	hold := figureSpread(rounds, func(p *Phase) (float64, bool) { return lagOf(p, func(l *ReleaseLag) float64 { return l.MeanHoldMs }) })
 	if rel.Rounds > 0 && hold.Rounds > 0 {
-		g.Note = joinNote(g.Note, fmt.Sprintf("a release call takes %s ms and an access-log stream's releases run one after another; "+
+		g.Note = joinNote(g.Note, fmt.Sprintf("a release call takes %s ms (releases are pipelined per batch of entries); "+
 			"mean permit hold %s ms (median [min-max])", rel.format("%.3f"), hold.format("%.1f")))
 	}
 	return g
