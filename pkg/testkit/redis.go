@@ -48,6 +48,7 @@ func StartRedis(t testing.TB, extra ...string) *Redis {
 func (r *Redis) Start() {
 	r.t.Helper()
 	cmd := exec.Command("redis-server", r.args...)
+	cmd.SysProcAttr = childAttr()
 	cmd.Stdout = &logWriter{t: r.t, prefix: "redis " + r.Addr + ": "}
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
@@ -160,6 +161,7 @@ func StartSentinel(t testing.TB, name, masterAddr string, downAfter time.Duratio
 		t.Fatal(err)
 	}
 	s.cmd = exec.Command("redis-sentinel", conf)
+	s.cmd.SysProcAttr = childAttr()
 	s.cmd.Stdout = &logWriter{t: t, prefix: "sentinel " + s.Addr + ": "}
 	s.cmd.Stderr = s.cmd.Stdout
 	if err := s.cmd.Start(); err != nil {
