@@ -1,0 +1,172 @@
+package redisledger
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+)
+
+// Request is one Check's ask for a permit.
+type Request struct {
+	Bulkhead string
+	Priority bulkhead.Priority
+	Settings bulkhead.Settings
+	// Tenant is the request's tenant ("" for none); TenantSettings the
+	// bulkhead's tenant template (nil: no tenants), MaxTenants the cap.
+	Tenant         string
+	TenantSettings *bulkhead.Settings
+	MaxTenants     int
+	TTL            time.Duration
+	Node           string
+	// Deadline ends the wait (zero: only max_wait does).
+	Deadline time.Time
+}
+
+// maxUnboundedWait bounds a wait with neither max_wait nor a deadline.
+const maxUnboundedWait = time.Minute
+
+// Acquire takes a permit of r.Bulkhead for r, waiting in the bulkhead's
+// global queue if need be, and returns its token. The error is a
+// *bulkhead.Rejection, ctx's error, or wraps ErrUnavailable.
+func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
+	if State(l.state.Load()) != Strict {
+		return "", ErrUnavailable
+	}
+	token, err := permit.NewToken()
+	if err != nil {
+		return "", err
+	}
+	now := time.Now()
+	wait := r.Settings.MaxWait
+	if !r.Deadline.IsZero() {
+		if left := r.Deadline.Sub(now); wait == 0 || left < wait {
+			wait = left
+		}
+	} else if wait == 0 {
+		wait = maxUnboundedWait
+	}
+	p := r.Priority
+	if !p.Valid() {
+		p = bulkhead.BestEffort
+	}
+	tlim, tmq, maxTenants := 0, 0, r.MaxTenants
+	if r.TenantSettings != nil && r.Tenant != "" {
+		tlim, tmq = r.TenantSettings.MaxConcurrent, r.TenantSettings.MaxQueue
+	}
+	if maxTenants <= 0 {
+		maxTenants = 1 << 30
+	}
+	w := l.wake.add(token) // before the script: a wake-up may beat its answer
+	defer l.wake.remove(token)
+	res, err := l.call(ctx, r.Deadline, OpAcquire, l.sc.acquire, l.keysOf(r.Bulkhead),
+		token, int(p), ms(r.TTL), ms(wait), l.cfg.Replica, r.Node, r.Tenant,
+		r.Settings.Ceiling(bulkhead.Critical), r.Settings.Ceiling(bulkhead.Normal), r.Settings.Ceiling(bulkhead.BestEffort),
+		r.Settings.MaxQueue, tlim, tmq, maxTenants, ms(l.cfg.Recovery), ms(l.cfg.Adopt), ms(l.heldBack()))
+	if err != nil {
+		// The script may have run, and granted or queued: give back what
+		// it may hold, when Redis answers, rather than at its lease's end.
+		select {
+		case l.jobs <- job{name: r.Bulkhead, token: token, release: true, src: permit.Cancel,
+			released: func(permit.Lease, permit.Result) {}}:
+		default:
+		}
+		return "", err
+	}
+	code, detail, swept, at := reply(res)
+	l.expired(r.Bulkhead, swept, at)
+	switch code {
+	case 1:
+		return token, nil
+	case 3:
+		return "", rejection(detail)
+	}
+	// Queued: wait for a wake-up, max_wait, or the Check's end.
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	var recovered <-chan time.Time
+	if left, _ := detail.(int64); left > 0 {
+		// The bulkhead recovers: serve its queue when the window ends.
+		t := time.NewTimer(time.Duration(left) * time.Millisecond)
+		defer t.Stop()
+		recovered = t.C
+	}
+	for {
+		select {
+		case m := <-w:
+			if m == wakeGranted {
+				return token, nil
+			}
+			return "", bulkhead.ErrShed
+		case <-recovered:
+			recovered = nil
+			l.look(ctx, r.Bulkhead)
+		case <-timer.C:
+			return l.leave(ctx, r.Bulkhead, token, w, bulkhead.ErrTimeout)
+		case <-ctx.Done():
+			return l.leave(ctx, r.Bulkhead, token, w, ctx.Err())
+		}
+	}
+}
+
+// heldBack is the acquire script's stale argument: with local shares, how
+// long a replica may stop looking before its share is held back.
+func (l *Ledger) heldBack() time.Duration {
+	if l.cfg.LocalShareFor <= 0 {
+		return 0
+	}
+	return l.cfg.stale()
+}
+
+// LocalShareOK reports whether this replica may admit its share alone now:
+// Redis has not answered for longer than the others take to hold that
+// share back, and for less than LocalShareFor after that.
+func (l *Ledger) LocalShareOK() bool {
+	if l.cfg.LocalShareFor <= 0 || l.State() == Strict {
+		return false
+	}
+	out := time.Since(time.Unix(0, l.down.Load()))
+	return out >= l.cfg.stale()+l.cfg.Tick && out < l.cfg.stale()+l.cfg.LocalShareFor
+}
+
+// leave takes a waiter out of the queue after its wait ended with cause
+// (ErrTimeout, or the context's error). A permit granted at that moment is
+// kept on a timeout (it came in time) and given back otherwise.
+func (l *Ledger) leave(ctx context.Context, name, token string, w <-chan wakeMsg, cause error) (string, error) {
+	keep := errors.Is(cause, bulkhead.ErrTimeout)
+	keepArg := "0"
+	if keep {
+		keepArg = "1"
+	}
+	res, err := l.call(context.WithoutCancel(ctx), time.Time{}, OpLeave, l.sc.leave, l.keysOf(name), token, keepArg)
+	if err != nil {
+		// Not known: a permit granted meanwhile expires with its lease.
+		return "", cause
+	}
+	code, _, _, _ := reply(res)
+	switch code {
+	case 2:
+		return token, nil
+	case 4:
+		// Shed (its wake-up may still be on its way) or purged.
+		select {
+		case m := <-w:
+			if m == wakeShed {
+				return "", bulkhead.ErrShed
+			}
+		default:
+		}
+	}
+	return "", cause
+}
+
+func rejection(detail any) error {
+	switch detail {
+	case "timeout":
+		return bulkhead.ErrTimeout
+	default:
+		return bulkhead.ErrQueueFull
+	}
+}
