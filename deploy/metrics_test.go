@@ -65,6 +65,9 @@ func exportedNames(t *testing.T) map[string]bool {
 	if err := metrics.RegisterBreakers(c, oneBulkhead{}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := metrics.NewLedger(c, "redis"); err != nil {
+		t.Fatal(err)
+	}
 	names := map[string]bool{}
 	for _, col := range c.collectors {
 		ch := make(chan *prometheus.Desc, 64)
