@@ -35,6 +35,11 @@ func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
 	if State(l.state.Load()) != Strict {
 		return "", ErrUnavailable
 	}
+	if !r.Deadline.IsZero() && !time.Now().Before(r.Deadline) {
+		// No time left to ask Redis, let alone to wait: as a waiter whose
+		// wait ran out (the in-memory limiter could still grant at once).
+		return "", bulkhead.ErrTimeout
+	}
 	token, err := permit.NewToken()
 	if err != nil {
 		return "", err

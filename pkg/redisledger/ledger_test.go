@@ -466,3 +466,17 @@ func TestAsyncReleasesAndRenewals(t *testing.T) {
 		t.Fatalf("in use %d, want 30", n)
 	}
 }
+
+// A Check whose deadline has passed is a timeout, not an unreachable Redis.
+func TestDeadlinePassedIsATimeout(t *testing.T) {
+	f := newFixture(t)
+	a := f.replica("a", "orders")
+	r := req("orders", settings(2, 0, 0), bulkhead.Normal)
+	r.Deadline = time.Now().Add(-time.Millisecond)
+	if _, err := a.Acquire(context.Background(), r); !errors.Is(err, bulkhead.ErrTimeout) {
+		t.Fatalf("err %v, want timeout", err)
+	}
+	if a.State() != Strict {
+		t.Fatalf("state %v: a passed deadline is no sign of Redis", a.State())
+	}
+}
