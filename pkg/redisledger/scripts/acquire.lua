@@ -17,8 +17,13 @@ touch(now, tonumber(ARGV[15]), tonumber(ARGV[16]))
 -- less the shares replicas cut off from Redis may be admitting alone.
 local held = absent_shares(now, tonumber(ARGV[8]), tonumber(ARGV[17]))
 local ceils = {tonumber(ARGV[8]) - held, tonumber(ARGV[9]) - held, tonumber(ARGV[10]) - held}
-redis.call('HSET', S, 'c1', ceils[1], 'c2', ceils[2], 'c3', ceils[3], 'mq', ARGV[11],
-  'tlim', ARGV[12], 'tmq', ARGV[13], 'maxten', ARGV[14])
+-- Written only when they changed: one read instead of seven writes (each
+-- write is replicated) on every arrival.
+local sig = ceils[1] .. ',' .. ceils[2] .. ',' .. ceils[3] .. ',' .. ARGV[11] .. ',' .. ARGV[12] .. ',' .. ARGV[13] .. ',' .. ARGV[14]
+if redis.call('HGET', S, 'cfg') ~= sig then
+  redis.call('HSET', S, 'cfg', sig, 'c1', ceils[1], 'c2', ceils[2], 'c3', ceils[3], 'mq', ARGV[11],
+    'tlim', ARGV[12], 'tmq', ARGV[13], 'maxten', ARGV[14])
+end
 local swept = sweep(now)
 if #swept > 0 then pump(now, '') end
 
