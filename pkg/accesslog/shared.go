@@ -34,9 +34,11 @@ func WithShared(l Shared, known Known) Option {
 
 // releaseShared is release for the shared ledger.
 func (s *Server) releaseShared(st *stream, e *entry) {
-	if lease, res := s.ledger.Release(e.token, permit.AccessLog); res == permit.Released {
-		s.released(st, e, lease) // admitted by this replica alone
-		return
+	if s.holdsLocal() {
+		if lease, res := s.ledger.Release(e.token, permit.AccessLog); res == permit.Released {
+			s.released(st, e, lease) // admitted by this replica alone
+			return
+		}
 	}
 	name := string(e.bulkhead)
 	if !s.known(name) {
@@ -50,6 +52,14 @@ func (s *Server) releaseShared(st *stream, e *entry) {
 	s.shared.ReleaseAsync(name, e.token, permit.AccessLog, func(lease permit.Lease, res permit.Result) {
 		s.sharedReleased(&stc, &ec, lease, res)
 	})
+}
+
+// holdsLocal reports whether the server's own ledger may hold permits
+// admitted without the shared one; asking it then costs nothing, and a
+// token it does not know is not counted as an unknown release.
+func (s *Server) holdsLocal() bool {
+	l, ok := s.ledger.(interface{ Len() int })
+	return !ok || l.Len() > 0
 }
 
 // sharedReleased records what a release in the shared ledger did.
@@ -71,9 +81,11 @@ func (s *Server) sharedReleased(st *stream, e *entry, lease permit.Lease, res pe
 
 // renewShared is renew for the shared ledger.
 func (s *Server) renewShared(e *entry, node string) {
-	if _, res := s.ledger.Renew(e.token, s.heartbeat.TTL); res == permit.Renewed {
-		s.rec.LogEntry(permit.EntryRenewed) // admitted by this replica alone
-		return
+	if s.holdsLocal() {
+		if _, res := s.ledger.Renew(e.token, s.heartbeat.TTL); res == permit.Renewed {
+			s.rec.LogEntry(permit.EntryRenewed) // admitted by this replica alone
+			return
+		}
 	}
 	name := string(e.bulkhead)
 	if !s.known(name) {

@@ -123,6 +123,9 @@ func TestSharedLedgerOneLimitAcrossReplicas(t *testing.T) {
 	if _, r := check(t, b, "auth"); r != "" {
 		t.Fatalf("Check after the release: %q", r)
 	}
+	if n := counter(t, b, "bulkhead_releases_total", "unknown"); n != 0 {
+		t.Fatalf("%v releases counted unknown: the shared release was also tried in the local ledger", n)
+	}
 	if got := counter(t, a, "bulkhead_ledger_info", "redis"); got != 1 {
 		t.Fatalf("bulkhead_ledger_info{backend=redis} = %v", got)
 	}
