@@ -251,3 +251,54 @@ func TestAdminSecured(t *testing.T) {
 		}
 	}
 }
+
+// The Redis ledger's files are read at Load with the same checks as the
+// admin token and the listeners' TLS files.
+func TestLoadRedisLedgerFiles(t *testing.T) {
+	p := writePKI(t)
+	absent := filepath.Join(p.dir, "absent")
+	yaml := func(pw, cert, key, ca string) string {
+		return fmt.Sprintf("ledger: {backend: redis, redis: {address: 127.0.0.1:6379, password_file: %q, tls: {enabled: true, cert_file: %q, key_file: %q, ca_file: %q}}}\n",
+			pw, cert, key, ca)
+	}
+	for _, tt := range []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{"every file valid", yaml(p.token, p.cert, p.key, p.ca), nil},
+		{"every file missing", yaml(absent, absent, absent, absent), []string{
+			"ledger.redis.password_file: file does not exist",
+			"ledger.redis.tls.ca_file: file does not exist",
+			"ledger.redis.tls.cert_file: file does not exist",
+			"ledger.redis.tls.key_file: file does not exist",
+		}},
+		{"key of another certificate", yaml(p.token, p.cert, p.otherKey, p.ca),
+			[]string{"ledger.redis.tls.key_file: is not the private key of ledger.redis.tls.cert_file"}},
+		{"CA not PEM", yaml(p.token, p.cert, p.key, p.key), []string{"ledger.redis.tls.ca_file: holds no PEM certificate"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			path := filepath.Join(t.TempDir(), "bulkhead.yaml")
+			if err := os.WriteFile(path, []byte(tt.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(path, nil)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Load: %v", err)
+				}
+				return
+			}
+			var ie *InvalidError
+			if !errors.As(err, &ie) || len(ie.Problems) != len(tt.want) {
+				t.Fatalf("Load: %v; want %d problems", err, len(tt.want))
+			}
+			for _, w := range tt.want {
+				if !hasLineWithPrefix(err.Error(), ie.Source+": "+w) {
+					t.Errorf("error\n%v\nhas no line starting %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -2,11 +2,11 @@ package config
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 )
 
 // Defaults of the ledger settings.
@@ -138,16 +138,17 @@ func (d *decoder) ledger(c *Config) {
 	d.rule("ledger.redis.tls.key_file", r.TLS.KeyFile, (r.TLS.CertFile == "") == (r.TLS.KeyFile == ""),
 		"must be set together with ledger.redis.tls.cert_file")
 	if d.checkFiles {
-		for key, path := range map[string]string{
-			"ledger.redis.password_file": r.PasswordFile, "ledger.redis.sentinel.password_file": r.Sentinel.PasswordFile,
-			"ledger.redis.tls.ca_file": r.TLS.CAFile, "ledger.redis.tls.cert_file": r.TLS.CertFile, "ledger.redis.tls.key_file": r.TLS.KeyFile,
-		} {
-			if path == "" {
-				continue
-			}
-			if _, err := os.Stat(path); err != nil {
-				d.rule(key, path, false, fmt.Sprintf("cannot be read: %v", err))
+		// The daemon reads these with creds, as it reads the admin token and
+		// the listeners' TLS files.
+		for _, f := range [...][2]string{{"ledger.redis.password_file", r.PasswordFile},
+			{"ledger.redis.sentinel.password_file", r.Sentinel.PasswordFile}} {
+			if data := d.file(f[0], f[1], creds.MaxTokenSize); data != nil {
+				if reason := creds.TokenProblem(strings.TrimSpace(string(data))); reason != "" {
+					d.ps.add(f[0], "the password it holds "+reason, d.got(f[0], f[1]))
+				}
 			}
 		}
+		d.pemFiles("ledger.redis.tls.cert_file", r.TLS.CertFile, "ledger.redis.tls.key_file", r.TLS.KeyFile,
+			"ledger.redis.tls.ca_file", r.TLS.CAFile)
 	}
 }

@@ -32,22 +32,27 @@ func (d *decoder) tlsPairing(prefix string, t TLSFiles) {
 // certificate. The checks are creds's, which the listeners serve the files
 // with. Problems show the path, never a file's content.
 func (d *decoder) tlsContents(prefix string, t TLSFiles) {
-	certKey, keyKey, caKey := prefix+".cert_file", prefix+".key_file", prefix+".client_ca_file"
-	certPEM := d.file(certKey, t.CertFile, creds.MaxPEMSize)
-	keyPEM := d.file(keyKey, t.KeyFile, creds.MaxPEMSize)
+	d.pemFiles(prefix+".cert_file", t.CertFile, prefix+".key_file", t.KeyFile, prefix+".client_ca_file", t.ClientCAFile)
+}
+
+// pemFiles checks a certificate and its key and a CA bundle (each path may
+// be ""), named by their settings' keys, with creds's checks.
+func (d *decoder) pemFiles(certKey, cert, keyKey, key, caKey, ca string) {
+	certPEM := d.file(certKey, cert, creds.MaxPEMSize)
+	keyPEM := d.file(keyKey, key, creds.MaxPEMSize)
 	if certPEM != nil {
 		_, err := creds.KeyPair(certPEM, keyPEM)
 		switch {
 		case errors.Is(err, creds.ErrNoCertificate):
-			d.ps.add(certKey, "holds no PEM certificate", d.got(certKey, t.CertFile))
+			d.ps.add(certKey, "holds no PEM certificate", d.got(certKey, cert))
 		case errors.Is(err, creds.ErrKeyPair) && keyPEM != nil:
 			d.ps.add(keyKey, "is not the private key of "+certKey+": "+
-				strings.TrimPrefix(err.Error(), creds.ErrKeyPair.Error()+": "), d.got(keyKey, t.KeyFile))
+				strings.TrimPrefix(err.Error(), creds.ErrKeyPair.Error()+": "), d.got(keyKey, key))
 		}
 	}
-	if caPEM := d.file(caKey, t.ClientCAFile, creds.MaxPEMSize); caPEM != nil {
+	if caPEM := d.file(caKey, ca, creds.MaxPEMSize); caPEM != nil {
 		if _, err := creds.CertPool(caPEM); err != nil {
-			d.ps.add(caKey, "holds no PEM certificate", d.got(caKey, t.ClientCAFile))
+			d.ps.add(caKey, "holds no PEM certificate", d.got(caKey, ca))
 		}
 	}
 }

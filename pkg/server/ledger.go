@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
+	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
@@ -114,32 +114,43 @@ func newRedisClient(c config.Redis) (redis.UniversalClient, error) {
 	return redis.NewUniversalClient(o), nil
 }
 
-// secret reads a password file ("" for none), less its trailing newline.
+// secret reads a password file ("" for none) with creds, as the admin
+// token is read: whitespace around it removed, errors naming the file and
+// never its content.
 func secret(key, path string) (string, error) {
 	if path == "" {
 		return "", nil
 	}
-	b, err := os.ReadFile(path)
+	tok, err := creds.ReadToken(path)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", key, err)
 	}
-	return strings.TrimRight(string(b), "\r\n"), nil
+	return tok, nil
 }
 
+// redisTLS is the client TLS of ledger.redis.tls, its files read and
+// checked with creds, as the listeners' are.
 func redisTLS(c config.RedisTLS) (*tls.Config, error) {
 	t := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
 	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
+		pem, err := creds.ReadFile(c.CAFile, creds.MaxPEMSize)
+		if err == nil {
+			t.RootCAs, err = creds.CertPool(pem)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("ledger.redis.tls.ca_file: %w", err)
 		}
-		t.RootCAs = x509.NewCertPool()
-		if !t.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ledger.redis.tls.ca_file: %s holds no PEM certificate", c.CAFile)
-		}
 	}
 	if c.CertFile != "" {
-		pair, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		cert, err := creds.ReadFile(c.CertFile, creds.MaxPEMSize)
+		if err != nil {
+			return nil, fmt.Errorf("ledger.redis.tls.cert_file: %w", err)
+		}
+		key, err := creds.ReadFile(c.KeyFile, creds.MaxPEMSize)
+		if err != nil {
+			return nil, fmt.Errorf("ledger.redis.tls.key_file: %w", err)
+		}
+		pair, err := creds.KeyPair(cert, key)
 		if err != nil {
 			return nil, fmt.Errorf("ledger.redis.tls.cert_file: %w", err)
 		}
