@@ -11,27 +11,23 @@ const (
 )
 
 // waiters are this replica's Checks waiting in a global queue, by token:
-// the subscriber hands each the message its token receives.
+// the subscriber hands each the message its token receives. Every Check
+// registers before its script runs (a wake-up may beat the script's
+// answer), so the map takes no process-wide lock: sync.Map's writes to
+// distinct keys do not wait for each other.
 type waiters struct {
-	mu sync.Mutex
-	m  map[string]chan wakeMsg
+	m sync.Map // token -> chan wakeMsg
 }
 
-func newWaiters() *waiters { return &waiters{m: map[string]chan wakeMsg{}} }
+func newWaiters() *waiters { return &waiters{} }
 
 func (w *waiters) add(token string) <-chan wakeMsg {
 	ch := make(chan wakeMsg, 1)
-	w.mu.Lock()
-	w.m[token] = ch
-	w.mu.Unlock()
+	w.m.Store(token, ch)
 	return ch
 }
 
-func (w *waiters) remove(token string) {
-	w.mu.Lock()
-	delete(w.m, token)
-	w.mu.Unlock()
-}
+func (w *waiters) remove(token string) { w.m.Delete(token) }
 
 // deliver passes a message ("g" or "s" followed by the token) to its
 // waiter. A message for no waiter (it left, or was answered by its script)
@@ -40,15 +36,12 @@ func (w *waiters) deliver(payload string) {
 	if len(payload) < 2 {
 		return
 	}
-	m, token := wakeMsg(payload[0]), payload[1:]
-	w.mu.Lock()
-	ch := w.m[token]
-	w.mu.Unlock()
-	if ch == nil {
+	v, ok := w.m.Load(payload[1:])
+	if !ok {
 		return
 	}
 	select {
-	case ch <- m:
+	case v.(chan wakeMsg) <- wakeMsg(payload[0]):
 	default:
 	}
 }
