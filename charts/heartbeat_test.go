@@ -144,14 +144,17 @@ func checkAccessLogs(t *testing.T, where string, logs []*accesslogv3.AccessLog, 
 			t.Errorf("%s: access log %d: %v", where, i, err)
 		}
 		c := cfg.GetCommonConfig()
-		types := l.GetFilter().GetLogTypeFilter()
+		types, permit := filterParts(t, where, l.GetFilter())
+		if !permitFilter(permit, "envoy.filters.http.ext_authz") {
+			t.Errorf("%s: access log %d filter %v: want only requests holding a permit logged", where, i, l.GetFilter())
+		}
 		periodicOnly := slices.Equal(types.GetTypes(), []datav3.AccessLogType{datav3.AccessLogType_DownstreamPeriodic})
 		switch {
 		case l.GetName() != "envoy.access_loggers.http_grpc":
 			t.Errorf("%s: access log %d is %q", where, i, l.GetName())
 		case i == 0 && (c.GetLogName() != "bulkhead" || c.GetBufferSizeBytes() == nil || c.GetBufferSizeBytes().GetValue() != 0):
 			t.Errorf("%s: release logger %v: want log_name bulkhead, buffer_size_bytes 0", where, c)
-		case i == 0 && heartbeat == 0 && l.GetFilter() != nil:
+		case i == 0 && heartbeat == 0 && types != nil:
 			t.Errorf("%s: release logger filter %v with heartbeats off", where, l.GetFilter())
 		case i == 0 && heartbeat > 0 && (!periodicOnly || !types.GetExclude()):
 			t.Errorf("%s: release logger filter %v: want periodic entries excluded", where, l.GetFilter())
@@ -163,6 +166,38 @@ func checkAccessLogs(t *testing.T, where string, logs []*accesslogv3.AccessLog, 
 				where, c, heartbeat/4)
 		}
 	}
+}
+
+// filterParts splits an access log's filter into its log-type filter and
+// its metadata filter, alone or in an and_filter; anything else fails t.
+func filterParts(t *testing.T, where string, f *accesslogv3.AccessLogFilter) (*accesslogv3.LogTypeFilter, *accesslogv3.MetadataFilter) {
+	t.Helper()
+	parts := []*accesslogv3.AccessLogFilter{f}
+	if and := f.GetAndFilter(); and != nil {
+		parts = and.GetFilters()
+	}
+	var types *accesslogv3.LogTypeFilter
+	var md *accesslogv3.MetadataFilter
+	for _, p := range parts {
+		switch {
+		case p.GetLogTypeFilter() != nil && types == nil:
+			types = p.GetLogTypeFilter()
+		case p.GetMetadataFilter() != nil && md == nil:
+			md = p.GetMetadataFilter()
+		default:
+			t.Errorf("%s: unexpected access log filter %v in %v", where, p, f)
+		}
+	}
+	return types, md
+}
+
+// permitFilter reports whether f logs only what carries a permit token in
+// the ext_authz filter namespace ns.
+func permitFilter(f *accesslogv3.MetadataFilter, ns string) bool {
+	m := f.GetMatcher()
+	path := m.GetPath()
+	return m.GetFilter() == ns && len(path) == 1 && path[0].GetKey() == "bulkhead_permit" &&
+		m.GetValue().GetPresentMatch() && f.GetMatchIfKeyNotFound() != nil && !f.GetMatchIfKeyNotFound().GetValue()
 }
 
 // One setting, leases.heartbeat_interval, is both the daemon's heartbeat

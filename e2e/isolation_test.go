@@ -118,4 +118,9 @@ func TestIsolation(t *testing.T) {
 	if n := s.counter("bulkhead_releases_total", map[string]string{"source": "ttl"}); n != 0 {
 		t.Errorf("%v permits were reclaimed by lease: access-log releases were lost", n)
 	}
+	// Envoy logs only the requests that hold a permit: none of catalog's
+	// rejections cost an access-log entry.
+	if n := s.counter("bulkhead_access_log_entries_total", map[string]string{"result": "no_token"}); n != 0 {
+		t.Errorf("%v access-log entries without a permit (of %d rejections): the shipped logger logs what it need not", n, catalog.Rejections)
+	}
 }

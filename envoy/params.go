@@ -176,6 +176,14 @@ type TCPListener struct {
 // LabelPriority is the node metadata label NodePriority sets.
 func (Params) LabelPriority() string { return permit.LabelPriority }
 
+// PermitKey is the dynamic metadata key of a permit's token: the access
+// loggers log only the requests and connections that carry one.
+func (Params) PermitKey() string { return permit.MetadataToken }
+
+// PermitNamespace is the ext_authz filter's dynamic metadata namespace: the
+// network filter's for a connection (conn), else the HTTP filter's.
+func (Params) PermitNamespace(conn bool) string { return permit.MetadataNamespaceOf(conn) }
+
 // HeartbeatLog reports whether periodic entries have an access logger of
 // their own (heartbeats on, and not SingleAccessLog).
 func (p Params) HeartbeatLog() bool { return !p.NoHeartbeat && !p.SingleAccessLog }

@@ -3,6 +3,7 @@ package envoy_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
 	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc/envoyproctest"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
@@ -245,7 +247,8 @@ func checkAccessLogs(t *testing.T, p envoy.Params, hcm any) {
 		if got := dig(t, common, "grpc_service", "envoy_grpc", "cluster_name"); got != "bulkhead" {
 			t.Errorf("access log %d cluster = %v", i, got)
 		}
-		// The filter: log types (split form), header (AccessLogExcludeHeader), or both.
+		// The filter: the permit's presence, log types (split form), header
+		// (AccessLogExcludeHeader).
 		var filters []any
 		if f, ok := als.(map[string]any)["filter"]; ok {
 			if and, ok := f.(map[string]any)["and_filter"]; ok {
@@ -254,7 +257,7 @@ func checkAccessLogs(t *testing.T, p envoy.Params, hcm any) {
 				filters = []any{f}
 			}
 		}
-		var types, headers []any
+		var types, headers, permits []any
 		for _, f := range filters {
 			if lt, ok := f.(map[string]any)["log_type_filter"]; ok {
 				types = append(types, lt)
@@ -262,9 +265,18 @@ func checkAccessLogs(t *testing.T, p envoy.Params, hcm any) {
 			if hf, ok := f.(map[string]any)["header_filter"]; ok {
 				headers = append(headers, hf)
 			}
+			if mf, ok := f.(map[string]any)["metadata_filter"]; ok {
+				permits = append(permits, mf)
+			}
 		}
-		if len(types)+len(headers) != len(filters) {
+		if len(types)+len(headers)+len(permits) != len(filters) {
 			t.Errorf("access log %d: unexpected filters %v", i, filters)
+		}
+		// Only entries that carry a permit are logged.
+		if len(permits) != 1 {
+			t.Errorf("access log %d: permit filters %v, want one", i, permits)
+		} else {
+			checkPermitFilter(t, fmt.Sprintf("access log %d", i), permits[0], permit.MetadataNamespace)
 		}
 		if wantHeader := p.AccessLogExcludeHeader != ""; (len(headers) == 1) != wantHeader || len(headers) > 1 {
 			t.Errorf("access log %d header filters = %v, want one: %v", i, headers, wantHeader)
@@ -513,6 +525,7 @@ func checkTCPListeners(t *testing.T, p envoy.Params, doc map[string]any, cluster
 		if dig(t, logger, "name") != "envoy.access_loggers.tcp_grpc" || dig(t, logger, "typed_config", "common_config", "buffer_size_bytes") != 0 {
 			t.Errorf("tcp listener %d: access log %v", i, logger)
 		}
+		checkPermitFilter(t, fmt.Sprintf("tcp listener %d", i), dig(t, logger, "filter", "metadata_filter"), permit.MetadataNamespaceOf(true))
 		if dig(t, proxy, "upstream_connect_mode") != "ON_DOWNSTREAM_DATA" {
 			t.Errorf("tcp listener %d: upstream_connect_mode %v: the upstream would see connections before their Check", i, dig(t, proxy, "upstream_connect_mode"))
 		}
@@ -520,5 +533,17 @@ func checkTCPListeners(t *testing.T, p envoy.Params, doc map[string]any, cluster
 		if periodic == p.NoHeartbeat {
 			t.Errorf("tcp listener %d: access_log_options present %v with NoHeartbeat %v", i, periodic, p.NoHeartbeat)
 		}
+	}
+}
+
+// checkPermitFilter checks an access log's metadata filter: log only what
+// carries a permit token in namespace ns.
+func checkPermitFilter(t *testing.T, where string, f any, ns string) {
+	t.Helper()
+	m := dig(t, f, "matcher")
+	path, _ := dig(t, m, "path").([]any)
+	if dig(t, m, "filter") != ns || len(path) != 1 || dig(t, path[0], "key") != permit.MetadataToken ||
+		dig(t, m, "value", "present_match") != true || dig(t, f, "match_if_key_not_found") != false {
+		t.Errorf("%s: permit filter %v, want %s.%s present, and nothing logged without it", where, f, ns, permit.MetadataToken)
 	}
 }

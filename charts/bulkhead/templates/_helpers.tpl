@@ -206,3 +206,12 @@ leases.heartbeat_ttl (at least 2 intervals). "" when heartbeat leases are off.
 {{- $i := include "bulkhead.heartbeatInterval" . }}
 {{- if $i }}{{ printf "%gs" (divf ($i | trimSuffix "s" | float64) 4) }}{{ end }}
 {{- end }}
+
+{{/*
+An access-log filter, as one flow-style line: log only what holds a permit
+(the permit token in the ext_authz filter's dynamic metadata; the argument
+is the filter's namespace). Denied and unguarded requests release nothing.
+*/}}
+{{- define "bulkhead.permitLogFilter" -}}
+metadata_filter: {matcher: {filter: {{ . | quote }}, path: [{key: bulkhead_permit}], value: {present_match: true}}, match_if_key_not_found: false}
+{{- end }}
