@@ -20,7 +20,21 @@ const (
 	Bulkhead = "bulkhead"
 	Breaker  = "envoy-breaker"
 	NoopALS  = "noop-authz+als"
-	Batched  = "bulkhead-batched"
+	// NoopOTel and NoopOTelBatched: noop-authz+als with Envoy's
+	// OpenTelemetry access logger instead, unbuffered and batched.
+	// Experiments, run only when -configs names them (optIn): what the
+	// dynamic metadata costs without an access log, Envoy's OpenTelemetry
+	// access logger in place of the gRPC access log, and the access log
+	// filter that logs only requests holding a permit, with most requests
+	// shed (a bulkhead of 4, no queue) and without the filter (every
+	// request logged, as before it).
+	NoopMetadata    = "noop-authz+metadata"
+	NoopOTel        = "noop-authz+otel"
+	NoopOTelBatched = "noop-authz+otel-batched"
+	Shedding        = "bulkhead-shedding"
+	SheddingLogAll  = "bulkhead-shedding-log-all"
+	LogAll          = "bulkhead-log-all"
+	Batched         = "bulkhead-batched"
 	// The bulkhead on the shared ledger (ledger.backend: redis), each on a
 	// redis-server of its own: one replica, and two behind the same Envoy
 	// (envoy.Params.BulkheadReplicas). Compared with Bulkhead, the same
@@ -49,6 +63,7 @@ const (
 	sidecarHeartbeatOff    = "daemon-heartbeat-off"
 	sidecarRedisOne        = "daemon-redis"
 	sidecarRedisTwo        = "daemon-redis-2"
+	sidecarShedding        = "daemon-shedding"
 )
 
 // routeName is the upstream cluster, the bulkhead key and the metric label.
@@ -66,7 +81,12 @@ type configSpec struct {
 	sidecar string // "" or a sidecar* constant: the gRPC server Envoy calls
 	// The template's knobs (unused for Bulkhead, rendered by package envoy).
 	extAuthz, accessLog bool
-	maxRequests         int
+	// otel: the access log on Envoy's OpenTelemetry logger (a few
+	// formatted attributes) instead of the gRPC access log; otelBuffer its
+	// buffer_size_bytes.
+	otel        bool
+	otelBuffer  int
+	maxRequests int
 	// batched: the shipped configuration with the access log buffered.
 	batched bool
 	// noHeartbeat: the shipped configuration without the periodic access
@@ -78,6 +98,11 @@ type configSpec struct {
 	// diagnostic configurations are not run at the floor's rates (beyond
 	// what any ext_authz configuration carries on a small machine).
 	diagnostic bool
+	// optIn configurations (experiments) run only when -configs names them.
+	optIn bool
+	// logAll: the shipped configuration with the release logger logging
+	// every request, not only those that hold a permit.
+	logAll bool
 	// redisReplicas > 0: the daemon on the Redis ledger, that many
 	// replicas behind the one Envoy, on a redis-server of the
 	// configuration's own. Not run at the floor's rates either.
@@ -104,6 +129,21 @@ func configSpecs(diagnostic bool) []configSpec {
 		specs = append(specs, configSpec{Name: NoopALS,
 			Title:   "diagnostic: the bulkhead's protocol with a no-op server (ext_authz answering the same metadata + gRPC access log)",
 			sidecar: sidecarNoopMetadata, extAuthz: true, accessLog: true, diagnostic: true})
+		specs = append(specs,
+			configSpec{Name: NoopMetadata, Title: "experiment: ext_authz answering the bulkhead's metadata, no access log",
+				sidecar: sidecarNoopMetadata, extAuthz: true, diagnostic: true, optIn: true},
+			configSpec{Name: NoopOTel, Title: "experiment: noop-authz+als with Envoy's OpenTelemetry access logger instead " +
+				"(six formatted attributes, unbuffered: one unary Export per entry)",
+				sidecar: sidecarNoopMetadata, extAuthz: true, otel: true, diagnostic: true, optIn: true},
+			configSpec{Name: NoopOTelBatched, Title: "experiment: noop-authz+otel buffered (16 KiB, 1 ms flush)",
+				sidecar: sidecarNoopMetadata, extAuthz: true, otel: true, otelBuffer: 16384, diagnostic: true, optIn: true},
+			configSpec{Name: LogAll, Title: "experiment: the bulkhead, its release logger logging every request (not only those holding a permit)",
+				sidecar: sidecarDaemon, logAll: true, diagnostic: true, optIn: true},
+			configSpec{Name: Shedding, Title: "experiment: the bulkhead shedding most requests (max_concurrent 4, no queue), shipped bootstrap",
+				sidecar: sidecarShedding, diagnostic: true, optIn: true},
+			configSpec{Name: SheddingLogAll, Title: "experiment: bulkhead-shedding, its release logger logging every request",
+				sidecar: sidecarShedding, logAll: true, diagnostic: true, optIn: true},
+		)
 	}
 	return specs
 }
@@ -146,6 +186,8 @@ type proxyParams struct {
 	Name, Cluster       string
 	Upstream, Sidecar   envoy.Endpoint
 	ExtAuthz, AccessLog bool
+	OTel                bool
+	OTelBuffer          int
 	MaxRequests         int
 }
 
@@ -160,8 +202,20 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint, replicas ...envo
 			NoHeartbeat: spec.noHeartbeat, SingleAccessLog: spec.singleLog,
 			Routes: []envoy.Route{{Name: routeName, Prefix: "/", Upstream: upstream}},
 		})
-		if err != nil || !spec.batched {
-			return b, err
+		if err != nil {
+			return nil, err
+		}
+		if spec.logAll {
+			// The same filter, evaluated as shipped, but matching requests
+			// without a permit too: only the entries logged differ.
+			const only, all = "match_if_key_not_found: false\n", "match_if_key_not_found: true\n"
+			if !bytes.Contains(b, []byte(only)) {
+				return nil, fmt.Errorf("render %s: no %q in the shipped configuration", spec.Name, only)
+			}
+			b = bytes.Replace(b, []byte(only), []byte(all), 1)
+		}
+		if !spec.batched {
+			return b, nil
 		}
 		const unbuffered = "buffer_size_bytes: 0\n"
 		if bytes.Count(b, []byte(unbuffered)) != 1 {
@@ -173,7 +227,8 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint, replicas ...envo
 		return bytes.Replace(b, []byte(unbuffered), []byte(batched), 1), nil
 	}
 	p := proxyParams{Name: spec.Name, Cluster: routeName, Upstream: upstream,
-		ExtAuthz: spec.extAuthz, AccessLog: spec.accessLog, MaxRequests: spec.maxRequests}
+		ExtAuthz: spec.extAuthz, AccessLog: spec.accessLog, OTel: spec.otel, OTelBuffer: spec.otelBuffer,
+		MaxRequests: spec.maxRequests}
 	if spec.sidecar != "" {
 		p.Sidecar = sidecar
 	}
@@ -196,6 +251,12 @@ func daemonConfig(sidecar, redisAddr string) string {
 		extra = fmt.Sprintf("leases: {heartbeat_interval: %v}\n", permit.DefaultHeartbeatInterval)
 	case sidecarHeartbeatOff:
 		extra = "leases: {heartbeat_interval: 0s}\n"
+	case sidecarShedding:
+		return fmt.Sprintf(`listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0", admin: "127.0.0.1:0"}
+log: {level: info}
+bulkheads:
+  %s: {max_concurrent: 4, max_queue: 0}
+`, routeName)
 	}
 	if redisAddr != "" {
 		extra += fmt.Sprintf("ledger: {backend: redis, on_unavailable: fail_closed, redis: {address: %q}}\n", redisAddr)

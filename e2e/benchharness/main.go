@@ -181,6 +181,8 @@ func runHarness(ctx context.Context, log *slog.Logger, o options, dir string, re
 	if o.configs != "" {
 		keep := strings.Split(o.configs, ",")
 		specs = slices.DeleteFunc(specs, func(s configSpec) bool { return s.Name != Floor && !slices.Contains(keep, s.Name) })
+	} else {
+		specs = slices.DeleteFunc(specs, func(s configSpec) bool { return s.optIn })
 	}
 	if o.plan.Heartbeat != nil {
 		heartbeat = heartbeatSpecs()

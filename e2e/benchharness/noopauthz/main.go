@@ -32,6 +32,7 @@ import (
 
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	logsv1 "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -64,6 +65,7 @@ func run(args []string, stderr io.Writer) int {
 	}
 	authv3.RegisterAuthorizationServer(gs, authzServer{answer: answer})
 	alsv3.RegisterAccessLogServiceServer(gs, alsServer{})
+	logsv1.RegisterLogsServiceServer(gs, otelServer{})
 	if *addrFile != "" {
 		if err := writeAddress(*addrFile, ln.Addr().String()); err != nil {
 			fmt.Fprintf(stderr, "noopauthz: address file: %v\n", err)
@@ -132,6 +134,15 @@ func (alsServer) StreamAccessLogs(stream alsv3.AccessLogService_StreamAccessLogs
 			return nil
 		}
 	}
+}
+
+type otelServer struct {
+	logsv1.UnimplementedLogsServiceServer
+}
+
+// Export takes and drops an OpenTelemetry access-log export.
+func (otelServer) Export(context.Context, *logsv1.ExportLogsServiceRequest) (*logsv1.ExportLogsServiceResponse, error) {
+	return &logsv1.ExportLogsServiceResponse{}, nil
 }
 
 func writeAddress(path, addr string) error {
