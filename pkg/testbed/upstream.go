@@ -1,12 +1,14 @@
 package testbed
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -44,6 +46,11 @@ type Upstream struct {
 	gate     chan struct{} // non-nil while held; closed by ReleaseHeld
 	midGate  chan struct{} // like gate, but after the headers and part of the body are sent
 	byStatus map[int]int64
+	// spans are the served requests' times in the handler (since epoch),
+	// for MaxServed; resetAt is the last ResetMax's.
+	epoch    time.Time
+	spans    []span
+	resetAt  time.Duration
 	handlers int // handlers running; Close waits for zero
 	closed   bool
 	serveErr error
@@ -66,6 +73,7 @@ func NewUpstream(name, addr string) (*Upstream, error) {
 		done:     make(chan struct{}),
 		changed:  make(chan struct{}),
 		byStatus: make(map[int]int64),
+		epoch:    time.Now(),
 	}
 	u.status.Store(http.StatusOK)
 	u.srv = &http.Server{
@@ -166,10 +174,54 @@ func (u *Upstream) Inflight() int { return int(u.inflight.Load()) }
 // No peak is missed: it is raised on every increment.
 func (u *Upstream) Max() int { return int(u.max.Load()) }
 
-// ResetMax sets Max to the current Inflight.
+// ResetMax sets Max to the current Inflight, and starts MaxServed anew.
 func (u *Upstream) ResetMax() {
+	u.mu.Lock()
+	u.resetAt = time.Since(u.epoch)
+	u.mu.Unlock()
 	u.max.Store(u.inflight.Load())
 	u.raiseMax(u.inflight.Load()) // an increment between the two loads still counts
+}
+
+// span is a served request's time in the handler, since the epoch.
+type span struct{ start, end time.Duration }
+
+// MaxServed is the highest number of requests the upstream served
+// concurrently since start or the last ResetMax: Max, counting only the
+// requests it answered. A request whose client went away (Aborted) is left
+// out: the proxy reset it and released its permit, but its handler counts
+// it in flight until it notices the reset, which under heavy CPU load can
+// be after the proxy has sent the next request. Each served request is in
+// flight from when its handler counted it to when its response was written,
+// which is before the response was flushed to the proxy.
+func (u *Upstream) MaxServed() int {
+	type event struct {
+		at    time.Duration
+		delta int // +1 a start, -1 an end
+	}
+	u.mu.Lock()
+	from := u.resetAt
+	events := make([]event, 0, 2*len(u.spans))
+	for _, s := range u.spans {
+		if s.end > from {
+			events = append(events, event{max(s.start, from), 1}, event{s.end, -1})
+		}
+	}
+	u.mu.Unlock()
+	// By time; at equal times an end before a start, so that touching spans
+	// do not count as overlapping.
+	slices.SortFunc(events, func(a, b event) int {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.delta, b.delta)
+	})
+	n, peak := 0, 0
+	for _, e := range events {
+		n += e.delta
+		peak = max(peak, n)
+	}
+	return peak
 }
 
 // Served is the number of responses written (requests whose client went
@@ -262,6 +314,7 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	delay := u.delay.Load().pick()
 	u.enter()
 	defer u.leave()
+	start := time.Since(u.epoch)
 
 	ctx := r.Context()
 	u.mu.Lock()
@@ -321,9 +374,11 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(code)
 		_, _ = w.Write([]byte(body))
 	}
+	end := time.Since(u.epoch)
 	u.served.Add(1)
 	u.mu.Lock()
 	u.byStatus[code]++
+	u.spans = append(u.spans, span{start, end})
 	u.mu.Unlock()
 }
 

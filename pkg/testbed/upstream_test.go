@@ -96,12 +96,13 @@ func TestUpstreamMaxIsExactUnderHold(t *testing.T) {
 			if err := u.WaitIdle(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if u.Max() != n || u.Served() != n || u.StatusCounts()[http.StatusOK] != int64(n) {
-				t.Errorf("after release: max %d served %d counts %v, want %d", u.Max(), u.Served(), u.StatusCounts(), n)
+			if u.Max() != n || u.MaxServed() != n || u.Served() != n || u.StatusCounts()[http.StatusOK] != int64(n) {
+				t.Errorf("after release: max %d (served %d) served %d counts %v, want %d",
+					u.Max(), u.MaxServed(), u.Served(), u.StatusCounts(), n)
 			}
 			u.ResetMax()
-			if u.Max() != 0 {
-				t.Errorf("Max() after ResetMax when idle = %d, want 0", u.Max())
+			if u.Max() != 0 || u.MaxServed() != 0 {
+				t.Errorf("Max() after ResetMax when idle = %d (served %d), want 0", u.Max(), u.MaxServed())
 			}
 		})
 	}
@@ -141,6 +142,58 @@ func TestUpstreamDelayHonoursClientAbort(t *testing.T) {
 	}
 	if u.Served() != 0 || u.Aborted() != 2 {
 		t.Errorf("served %d aborted %d, want 0 and 2", u.Served(), u.Aborted())
+	}
+	// Aborted requests count in Max, not in MaxServed; a request served
+	// after them does.
+	u.SetDelay(0)
+	for _, r := range getAll(ctx, t, u.URL(), 1)() {
+		if r.err != nil || r.status != http.StatusOK {
+			t.Fatalf("reply = %+v, want 200", r)
+		}
+	}
+	if u.Max() != 2 || u.MaxServed() != 1 {
+		t.Errorf("max %d, max served %d; want 2 (the aborted pair) and 1", u.Max(), u.MaxServed())
+	}
+}
+
+// MaxServed counts overlapping served requests, and only those: of a
+// request answered while another is held, and of two answered one after
+// the other.
+func TestUpstreamMaxServedOverlap(t *testing.T) {
+	ctx := testCtx(t, 10*time.Second)
+	u := newTestUpstream(t)
+	u.Hold()
+	held := getAll(ctx, t, u.URL(), 1)
+	if err := u.WaitInflight(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if u.MaxServed() != 0 {
+		t.Errorf("max served %d with one request held, none answered; want 0", u.MaxServed())
+	}
+	u.ReleaseHeld()
+	held()
+	for range 2 {
+		getAll(ctx, t, u.URL(), 1)()
+	}
+	if u.MaxServed() != 1 {
+		t.Errorf("max served %d after three requests one at a time, want 1", u.MaxServed())
+	}
+	u.Hold()
+	held = getAll(ctx, t, u.URL(), 1)
+	if err := u.WaitInflight(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		// The second request is held too (Hold applies to every request);
+		// release both once it is in.
+		if err := u.WaitInflight(ctx, 2); err == nil {
+			u.ReleaseHeld()
+		}
+	}()
+	getAll(ctx, t, u.URL(), 1)()
+	held()
+	if u.MaxServed() != 2 {
+		t.Errorf("max served %d of two overlapping requests, want 2", u.MaxServed())
 	}
 }
 
