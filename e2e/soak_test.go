@@ -164,8 +164,7 @@ func soakTraffic(reqCtx context.Context, s *stack, d time.Duration, seed uint64)
 				case <-ctx.Done():
 				case <-time.After(2 * time.Second):
 				}
-				s.servedOnly = true // clients abort at random
-	s.up["catalog"].SetDelayRange(20*time.Millisecond, 300*time.Millisecond)
+				s.up["catalog"].SetDelayRange(20*time.Millisecond, 300*time.Millisecond)
 			}
 		}
 	}()
@@ -185,7 +184,6 @@ func soakTraffic(reqCtx context.Context, s *stack, d time.Duration, seed uint64)
 		}()
 	}
 	wg.Wait()
-	s.servedOnly = true // clients abort at random
 	s.up["catalog"].SetDelayRange(20*time.Millisecond, 300*time.Millisecond)
 	return st
 }

@@ -92,7 +92,7 @@ type stack struct {
 	// the upstream's handler counts it until it notices the reset, which on
 	// a loaded machine can come after Envoy sent the next request.
 	servedOnly bool
-	mu     sync.Mutex // guards limits
+	mu         sync.Mutex // guards limits
 }
 
 var routes = []string{"catalog", "auth", "orders"}
