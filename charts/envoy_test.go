@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc/envoyproctest"
 )
 
@@ -47,7 +48,8 @@ type snippet struct {
 func TestEnvoySnippetValidatesInEnvoy(t *testing.T) {
 	envoyBin := envoyproctest.Binary(t)
 	d := newDecoder(t)
-	for _, f := range []string{filepath.Join(chartDir(t), "ci", "full-values.yaml"), filepath.Join(chartDir(t), "ci", "minimal-values.yaml")} {
+	for _, f := range []string{filepath.Join(chartDir(t), "ci", "full-values.yaml"), filepath.Join(chartDir(t), "ci", "minimal-values.yaml"),
+		filepath.Join(chartDir(t), "ci", "redis-values.yaml")} {
 		t.Run(valuesName(f), func(t *testing.T) {
 			ms := render(t, f)
 			s := renderedSnippet(t, d, ms)
@@ -85,6 +87,17 @@ func TestEnvoySnippetValidatesInEnvoy(t *testing.T) {
 			}
 			if filter.GetName() != "envoy.filters.http.ext_authz" || authz.GetClearRouteCache() {
 				t.Errorf("ext_authz filter %q clear_route_cache %v", filter.GetName(), authz.GetClearRouteCache())
+			}
+			// Replicas on the Redis ledger, behind the headless Service: a
+			// Check is retried on another replica when one dies, and a replica
+			// that fails its health check leaves the rotation. One daemon: no.
+			replicas := cfg.Ledger.Backend == config.LedgerRedis
+			retry := authz.GetGrpcService().GetRetryPolicy()
+			if (retry != nil) != replicas || replicas && (retry.GetRetryOn() != "connect-failure,refused-stream,reset" || retry.GetNumRetries().GetValue() != 2) {
+				t.Errorf("ext_authz retry_policy %v with the %s ledger", retry, cfg.Ledger.Backend)
+			}
+			if _, hc := s.Clusters[0].(map[string]any)["health_checks"]; hc != replicas {
+				t.Errorf("bulkhead cluster health checks %v with the %s ledger", hc, cfg.Ledger.Backend)
 			}
 
 			var names []string
