@@ -192,8 +192,8 @@ type span struct{ start, end time.Duration }
 // out: the proxy reset it and released its permit, but its handler counts
 // it in flight until it notices the reset, which under heavy CPU load can
 // be after the proxy has sent the next request. Each served request is in
-// flight from when its handler counted it to when its response was written,
-// which is before the response was flushed to the proxy.
+// flight from just before its handler counted it to when its response was
+// written, which is before the response was flushed to the proxy.
 func (u *Upstream) MaxServed() int {
 	type event struct {
 		at    time.Duration
@@ -312,9 +312,11 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	// The delay is drawn before the request counts as in flight, so that a
 	// request WaitInflight has seen keeps the delay set before it arrived.
 	delay := u.delay.Load().pick()
+	// The span starts before the request counts in flight: a request seen
+	// in flight (WaitInflight) has its start, whatever runs next.
+	start := time.Since(u.epoch)
 	u.enter()
 	defer u.leave()
-	start := time.Since(u.epoch)
 
 	ctx := r.Context()
 	u.mu.Lock()
