@@ -135,6 +135,12 @@ type Breaker struct {
 	probeOK     int // HalfOpen: successful probes
 	refused     uint64
 	transitions [numStates]uint64 // by the state entered
+	// changed: the state changed at least once (since is its time);
+	// openedAt is when it last entered Open.
+	changed  bool
+	openedAt time.Time
+	// The other replicas' windows, summed (Merge); zero with one replica.
+	peerCalls, peerFailed uint64
 }
 
 // New returns a closed breaker with settings s (validated by the caller).
@@ -202,10 +208,7 @@ func (b *Breaker) Record(failed bool, d time.Duration) {
 	if failed {
 		bk.failed++
 	}
-	calls, fails := b.totals(now)
-	if calls >= uint64(b.s.MinRequests) && float64(fails) >= b.s.FailureRatio*float64(calls) {
-		b.enter(Open, now)
-	}
+	b.checkOpen(now)
 }
 
 // SetMode installs an operator override; Auto returns to the model from
@@ -224,6 +227,9 @@ func (b *Breaker) SetMode(m Mode) {
 	default:
 		b.enter(Closed, now)
 	}
+	// An operator's change is this replica's own: not shared (Local), and
+	// the peers' last change, if any, is adopted again (Merge).
+	b.changed = false
 }
 
 // Resize installs new settings, keeping the state and the window.
@@ -239,8 +245,11 @@ type Snapshot struct {
 	Mode  Mode
 	// Since is when the state began.
 	Since time.Time
-	// Calls and Failed are the closed state's window.
-	Calls, Failed uint64
+	// Calls and Failed are the closed state's window, this replica's own;
+	// PeerCalls and PeerFailed the other replicas' (Merge), which count
+	// toward opening too.
+	Calls, Failed         uint64
+	PeerCalls, PeerFailed uint64
 	// Refused counts requests the breaker refused.
 	Refused uint64
 	// Transitions counts state changes, indexed by the state entered.
@@ -258,8 +267,8 @@ func (b *Breaker) Snapshot() Snapshot {
 		b.enter(HalfOpen, now)
 	}
 	calls, fails := b.totals(now)
-	return Snapshot{State: b.state, Mode: b.mode, Since: b.since, Calls: calls, Failed: fails, Refused: b.refused,
-		Transitions: b.transitions, Settings: b.s}
+	return Snapshot{State: b.state, Mode: b.mode, Since: b.since, Calls: calls, Failed: fails,
+		PeerCalls: b.peerCalls, PeerFailed: b.peerFailed, Refused: b.refused, Transitions: b.transitions, Settings: b.s}
 }
 
 // enter changes the state at now. b.mu must be held.
@@ -267,10 +276,23 @@ func (b *Breaker) enter(s State, now time.Time) {
 	if s == b.state {
 		return
 	}
-	b.state, b.since = s, now
+	b.enterAt(s, now)
+}
+
+// enterAt begins state s at t (now, or a peer's time for a change adopted
+// from it, which may re-enter Open from a newer time): the probes, the
+// window and the peers' window start again. b.mu must be held.
+func (b *Breaker) enterAt(s State, t time.Time) {
+	if s != b.state {
+		b.transitions[s]++
+	}
+	b.state, b.since, b.changed = s, t, true
+	if s == Open {
+		b.openedAt = t
+	}
 	b.probes, b.probeOK = 0, 0
 	b.buckets = [numBuckets]bucket{}
-	b.transitions[s]++
+	b.peerCalls, b.peerFailed = 0, 0
 }
 
 // bucket returns the bucket of now, reset if it held an older span.

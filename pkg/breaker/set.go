@@ -77,6 +77,13 @@ func (s *Set) Apply(want map[string]Settings) {
 	s.m.Store(&next)
 }
 
+// Each calls f with every breaker and its bulkhead's name, in no order.
+func (s *Set) Each(f func(name string, b *Breaker)) {
+	for name, b := range *s.m.Load() {
+		f(name, b)
+	}
+}
+
 // Named is a breaker's snapshot with its bulkhead's name.
 type Named struct {
 	Name string

@@ -35,6 +35,9 @@ type shared struct {
 	log    *slog.Logger
 	// overrides carries admin overrides to the other replicas.
 	overrides *overrideSync
+	// breakers makes the circuit breakers mesh-wide across the replicas.
+	breakers *breakerSync
+	replica  string // this replica's id in Redis
 }
 
 // newShared connects nothing yet: the ledger's Run does.
@@ -65,7 +68,7 @@ func newShared(cfg *config.Config, log *slog.Logger, obs permit.Observer, rec *m
 		Recovery:      cfg.Leases.RecoveryWindow,
 		Adopt:         cfg.Leases.HeartbeatTTL + cfg.Leases.HeartbeatInterval,
 	}, obs, rec, log)
-	return &shared{client: client, ledger: l, shares: bulkhead.NewRegistry(), log: log}, nil
+	return &shared{client: client, ledger: l, shares: bulkhead.NewRegistry(), log: log, replica: replica}, nil
 }
 
 // replicaID names this process among the replicas: the host name (the

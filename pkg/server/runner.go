@@ -176,6 +176,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	if r.shared != nil {
 		r.shared.overrides = newOverrideSync(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.log)
 		ctlOpts = append(ctlOpts, control.WithOverrideSink(r.shared.overrides.sink))
+		r.shared.breakers = newBreakerSync(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.replica, breakers, r.shared.log)
 	}
 	r.Control = control.New(r.Registry, r.authz, log, ctlOpts...)
 	if r.shared != nil {
@@ -283,6 +284,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if r.shared != nil {
 		background.Go(func() error { return r.shared.run(sweepCtx, r.Registry, r.Ledger, r.cfg.Leases.HeartbeatTTL) })
 		background.Go(func() error { r.shared.overrides.run(sweepCtx, time.Second); return nil })
+		background.Go(func() error { r.shared.breakers.run(sweepCtx, breakerSyncEvery); return nil })
 	}
 	background.Go(func() error { return r.recover(sweepCtx) }) // nil when the window passes or sweepCtx ends
 	background.Go(func() error { return r.sizing.Run(sweepCtx, r.Registry, peakInterval) })

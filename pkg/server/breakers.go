@@ -1,0 +1,164 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
+)
+
+// breakerSync makes each bulkhead's circuit breaker mesh-wide when several
+// replicas share the Redis ledger. Each replica reads only the access-log
+// streams that reach it, so its breaker sees only their outcomes. Every
+// tick each replica writes its own window and last state change per
+// breaker to the hash <key_prefix>{<bulkhead>}:breaker (one field per
+// replica, in the bulkhead's slot), reads the others', and merges them in
+// (breaker.Breaker.Merge): the windows add up toward opening, and one
+// replica's opening, or closing after its probes succeeded, is every
+// replica's within a tick. Each replica lets its own half-open probes
+// through (up to half_open_probes each); operator modes stay per replica.
+//
+// A replica's field carries the time it was written, and a field older
+// than the breaker's window and two ticks is left out (its replica
+// stopped); the hash expires when no replica writes it. A Redis that does
+// not answer leaves each breaker with its own outcomes and the peers' last
+// known ones, which age out the same way.
+type breakerSync struct {
+	rdb     redis.UniversalClient
+	prefix  string
+	replica string
+	set     *breaker.Set
+	log     *slog.Logger
+	now     func() time.Time
+	failing bool // the last sync failed (logged once until one succeeds)
+}
+
+func newBreakerSync(rdb redis.UniversalClient, prefix, replica string, set *breaker.Set, log *slog.Logger) *breakerSync {
+	return &breakerSync{rdb: rdb, prefix: prefix, replica: replica, set: set, log: log, now: time.Now}
+}
+
+// breakerSyncEvery is how often breakers are shared: how late a failure at
+// one replica counts at the others, at most.
+const breakerSyncEvery = 250 * time.Millisecond
+
+func (s *breakerSync) run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.leave()
+			return
+		case <-t.C:
+			s.sync(ctx, every)
+		}
+	}
+}
+
+func (s *breakerSync) key(name string) string { return s.prefix + "{" + name + "}:breaker" }
+
+// sync shares every breaker's window and last change, and merges the
+// others': one pipelined round trip for all of them.
+func (s *breakerSync) sync(ctx context.Context, every time.Duration) {
+	type item struct {
+		name   string
+		b      *breaker.Breaker
+		window time.Duration
+		all    *redis.MapStringStringCmd
+	}
+	var items []item
+	now := s.now()
+	pipe := s.rdb.Pipeline()
+	s.set.Each(func(name string, b *breaker.Breaker) {
+		window := b.Snapshot().Settings.Window
+		key := s.key(name)
+		pipe.HSet(ctx, key, s.replica, encodeShare(b.Local(), now))
+		pipe.PExpire(ctx, key, window+4*every)
+		items = append(items, item{name: name, b: b, window: window, all: pipe.HGetAll(ctx, key)})
+	})
+	if len(items) == 0 {
+		return
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		if ctx.Err() == nil && !s.failing {
+			s.log.Warn("circuit breakers not shared with the other replicas until Redis answers: each decides on its own outcomes", "err", err)
+		}
+		s.failing = true
+		return
+	}
+	if s.failing {
+		s.log.Info("circuit breakers shared with the other replicas again")
+		s.failing = false
+	}
+	for _, it := range items {
+		var calls, failed uint64
+		var last breaker.Share
+		for replica, v := range it.all.Val() {
+			if replica == s.replica {
+				continue
+			}
+			sh, written, err := decodeShare(v)
+			if err != nil {
+				s.log.Warn("circuit breaker share unreadable: ignored", "bulkhead", it.name, "replica", replica, "err", err)
+				continue
+			}
+			if now.Sub(written) > it.window+2*every {
+				continue // its replica stopped writing
+			}
+			calls, failed = calls+sh.Calls, failed+sh.Failed
+			if sh.At.After(last.At) && (sh.Entered == breaker.Open || sh.Entered == breaker.Closed) {
+				last = sh
+			}
+		}
+		it.b.Merge(calls, failed, last)
+	}
+}
+
+// leave removes this replica's fields, so that the others stop counting
+// its window at once (a graceful stop).
+func (s *breakerSync) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	pipe := s.rdb.Pipeline()
+	s.set.Each(func(name string, _ *breaker.Breaker) { pipe.HDel(ctx, s.key(name), s.replica) })
+	_, _ = pipe.Exec(ctx) // best effort: the fields age out anyway
+}
+
+// encodeShare is a replica's field: "calls failed state at_ms written_ms"
+// (state a breaker.State number; at_ms 0 before the first change).
+func encodeShare(sh breaker.Share, written time.Time) string {
+	at := int64(0)
+	if !sh.At.IsZero() {
+		at = sh.At.UnixMilli()
+	}
+	return fmt.Sprintf("%d %d %d %d %d", sh.Calls, sh.Failed, sh.Entered, at, written.UnixMilli())
+}
+
+func decodeShare(v string) (breaker.Share, time.Time, error) {
+	f := strings.Fields(v)
+	if len(f) != 5 {
+		return breaker.Share{}, time.Time{}, fmt.Errorf("%q: want 5 fields", v)
+	}
+	var n [5]uint64
+	for i, s := range f {
+		x, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return breaker.Share{}, time.Time{}, fmt.Errorf("%q: field %d: %w", v, i+1, err)
+		}
+		n[i] = x
+	}
+	if n[2] > uint64(breaker.HalfOpen) {
+		return breaker.Share{}, time.Time{}, fmt.Errorf("%q: no state %d", v, n[2])
+	}
+	sh := breaker.Share{Calls: n[0], Failed: n[1], Entered: breaker.State(n[2])}
+	if n[3] != 0 {
+		sh.At = time.UnixMilli(int64(n[3]))
+	}
+	return sh, time.UnixMilli(int64(n[4])), nil
+}

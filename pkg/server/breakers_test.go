@@ -1,0 +1,138 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
+)
+
+// Two replicas on one Redis: each sees three of six failures, fewer than
+// min_requests (5); shared, their windows open both breakers, and one's
+// closing closes the other's. A replica that stopped writing, and a field
+// that does not parse, are left out.
+func TestBreakerSyncMeshWide(t *testing.T) {
+	srv := testkit.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := t.Context()
+	st := breaker.Settings{FailureRatio: 0.5, MinRequests: 5, Window: 10 * time.Second, OpenFor: time.Second, HalfOpenProbes: 1}
+	fc := clock.NewFake(time.Now())
+	var logs testkit.SyncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	newReplica := func(id string) (*breaker.Set, *breakerSync) {
+		set := breaker.NewSet(fc)
+		set.Apply(map[string]breaker.Settings{"catalog": st})
+		return set, newBreakerSync(rdb, "t:", id, set, log)
+	}
+	setA, a := newReplica("a")
+	setB, b := newReplica("b")
+	for range 3 {
+		setA.Record("catalog", true, time.Millisecond)
+		setB.Record("catalog", true, time.Millisecond)
+	}
+	state := func(set *breaker.Set) breaker.State { return set.Get("catalog").Snapshot().State }
+	if state(setA) != breaker.Closed || state(setB) != breaker.Closed {
+		t.Fatal("a breaker opened on its own outcomes alone")
+	}
+	a.sync(ctx, breakerSyncEvery) // a writes its window; b's is not there yet
+	if state(setA) != breaker.Closed {
+		t.Fatal("a opened before b's window was shared")
+	}
+	b.sync(ctx, breakerSyncEvery) // b reads a's 3 failures: 6 of 6
+	if state(setB) != breaker.Open {
+		t.Fatalf("b %v with 6 failed of 6 across the replicas, want open", state(setB))
+	}
+	if s := setB.Get("catalog").Snapshot(); s.Transitions[breaker.Open] != 1 {
+		t.Fatalf("b opened %d times", s.Transitions[breaker.Open])
+	}
+	a.sync(ctx, breakerSyncEvery) // a adopts b's opening
+	if state(setA) != breaker.Open {
+		t.Fatalf("a %v after b opened, want open", state(setA))
+	}
+	if ok, _ := setA.Allow("catalog"); ok {
+		t.Fatal("a lets a request through with the mesh's breaker open")
+	}
+
+	// An operator's mode is not shared.
+	setB.Get("catalog").SetMode(breaker.ForceClosed)
+	b.sync(ctx, breakerSyncEvery)
+	a.sync(ctx, breakerSyncEvery)
+	if state(setA) != breaker.Open {
+		t.Fatal("b's operator mode closed a")
+	}
+	setB.Get("catalog").SetMode(breaker.Auto)
+	b.sync(ctx, breakerSyncEvery) // b readopts the mesh's open state
+	if state(setB) != breaker.Open {
+		t.Fatalf("b %v back in auto, want the mesh's open", state(setB))
+	}
+
+	// open_for later b lets its probe through, which succeeds: b closes,
+	// and a follows.
+	fc.Advance(time.Second)
+	if ok, _ := setB.Allow("catalog"); !ok {
+		t.Fatal("b refused its half-open probe")
+	}
+	setB.Record("catalog", false, time.Millisecond)
+	if state(setB) != breaker.Closed {
+		t.Fatalf("b %v after its probe succeeded, want closed", state(setB))
+	}
+	b.sync(ctx, breakerSyncEvery)
+	a.sync(ctx, breakerSyncEvery)
+	if state(setA) != breaker.Closed {
+		t.Fatalf("a %v after b closed, want closed", state(setA))
+	}
+
+	// A replica that stopped writing long ago, and a field that does not
+	// parse, count for nothing.
+	old := encodeShare(breaker.Share{Calls: 100, Failed: 100}, time.Now().Add(-time.Minute))
+	if err := rdb.HSet(ctx, "t:{catalog}:breaker", "gone", old, "broken", "1 2 x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	setC, c := newReplica("c")
+	c.sync(ctx, breakerSyncEvery)
+	if s := setC.Get("catalog").Snapshot(); s.PeerCalls != 0 || s.State != breaker.Closed {
+		t.Errorf("c: peers' window %d calls, state %v; want the live replicas' (empty, closed)", s.PeerCalls, s.State)
+	}
+	if !strings.Contains(logs.String(), "circuit breaker share unreadable") || !strings.Contains(logs.String(), "replica=broken") {
+		t.Errorf("the unreadable field is not logged:\n%s", logs.String())
+	}
+
+	// A graceful stop removes the replica's field.
+	a.leave()
+	if ok, err := rdb.HExists(ctx, "t:{catalog}:breaker", "a").Result(); err != nil || ok {
+		t.Errorf("a's field after leave: %v %v", ok, err)
+	}
+}
+
+// A Redis that does not answer is logged once; each breaker keeps deciding
+// on its own outcomes.
+func TestBreakerSyncRedisDown(t *testing.T) {
+	srv := testkit.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	var logs testkit.SyncBuffer
+	set := breaker.NewSet(clock.Real{})
+	set.Apply(map[string]breaker.Settings{"catalog": {FailureRatio: 0.5, MinRequests: 2, Window: time.Second, OpenFor: time.Hour, HalfOpenProbes: 1}})
+	s := newBreakerSync(rdb, "t:", "a", set, slog.New(slog.NewTextHandler(&logs, nil)))
+	srv.Kill()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	s.sync(ctx, breakerSyncEvery)
+	s.sync(ctx, breakerSyncEvery)
+	if n := strings.Count(logs.String(), "not shared with the other replicas"); n != 1 {
+		t.Errorf("logged %d times, want once:\n%s", n, logs.String())
+	}
+	set.Record("catalog", true, time.Millisecond)
+	set.Record("catalog", true, time.Millisecond)
+	if st := set.Get("catalog").Snapshot().State; st != breaker.Open {
+		t.Errorf("breaker %v on its own outcomes without Redis, want open", st)
+	}
+}
