@@ -123,3 +123,67 @@ func TestCircuitBreakerMeshWide(t *testing.T) {
 		t.Errorf("circuit_open rejections %v, want at least 10", got)
 	}
 }
+
+// TestCircuitBreakerSharedLedger: two replicas on the Redis ledger, each
+// behind an Envoy of its own, so that each hears only its Envoy's outcomes.
+// Eight failures through each, fewer than min_requests (10) at either
+// replica: their shared windows open catalog's breaker at both, the
+// upstream gets nothing more through either, and once it heals, probes
+// close the breaker at both.
+func TestCircuitBreakerSharedLedger(t *testing.T) {
+	srv := testkit.StartRedis(t)
+	rs := startReplicaStack(t, replicaSpec{
+		ledger: redisLedger(srv.Addr), yaml: breakerYAML, replicas: 2, envoys: 1, rdb: newRedisClient(t, srv.Addr),
+		envoy: func(p *envoy.Params) { p.BulkheadReplicas = nil }, // Envoy 0 asks replica 0 only
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rs.point(1)
+	bases := []string{rs.bases[0], rs.startSecondEnvoy(ctx, "edge-2")} // Envoy 1 asks replica 1 only
+	up := rs.up["catalog"]
+	states := func() [2]float64 {
+		var st [2]float64
+		for i := range 2 {
+			rs.point(i)
+			st[i] = rs.gauge("bulkhead_circuit_state", "catalog")
+		}
+		return st
+	}
+
+	up.SetStatus(500)
+	for i := range 16 {
+		if r := getURL(ctx, bases[i%2]+"/catalog", nil); r.status != 500 {
+			t.Fatalf("failing upstream, request %d: %d %v", i, r.status, r.err)
+		}
+	}
+	opened := time.Now()
+	poll(t, ctx, "catalog's breaker to open at both replicas", func() bool { return states() == [2]float64{1, 1} })
+	t.Logf("open at both replicas %v after the last failure", time.Since(opened).Round(time.Millisecond))
+	for i := range 2 {
+		rs.point(i)
+		if n := rs.counter("bulkhead_access_log_entries_total", map[string]string{"result": "released"}); n >= 10 {
+			t.Fatalf("replica %d released %v permits: it saw min_requests on its own, the test proves nothing", i, n)
+		}
+	}
+	for i := range 6 {
+		if r := getURL(ctx, bases[i%2]+"/catalog", nil); r.status != 503 || r.header.Get("x-bulkhead-reason") != "circuit_open" {
+			t.Fatalf("open breaker, request %d via Envoy %d: %d %v", i, i%2, r.status, r.header)
+		}
+	}
+	if n := up.Served(); n != 16 {
+		t.Errorf("upstream served %d requests while the breaker was open", n-16)
+	}
+
+	up.SetStatus(200)
+	poll(t, ctx, "probes to close the breaker at both replicas", func() bool {
+		for _, b := range bases {
+			getURL(ctx, b+"/catalog", nil)
+		}
+		return states() == [2]float64{0, 0}
+	})
+	for i := range 4 {
+		if r := getURL(ctx, bases[i%2]+"/catalog", nil); r.status != 200 {
+			t.Fatalf("closed breaker, request %d: %d", i, r.status)
+		}
+	}
+}
