@@ -26,9 +26,9 @@ import (
 //
 // A replica's field carries the time it was written, and a field older
 // than the breaker's window and two ticks is left out (its replica
-// stopped); the hash expires when no replica writes it. A Redis that does
-// not answer leaves each breaker with its own outcomes and the peers' last
-// known ones, which age out the same way.
+// stopped); the hash expires when no replica writes it. While Redis does
+// not answer, each breaker decides on its own outcomes: the peers' windows
+// are dropped at the first failed sync, not kept as they last were.
 type breakerSync struct {
 	rdb     redis.UniversalClient
 	prefix  string
@@ -90,6 +90,7 @@ func (s *breakerSync) sync(ctx context.Context, every time.Duration) {
 			s.log.Warn("circuit breakers not shared with the other replicas until Redis answers: each decides on its own outcomes", "err", err)
 		}
 		s.failing = true
+		s.set.Each(func(_ string, b *breaker.Breaker) { b.Merge(0, 0, breaker.Share{}) })
 		return
 	}
 	if s.failing {

@@ -112,27 +112,44 @@ func TestBreakerSyncMeshWide(t *testing.T) {
 	}
 }
 
-// A Redis that does not answer is logged once; each breaker keeps deciding
-// on its own outcomes.
+// A Redis that does not answer is logged once, and each breaker then
+// decides on its own outcomes: the peers' last windows no longer count.
 func TestBreakerSyncRedisDown(t *testing.T) {
 	srv := testkit.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
 	var logs testkit.SyncBuffer
-	set := breaker.NewSet(clock.Real{})
-	set.Apply(map[string]breaker.Settings{"catalog": {FailureRatio: 0.5, MinRequests: 2, Window: time.Second, OpenFor: time.Hour, HalfOpenProbes: 1}})
-	s := newBreakerSync(rdb, "t:", "a", set, slog.New(slog.NewTextHandler(&logs, nil)))
-	srv.Kill()
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	st := breaker.Settings{FailureRatio: 0.5, MinRequests: 3, Window: 10 * time.Second, OpenFor: time.Hour, HalfOpenProbes: 1}
+	newReplica := func(id string) (*breaker.Set, *breakerSync) {
+		set := breaker.NewSet(clock.Real{})
+		set.Apply(map[string]breaker.Settings{"catalog": st})
+		return set, newBreakerSync(rdb, "t:", id, set, log)
+	}
+	setA, a := newReplica("a")
+	setB, b := newReplica("b")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	s.sync(ctx, breakerSyncEvery)
-	s.sync(ctx, breakerSyncEvery)
+	setB.Record("catalog", true, time.Millisecond)
+	setB.Record("catalog", true, time.Millisecond)
+	b.sync(ctx, breakerSyncEvery)
+	a.sync(ctx, breakerSyncEvery)
+	if s := setA.Get("catalog").Snapshot(); s.PeerCalls != 2 || s.State != breaker.Closed {
+		t.Fatalf("a: peers' window %d calls, %v; want b's 2, closed", s.PeerCalls, s.State)
+	}
+	srv.Kill()
+	a.sync(ctx, breakerSyncEvery)
+	a.sync(ctx, breakerSyncEvery)
 	if n := strings.Count(logs.String(), "not shared with the other replicas"); n != 1 {
 		t.Errorf("logged %d times, want once:\n%s", n, logs.String())
 	}
-	set.Record("catalog", true, time.Millisecond)
-	set.Record("catalog", true, time.Millisecond)
-	if st := set.Get("catalog").Snapshot().State; st != breaker.Open {
-		t.Errorf("breaker %v on its own outcomes without Redis, want open", st)
+	setA.Record("catalog", true, time.Millisecond) // with b's last 2: 3 of 3
+	if s := setA.Get("catalog").Snapshot(); s.State != breaker.Closed || s.PeerCalls != 0 {
+		t.Fatalf("a %v, peers' window %d calls, without Redis; want closed on its own single failure", s.State, s.PeerCalls)
+	}
+	setA.Record("catalog", true, time.Millisecond)
+	setA.Record("catalog", true, time.Millisecond)
+	if st := setA.Get("catalog").Snapshot().State; st != breaker.Open {
+		t.Errorf("breaker %v on its own 3 failures without Redis, want open", st)
 	}
 }
