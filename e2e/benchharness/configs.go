@@ -20,21 +20,19 @@ const (
 	Bulkhead = "bulkhead"
 	Breaker  = "envoy-breaker"
 	NoopALS  = "noop-authz+als"
-	// NoopOTel and NoopOTelBatched: noop-authz+als with Envoy's
-	// OpenTelemetry access logger instead, unbuffered and batched.
+	Batched  = "bulkhead-batched"
 	// Experiments, run only when -configs names them (optIn): what the
-	// dynamic metadata costs without an access log, Envoy's OpenTelemetry
-	// access logger in place of the gRPC access log, and the access log
-	// filter that logs only requests holding a permit, with most requests
-	// shed (a bulkhead of 4, no queue) and without the filter (every
-	// request logged, as before it).
+	// Check's dynamic metadata costs without an access log; Envoy's
+	// OpenTelemetry access logger in place of the gRPC access log,
+	// unbuffered and batched; and the access-log filter that logs only the
+	// requests holding a permit, against logging every request, with none
+	// rejected and with most shed (a bulkhead of 4, no queue).
 	NoopMetadata    = "noop-authz+metadata"
 	NoopOTel        = "noop-authz+otel"
 	NoopOTelBatched = "noop-authz+otel-batched"
+	LogAll          = "bulkhead-log-all"
 	Shedding        = "bulkhead-shedding"
 	SheddingLogAll  = "bulkhead-shedding-log-all"
-	LogAll          = "bulkhead-log-all"
-	Batched         = "bulkhead-batched"
 	// The bulkhead on the shared ledger (ledger.backend: redis), each on a
 	// redis-server of its own: one replica, and two behind the same Envoy
 	// (envoy.Params.BulkheadReplicas). Compared with Bulkhead, the same

@@ -1,6 +1,8 @@
 // Command noopauthz is the no-op baseline of the benchmark harness: an
 // Envoy ext_authz server that answers every Check with OK at once, and an
-// access-log service that reads and drops every entry. It does what any
+// access-log service that reads and drops every entry (and an
+// OpenTelemetry logs service whose Export drops its logs, for the
+// harness's experiment with Envoy's OpenTelemetry access logger). It does what any
 // ext_authz server must (a gRPC server, protobuf decoding and encoding)
 // and nothing more, so the harness can tell the cost of the ext_authz hop
 // itself from the cost of the bulkhead.
