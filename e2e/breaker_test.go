@@ -129,7 +129,8 @@ func TestCircuitBreakerMeshWide(t *testing.T) {
 // Eight failures through each, fewer than min_requests (10) at either
 // replica: their shared windows open catalog's breaker at both, the
 // upstream gets nothing more through either, and once it heals, probes
-// close the breaker at both.
+// close the breaker at both. An operator's force_open at one replica holds
+// at the other.
 func TestCircuitBreakerSharedLedger(t *testing.T) {
 	srv := testkit.StartRedis(t)
 	rs := startReplicaStack(t, replicaSpec{
@@ -186,4 +187,19 @@ func TestCircuitBreakerSharedLedger(t *testing.T) {
 			t.Fatalf("closed breaker, request %d: %d", i, r.status)
 		}
 	}
+
+	// An operator forces it open at replica 0: Envoy 1, asking replica 1,
+	// is refused too; back to auto at replica 0, both let requests through.
+	rs.point(0)
+	if out, err := rs.ctl("circuit", "catalog", "force_open"); err != nil {
+		t.Fatalf("bulkheadctl circuit catalog force_open: %v\n%s", err, out)
+	}
+	poll(t, ctx, "replica 1 refusing under replica 0's force_open", func() bool {
+		r := getURL(ctx, bases[1]+"/catalog", nil)
+		return r.status == 503 && r.header.Get("x-bulkhead-reason") == "circuit_open"
+	})
+	if out, err := rs.ctl("circuit", "catalog", "auto"); err != nil {
+		t.Fatalf("bulkheadctl circuit catalog auto: %v\n%s", err, out)
+	}
+	poll(t, ctx, "replica 1 back to auto", func() bool { return getURL(ctx, bases[1]+"/catalog", nil).status == 200 })
 }

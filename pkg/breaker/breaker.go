@@ -136,9 +136,10 @@ type Breaker struct {
 	refused     uint64
 	transitions [numStates]uint64 // by the state entered
 	// changed: the state changed at least once (since is its time);
-	// openedAt is when it last entered Open.
-	changed  bool
-	openedAt time.Time
+	// openedAt is when it last entered Open; modeAt when an operator last
+	// set the mode (zero: never).
+	changed          bool
+	openedAt, modeAt time.Time
 	// The other replicas' windows, summed (Merge); zero with one replica.
 	peerCalls, peerFailed uint64
 }
@@ -216,19 +217,27 @@ func (b *Breaker) Record(failed bool, d time.Duration) {
 func (b *Breaker) SetMode(m Mode) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := b.clock.Now()
+	b.setMode(m, now, now)
+}
+
+// setMode installs mode m, set by an operator at at (here, or at a peer).
+// b.mu must be held.
+func (b *Breaker) setMode(m Mode, at, now time.Time) {
+	b.modeAt = at
 	if m == b.mode {
 		return
 	}
 	b.mode = m
-	now := b.clock.Now()
 	switch m {
 	case ForceOpen:
 		b.enter(Open, now)
 	default:
 		b.enter(Closed, now)
 	}
-	// An operator's change is this replica's own: not shared (Local), and
-	// the peers' last change, if any, is adopted again (Merge).
+	// An operator's change of state is not a change of the model's: not
+	// shared as one (Local), and the peers' last change, if any, is
+	// adopted again (Merge).
 	b.changed = false
 }
 

@@ -5,56 +5,77 @@ import "time"
 // Share is what one replica of the daemon tells the others about a
 // breaker, when several replicas enforce one limit (the Redis ledger):
 // each sees the outcomes only of the access-log streams that reach it, so
-// the mesh-wide window is the sum of every replica's own, and a state
-// change at one replica is one at all.
+// the mesh-wide window is the sum of every replica's own, a state change
+// at one replica is one at all, and so is an operator's mode.
 type Share struct {
-	// Calls and Failed are the replica's own closed-state window.
+	// Calls and Failed are the replica's own closed-state window (zero
+	// under an operator mode).
 	Calls, Failed uint64
 	// Entered is the state the replica's breaker last entered, At when (the
-	// replica's wall clock); At is zero until its first change.
+	// replica's wall clock); At is zero until its first change, and under
+	// an operator mode.
 	Entered State
 	At      time.Time
+	// Mode is the replica's operator mode, ModeAt when an operator set it
+	// (zero: never).
+	Mode   Mode
+	ModeAt time.Time
 }
 
-// Local returns b's own share: its window, without the peers', and its
-// last state change. An operator Mode shares nothing (an empty window and
-// no change): the override is this replica's.
+// Local returns b's own share: its window, without the peers', its last
+// state change and its mode.
 func (b *Breaker) Local() Share {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	sh := Share{Mode: b.mode, ModeAt: b.modeAt}
 	if b.mode != Auto {
-		return Share{}
+		return sh
 	}
-	now := b.clock.Now()
-	calls, failed := b.totals(now)
-	sh := Share{Calls: calls, Failed: failed, Entered: b.state}
+	sh.Calls, sh.Failed = b.totals(b.clock.Now())
+	sh.Entered = b.state
 	if b.changed {
 		sh.At = b.since
 	}
 	return sh
 }
 
-// Merge takes in what the other replicas share: peerCalls and peerFailed,
-// the sum of their windows, count with b's own toward opening (replacing
-// the last sum), and last, the newest state change among them, is adopted
-// if it is newer than b's own (than its last closing, or, open or half-open, than its
-// last opening): a peer's Open opens b (its OpenFor counted
-// from the peer's time), a peer's Closed closes it with an empty window
-// (the probes that closed it succeeded). A peer's HalfOpen is not adopted:
-// every replica's breaker turns half-open by itself when OpenFor is up, and
-// lets its own probes through. Under an operator Mode, Merge only keeps
-// the peers' window.
-func (b *Breaker) Merge(peerCalls, peerFailed uint64, last Share) {
+// Merge takes in the other replicas' shares (of the replicas still
+// writing):
+//
+//   - The newest operator mode among them, if newer than b's own, is
+//     adopted: an operator's bulkheadctl circuit at one replica holds at
+//     every one.
+//   - Their windows, summed, count with b's own toward opening (replacing
+//     the last sum).
+//   - The newest state change among them is adopted if it is newer than
+//     what b knows (than its last closing when closed; open or half-open,
+//     than its last opening): a peer's Open opens b, its OpenFor counted
+//     from the peer's time; a peer's Closed closes it with an empty window
+//     (the probes that closed it succeeded). A peer's HalfOpen is not
+//     adopted: every replica's breaker turns half-open by itself when
+//     OpenFor is up, and lets its own probes through.
+func (b *Breaker) Merge(peers []Share) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.peerCalls, b.peerFailed = peerCalls, peerFailed
+	var calls, failed uint64
+	var last, mode Share
+	for _, p := range peers {
+		calls, failed = calls+p.Calls, failed+p.Failed
+		if (p.Entered == Open || p.Entered == Closed) && p.At.After(last.At) {
+			last = p
+		}
+		if p.ModeAt.After(mode.ModeAt) {
+			mode = p
+		}
+	}
+	now := b.clock.Now()
+	if mode.ModeAt.After(b.modeAt) {
+		b.setMode(mode.Mode, mode.ModeAt, now)
+	}
+	b.peerCalls, b.peerFailed = calls, failed
 	if b.mode != Auto {
 		return
 	}
-	now := b.clock.Now()
-	// Newer than what b knows: than its closing when closed, else than its
-	// opening (it turns half-open by itself, whenever it is next asked: a
-	// peer's closing after b's opening ends that opening).
 	ref := b.since
 	if b.state != Closed {
 		ref = b.openedAt

@@ -19,11 +19,11 @@ func TestMergeOpensOnThePeersWindow(t *testing.T) {
 	if sa.Calls != 2 || sa.Failed != 2 || !sa.At.IsZero() {
 		t.Fatalf("a's share %+v, want 2 calls, 2 failed, no change yet", sa)
 	}
-	a.Merge(sb.Calls, sb.Failed, sb)
+	a.Merge([]Share{sb})
 	wantState(t, a, Closed) // 3 calls: below min_requests 4
 	record(b, false)        // b: 2 calls, 1 failed; with a's: 4 calls, 3 failed
 	wantState(t, b, Closed)
-	b.Merge(sa.Calls, sa.Failed, sa)
+	b.Merge([]Share{sa})
 	wantState(t, b, Open)
 	if s := b.Snapshot(); s.PeerCalls != 0 || s.Calls != 0 {
 		t.Errorf("opened breaker keeps a window: %+v", s)
@@ -34,13 +34,13 @@ func TestMergeOpensOnThePeersWindow(t *testing.T) {
 		t.Fatalf("b's share after opening %+v", opened)
 	}
 	fc.Advance(100 * time.Millisecond)
-	a.Merge(0, 0, opened)
+	a.Merge([]Share{{Entered: Open, At: opened.At}})
 	wantState(t, a, Open)
 	if ok, retry := a.Allow(); ok || retry != 400*time.Millisecond {
 		t.Fatalf("a after adopting: Allow() = %v, %v; want refused for the 400ms left of b's open_for", ok, retry)
 	}
 	// b's share again (an echo) changes nothing at a.
-	a.Merge(0, 0, opened)
+	a.Merge([]Share{{Entered: Open, At: opened.At}})
 	if s := a.Snapshot(); s.Transitions[Open] != 1 {
 		t.Errorf("a opened %d times, want once", s.Transitions[Open])
 	}
@@ -54,42 +54,63 @@ func TestMergeAdoptsNewerCloseOnly(t *testing.T) {
 	b := New(settings(), fc)
 	record(b, true, true, true, true)
 	wantState(t, b, Open)
-	b.Merge(0, 0, Share{Entered: Closed, At: epoch.Add(-time.Second)})
+	b.Merge([]Share{{Entered: Closed, At: epoch.Add(-time.Second)}})
 	wantState(t, b, Open)
-	b.Merge(0, 0, Share{Entered: HalfOpen, At: epoch.Add(time.Millisecond)})
+	b.Merge([]Share{{Entered: HalfOpen, At: epoch.Add(time.Millisecond)}})
 	wantState(t, b, Open)
 	fc.Advance(600 * time.Millisecond) // half-open
 	wantState(t, b, HalfOpen)
-	b.Merge(0, 0, Share{Entered: Closed, At: epoch.Add(-time.Millisecond)})
+	b.Merge([]Share{{Entered: Closed, At: epoch.Add(-time.Millisecond)}})
 	wantState(t, b, HalfOpen) // older than b's opening
 	// A peer's probes closed it after b's opening, before b turned
 	// half-open (it does when next asked): closed.
-	b.Merge(0, 0, Share{Entered: Closed, At: epoch.Add(550 * time.Millisecond)})
+	b.Merge([]Share{{Entered: Closed, At: epoch.Add(550 * time.Millisecond)}})
 	wantState(t, b, Closed)
 	if ok, _ := b.Allow(); !ok {
 		t.Fatal("closed breaker refused")
 	}
 }
 
-// An operator's mode is this replica's own: a forced breaker shares
-// nothing and adopts nothing, and back in Auto it takes the mesh's state.
-func TestMergeUnderMode(t *testing.T) {
+// An operator's mode holds at every replica: the newest wins, a forced
+// breaker adopts no state change and shares no window, and back in Auto it
+// takes the mesh's state.
+func TestMergeMode(t *testing.T) {
 	fc := clock.NewFake(epoch)
-	b := New(settings(), fc)
-	b.SetMode(ForceClosed)
-	record(b, true, true, true, true)
-	if sh := b.Local(); sh != (Share{}) {
-		t.Errorf("forced breaker shares %+v", sh)
+	a, b := New(settings(), fc), New(settings(), fc)
+	a.SetMode(ForceOpen)
+	record(a, true, true, true, true)
+	sa := a.Local()
+	if sa.Mode != ForceOpen || !sa.ModeAt.Equal(epoch) || sa.Calls != 0 || !sa.At.IsZero() {
+		t.Fatalf("forced breaker shares %+v, want its mode and nothing else", sa)
 	}
-	peerOpen := Share{Entered: Open, At: epoch}
-	b.Merge(10, 10, peerOpen)
-	if ok, _ := b.Allow(); !ok {
-		t.Fatal("force-closed breaker refused")
+	b.Merge([]Share{sa})
+	if s := b.Snapshot(); s.Mode != ForceOpen || s.State != Open {
+		t.Fatalf("b %v %v after a's force_open, want force_open, open", s.Mode, s.State)
 	}
+	if ok, _ := b.Allow(); ok {
+		t.Fatal("b lets a request through under a's force_open")
+	}
+	// The echo of the same mode from b changes nothing at a; a peer's
+	// opening does not move a forced breaker.
+	a.Merge([]Share{b.Local(), {Entered: Closed, At: epoch.Add(time.Second)}})
+	if s := a.Snapshot(); s.Mode != ForceOpen || s.State != Open {
+		t.Fatalf("a %v %v, want still force_open", s.Mode, s.State)
+	}
+	// Back to auto at b, later: a follows, and takes a peer's opening.
+	fc.Advance(time.Second)
 	b.SetMode(Auto)
-	if sh := b.Local(); !sh.At.IsZero() {
-		t.Errorf("the return to Auto is shared: %+v", sh)
+	if sh := b.Local(); !sh.At.IsZero() || sh.Mode != Auto {
+		t.Errorf("the return to auto is shared as a state change: %+v", sh)
 	}
-	b.Merge(0, 0, peerOpen)
-	wantState(t, b, Open)
+	a.Merge([]Share{b.Local()})
+	if s := a.Snapshot(); s.Mode != Auto || s.State != Closed {
+		t.Fatalf("a %v %v after b's auto, want auto, closed", s.Mode, s.State)
+	}
+	a.Merge([]Share{b.Local(), {Entered: Open, At: epoch.Add(time.Second)}})
+	wantState(t, a, Open)
+	// An older mode is not adopted.
+	a.Merge([]Share{{Mode: ForceClosed, ModeAt: epoch}})
+	if s := a.Snapshot(); s.Mode != Auto {
+		t.Errorf("a took an older mode: %v", s.Mode)
+	}
 }

@@ -21,8 +21,10 @@ import (
 // replica, in the bulkhead's slot), reads the others', and merges them in
 // (breaker.Breaker.Merge): the windows add up toward opening, and one
 // replica's opening, or closing after its probes succeeded, is every
-// replica's within a tick. Each replica lets its own half-open probes
-// through (up to half_open_probes each); operator modes stay per replica.
+// replica's within a tick, as is an operator's mode (bulkheadctl circuit:
+// the newest wins, and a replica that starts takes the one in force from
+// the others). Each replica lets its own half-open probes through (up to
+// half_open_probes each).
 //
 // A replica's field carries the time it was written, and a field older
 // than the breaker's window and two ticks is left out (its replica
@@ -70,17 +72,19 @@ func (s *breakerSync) sync(ctx context.Context, every time.Duration) {
 		name   string
 		b      *breaker.Breaker
 		window time.Duration
+		mode   breaker.Mode
 		all    *redis.MapStringStringCmd
 	}
 	var items []item
 	now := s.now()
 	pipe := s.rdb.Pipeline()
 	s.set.Each(func(name string, b *breaker.Breaker) {
-		window := b.Snapshot().Settings.Window
+		snap := b.Snapshot()
+		window := snap.Settings.Window
 		key := s.key(name)
 		pipe.HSet(ctx, key, s.replica, encodeShare(b.Local(), now))
 		pipe.PExpire(ctx, key, window+4*every)
-		items = append(items, item{name: name, b: b, window: window, all: pipe.HGetAll(ctx, key)})
+		items = append(items, item{name: name, b: b, window: window, mode: snap.Mode, all: pipe.HGetAll(ctx, key)})
 	})
 	if len(items) == 0 {
 		return
@@ -90,7 +94,7 @@ func (s *breakerSync) sync(ctx context.Context, every time.Duration) {
 			s.log.Warn("circuit breakers not shared with the other replicas until Redis answers: each decides on its own outcomes", "err", err)
 		}
 		s.failing = true
-		s.set.Each(func(_ string, b *breaker.Breaker) { b.Merge(0, 0, breaker.Share{}) })
+		s.set.Each(func(_ string, b *breaker.Breaker) { b.Merge(nil) })
 		return
 	}
 	if s.failing {
@@ -98,8 +102,7 @@ func (s *breakerSync) sync(ctx context.Context, every time.Duration) {
 		s.failing = false
 	}
 	for _, it := range items {
-		var calls, failed uint64
-		var last breaker.Share
+		var peers []breaker.Share
 		for replica, v := range it.all.Val() {
 			if replica == s.replica {
 				continue
@@ -112,12 +115,12 @@ func (s *breakerSync) sync(ctx context.Context, every time.Duration) {
 			if now.Sub(written) > it.window+2*every {
 				continue // its replica stopped writing
 			}
-			calls, failed = calls+sh.Calls, failed+sh.Failed
-			if sh.At.After(last.At) && (sh.Entered == breaker.Open || sh.Entered == breaker.Closed) {
-				last = sh
-			}
+			peers = append(peers, sh)
 		}
-		it.b.Merge(calls, failed, last)
+		it.b.Merge(peers)
+		if m := it.b.Snapshot().Mode; m != it.mode {
+			s.log.Info("circuit breaker mode set at another replica", "bulkhead", it.name, "before", it.mode.String(), "after", m.String())
+		}
 	}
 }
 
@@ -131,24 +134,36 @@ func (s *breakerSync) leave() {
 	_, _ = pipe.Exec(ctx) // best effort: the fields age out anyway
 }
 
-// encodeShare is a replica's field: "calls failed state at_ms written_ms"
-// (state a breaker.State number; at_ms 0 before the first change).
+// encodeShare is a replica's field: "calls failed state at_ms mode
+// mode_at_ms written_ms" (state and mode breaker.State and breaker.Mode
+// numbers; a time 0 when unset).
 func encodeShare(sh breaker.Share, written time.Time) string {
-	at := int64(0)
-	if !sh.At.IsZero() {
-		at = sh.At.UnixMilli()
+	return fmt.Sprintf("%d %d %d %d %d %d %d", sh.Calls, sh.Failed, sh.Entered, unixMilli(sh.At), sh.Mode, unixMilli(sh.ModeAt),
+		written.UnixMilli())
+}
+
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
 	}
-	return fmt.Sprintf("%d %d %d %d %d", sh.Calls, sh.Failed, sh.Entered, at, written.UnixMilli())
+	return t.UnixMilli()
+}
+
+func fromUnixMilli(ms uint64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(ms))
 }
 
 func decodeShare(v string) (breaker.Share, time.Time, error) {
 	f := strings.Fields(v)
-	if len(f) != 5 {
-		return breaker.Share{}, time.Time{}, fmt.Errorf("%q: want 5 fields", v)
+	if len(f) != 7 {
+		return breaker.Share{}, time.Time{}, fmt.Errorf("%q: want 7 fields", v)
 	}
-	var n [5]uint64
+	var n [7]uint64
 	for i, s := range f {
-		x, err := strconv.ParseUint(s, 10, 64)
+		x, err := strconv.ParseUint(s, 10, 63)
 		if err != nil {
 			return breaker.Share{}, time.Time{}, fmt.Errorf("%q: field %d: %w", v, i+1, err)
 		}
@@ -157,9 +172,10 @@ func decodeShare(v string) (breaker.Share, time.Time, error) {
 	if n[2] > uint64(breaker.HalfOpen) {
 		return breaker.Share{}, time.Time{}, fmt.Errorf("%q: no state %d", v, n[2])
 	}
-	sh := breaker.Share{Calls: n[0], Failed: n[1], Entered: breaker.State(n[2])}
-	if n[3] != 0 {
-		sh.At = time.UnixMilli(int64(n[3]))
+	if n[4] > uint64(breaker.ForceClosed) {
+		return breaker.Share{}, time.Time{}, fmt.Errorf("%q: no mode %d", v, n[4])
 	}
-	return sh, time.UnixMilli(int64(n[4])), nil
+	sh := breaker.Share{Calls: n[0], Failed: n[1], Entered: breaker.State(n[2]), At: fromUnixMilli(n[3]),
+		Mode: breaker.Mode(n[4]), ModeAt: fromUnixMilli(n[5])}
+	return sh, fromUnixMilli(n[6]), nil
 }

@@ -15,9 +15,10 @@ import (
 )
 
 // Two replicas on one Redis: each sees three of six failures, fewer than
-// min_requests (5); shared, their windows open both breakers, and one's
-// closing closes the other's. A replica that stopped writing, and a field
-// that does not parse, are left out.
+// min_requests (5); shared, their windows open both breakers, one's
+// closing closes the other's, and an operator's mode at one holds at both.
+// A replica that stopped writing, and a field that does not parse, are
+// left out.
 func TestBreakerSyncMeshWide(t *testing.T) {
 	srv := testkit.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -61,19 +62,6 @@ func TestBreakerSyncMeshWide(t *testing.T) {
 		t.Fatal("a lets a request through with the mesh's breaker open")
 	}
 
-	// An operator's mode is not shared.
-	setB.Get("catalog").SetMode(breaker.ForceClosed)
-	b.sync(ctx, breakerSyncEvery)
-	a.sync(ctx, breakerSyncEvery)
-	if state(setA) != breaker.Open {
-		t.Fatal("b's operator mode closed a")
-	}
-	setB.Get("catalog").SetMode(breaker.Auto)
-	b.sync(ctx, breakerSyncEvery) // b readopts the mesh's open state
-	if state(setB) != breaker.Open {
-		t.Fatalf("b %v back in auto, want the mesh's open", state(setB))
-	}
-
 	// open_for later b lets its probe through, which succeeds: b closes,
 	// and a follows.
 	fc.Advance(time.Second)
@@ -90,16 +78,35 @@ func TestBreakerSyncMeshWide(t *testing.T) {
 		t.Fatalf("a %v after b closed, want closed", state(setA))
 	}
 
+	// An operator's mode at one replica holds at the others, and so does
+	// the return to auto.
+	setB.Get("catalog").SetMode(breaker.ForceOpen)
+	b.sync(ctx, breakerSyncEvery)
+	a.sync(ctx, breakerSyncEvery)
+	if s := setA.Get("catalog").Snapshot(); s.Mode != breaker.ForceOpen {
+		t.Fatalf("a in mode %v after b's force_open, want force_open", s.Mode)
+	}
+	if ok, _ := setA.Allow("catalog"); ok {
+		t.Fatal("a lets a request through under b's force_open")
+	}
+	fc.Advance(time.Millisecond)
+	setA.Get("catalog").SetMode(breaker.Auto)
+	a.sync(ctx, breakerSyncEvery)
+	b.sync(ctx, breakerSyncEvery)
+	if s := setB.Get("catalog").Snapshot(); s.Mode != breaker.Auto || s.State != breaker.Closed {
+		t.Fatalf("b %v %v after a's return to auto, want auto, closed", s.Mode, s.State)
+	}
+
 	// A replica that stopped writing long ago, and a field that does not
 	// parse, count for nothing.
-	old := encodeShare(breaker.Share{Calls: 100, Failed: 100}, time.Now().Add(-time.Minute))
+	old := encodeShare(breaker.Share{Calls: 100, Failed: 100, Mode: breaker.ForceOpen, ModeAt: time.Now()}, time.Now().Add(-time.Minute))
 	if err := rdb.HSet(ctx, "t:{catalog}:breaker", "gone", old, "broken", "1 2 x").Err(); err != nil {
 		t.Fatal(err)
 	}
 	setC, c := newReplica("c")
 	c.sync(ctx, breakerSyncEvery)
-	if s := setC.Get("catalog").Snapshot(); s.PeerCalls != 0 || s.State != breaker.Closed {
-		t.Errorf("c: peers' window %d calls, state %v; want the live replicas' (empty, closed)", s.PeerCalls, s.State)
+	if s := setC.Get("catalog").Snapshot(); s.PeerCalls != 0 || s.State != breaker.Closed || s.Mode != breaker.Auto {
+		t.Errorf("c: peers' window %d calls, state %v, mode %v; want the live replicas' (empty, closed, auto)", s.PeerCalls, s.State, s.Mode)
 	}
 	if !strings.Contains(logs.String(), "circuit breaker share unreadable") || !strings.Contains(logs.String(), "replica=broken") {
 		t.Errorf("the unreadable field is not logged:\n%s", logs.String())
