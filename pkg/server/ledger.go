@@ -35,8 +35,10 @@ type shared struct {
 	log    *slog.Logger
 	// overrides carries admin overrides to the other replicas.
 	overrides *overrideSync
-	// breakers makes the circuit breakers mesh-wide across the replicas.
+	// breakers makes the circuit breakers mesh-wide across the replicas,
+	// sizing the suggestions.
 	breakers *breakerSync
+	sizing   *sizingShare
 	replica  string // this replica's id in Redis
 }
 

@@ -63,6 +63,7 @@ type Runner struct {
 	tlsCheck    time.Duration // how often TLS files are checked for changes
 	listen      listenFunc    // nil: net.Listen
 	sizing      *sizing.Observer
+	sampler     sizing.Sampler // of sizing: the permits in use, here or across the mesh
 
 	Registry *bulkhead.Registry
 	Control  *control.Control
@@ -177,6 +178,11 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		r.shared.overrides = newOverrideSync(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.log)
 		ctlOpts = append(ctlOpts, control.WithOverrideSink(r.shared.overrides.sink))
 		r.shared.breakers = newBreakerSync(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.replica, breakers, r.shared.log)
+		r.shared.sizing = newSizingShare(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.replica, r.sizing, sizingReadTimeout, r.shared.log)
+		r.sizing.SetPeers(r.shared.sizing)
+		r.sampler = globalSampler{keys: r.Registry.Keys, global: lm.Global}
+	} else {
+		r.sampler = sizing.LimiterSampler(r.Registry)
 	}
 	r.Control = control.New(r.Registry, r.authz, log, ctlOpts...)
 	if r.shared != nil {
@@ -285,9 +291,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		background.Go(func() error { return r.shared.run(sweepCtx, r.Registry, r.Ledger, r.cfg.Leases.HeartbeatTTL) })
 		background.Go(func() error { r.shared.overrides.run(sweepCtx, time.Second); return nil })
 		background.Go(func() error { r.shared.breakers.run(sweepCtx, breakerSyncEvery); return nil })
+		background.Go(func() error { r.shared.sizing.run(sweepCtx, time.Second); return nil })
 	}
 	background.Go(func() error { return r.recover(sweepCtx) }) // nil when the window passes or sweepCtx ends
-	background.Go(func() error { return r.sizing.Run(sweepCtx, r.Registry, peakInterval) })
+	background.Go(func() error { return r.sizing.Run(sweepCtx, r.sampler, peakInterval) })
 	if r.watchPath != "" {
 		background.Go(func() error {
 			if err := config.Watch(sweepCtx, r.watchPath, r.watchFlags, r.reload); err != nil {

@@ -26,6 +26,13 @@
 // It refuses (ErrTooLittleTraffic) when the window holds fewer than
 // Params.MinRequests ended requests.
 //
+// With Peers (several replicas enforcing one limit, each hearing only its
+// share of the access logs), the requests that ended at the other replicas
+// are added to this one's, second by second, before any of the above; a
+// suggestion whose peers cannot be read is refused. The permits in use are
+// whatever the Sampler given to Run counts: this process's limiters
+// (LimiterSampler), or the mesh's count.
+//
 // # Concurrency
 //
 // Observer is safe for concurrent use; each bulkhead's history has its own

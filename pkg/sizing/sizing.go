@@ -121,12 +121,63 @@ func (h *history) at(now time.Time) *bucket {
 // Observer records what each bulkhead's requests did. Create it with New.
 type Observer struct {
 	clock clock.Clock
+	peers Peers // nil: this process sees every request
 	mu    sync.RWMutex
 	m     map[string]*history
 }
 
+// Counts are the requests that ended in one second and their total hold.
+type Counts struct {
+	Requests uint64
+	Hold     time.Duration
+}
+
+// Peers are the other replicas that enforce the same limits (the Redis
+// ledger): each hears only the access-log streams that reach it, so a
+// suggestion adds their requests to this one's, second by second.
+type Peers interface {
+	// Ended returns the requests of bulkhead name that ended at the other
+	// replicas, by unix second, in [from, to].
+	Ended(name string, from, to int64) (map[int64]Counts, error)
+}
+
 // New returns an empty observer.
 func New(c clock.Clock) *Observer { return &Observer{clock: c, m: map[string]*history{}} }
+
+// SetPeers makes suggestions count the requests that ended at p's replicas
+// too. Call it before the observer is used.
+func (o *Observer) SetPeers(p Peers) { o.peers = p }
+
+// Names returns the bulkheads observed, in no order.
+func (o *Observer) Names() []string {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	names := make([]string, 0, len(o.m))
+	for n := range o.m {
+		names = append(names, n)
+	}
+	return names
+}
+
+// Local returns the requests of bulkhead name that ended here, by unix
+// second, in [from, to] (seconds without any are left out).
+func (o *Observer) Local(name string, from, to int64) map[int64]Counts {
+	o.mu.RLock()
+	h := o.m[name]
+	o.mu.RUnlock()
+	out := map[int64]Counts{}
+	if h == nil {
+		return out
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, b := range h.buckets {
+		if b.sec >= from && b.sec <= to && b.requests > 0 {
+			out[b.sec] = Counts{Requests: b.requests, Hold: b.hold}
+		}
+	}
+	return out
+}
 
 func (o *Observer) history(name string) *history {
 	o.mu.RLock()
@@ -192,16 +243,15 @@ func (o *Observer) Suggest(name string, cur bulkhead.Settings, p Params) (Sugges
 	o.mu.RLock()
 	h := o.m[name]
 	o.mu.RUnlock()
+	ended := map[int64]Counts{} // by second, here and at the peers
 	if h != nil {
 		h.mu.Lock()
 		for _, b := range h.buckets {
 			if b.sec < first || b.sec > now {
 				continue
 			}
-			s.Requests += b.requests
-			hold += b.hold
 			if b.requests > 0 {
-				busy = append(busy, b)
+				ended[b.sec] = Counts{Requests: b.requests, Hold: b.hold}
 			}
 			s.Peak = max(s.Peak, b.peak)
 			for _, v := range b.samples[:b.n] {
@@ -209,6 +259,24 @@ func (o *Observer) Suggest(name string, cur bulkhead.Settings, p Params) (Sugges
 			}
 		}
 		h.mu.Unlock()
+	}
+	if o.peers != nil {
+		theirs, err := o.peers.Ended(name, first, now)
+		if err != nil {
+			return s, fmt.Errorf("the other replicas' requests: %w", err)
+		}
+		for sec, c := range theirs {
+			if sec < first || sec > now {
+				continue
+			}
+			mine := ended[sec]
+			ended[sec] = Counts{Requests: mine.Requests + c.Requests, Hold: mine.Hold + c.Hold}
+		}
+	}
+	for sec, c := range ended {
+		s.Requests += c.Requests
+		hold += c.Hold
+		busy = append(busy, bucket{sec: sec, requests: c.Requests})
 	}
 	if s.Requests < uint64(p.MinRequests) {
 		return s, fmt.Errorf("%w: %d requests ended in the last %s, %d needed", ErrTooLittleTraffic, s.Requests, p.Window, p.MinRequests)
@@ -235,9 +303,35 @@ type Limiters interface {
 	Get(key string) *bulkhead.Limiter
 }
 
-// Run samples each limiter's peak in use (Limiter.TakePeak) every interval,
-// and forgets bulkheads that are gone, until ctx ends. It returns nil.
-func (o *Observer) Run(ctx context.Context, ls Limiters, every time.Duration) error {
+// Sampler says how many permits each bulkhead has in use.
+type Sampler interface {
+	// Keys lists the bulkheads.
+	Keys() []string
+	// InUse returns bulkhead key's permits in use now and the most in use
+	// since the last call; ok is false when it is gone.
+	InUse(key string) (inUse, peak int, ok bool)
+}
+
+// LimiterSampler samples each limiter of ls (Limiter.TakePeak): the
+// permits this process holds, all of them unless the ledger is shared.
+func LimiterSampler(ls Limiters) Sampler { return limiterSampler{ls} }
+
+type limiterSampler struct{ ls Limiters }
+
+func (l limiterSampler) Keys() []string { return l.ls.Keys() }
+
+func (l limiterSampler) InUse(key string) (int, int, bool) {
+	lim := l.ls.Get(key)
+	if lim == nil {
+		return 0, 0, false
+	}
+	peak := lim.TakePeak()
+	return lim.Snapshot().InUse, peak, true
+}
+
+// Run samples each bulkhead's permits in use every interval, and forgets
+// bulkheads that are gone, until ctx ends. It returns nil.
+func (o *Observer) Run(ctx context.Context, sm Sampler, every time.Duration) error {
 	for {
 		t := o.clock.NewTimer(every)
 		select {
@@ -247,11 +341,10 @@ func (o *Observer) Run(ctx context.Context, ls Limiters, every time.Duration) er
 		case <-t.C():
 		}
 		keep := map[string]bool{}
-		for _, k := range ls.Keys() {
+		for _, k := range sm.Keys() {
 			keep[k] = true
-			if l := ls.Get(k); l != nil {
-				peak := l.TakePeak()
-				o.Sample(k, l.Snapshot().InUse, peak)
+			if inUse, peak, ok := sm.InUse(k); ok {
+				o.Sample(k, inUse, peak)
 			}
 		}
 		o.Retain(keep)

@@ -119,7 +119,7 @@ func TestRunSamplesPeaks(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- o.Run(ctx, reg, 250*time.Millisecond) }()
+	go func() { done <- o.Run(ctx, LimiterSampler(reg), 250*time.Millisecond) }()
 	a, _ := reg.Get("catalog").TryAcquire(bulkhead.Normal)
 	b, _ := reg.Get("catalog").TryAcquire(bulkhead.Normal)
 	b.Release()
@@ -159,3 +159,53 @@ func TestPartialEdges(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakePeers are other replicas that saw what peer returns, or err.
+type fakePeers struct {
+	peer func(sec int64) Counts
+	err  error
+}
+
+func (f fakePeers) Ended(_ string, from, to int64) (map[int64]Counts, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := map[int64]Counts{}
+	for sec := from; sec <= to; sec++ {
+		if c := f.peer(sec); c.Requests > 0 {
+			out[sec] = c
+		}
+	}
+	return out, nil
+}
+
+// TestPeers: another replica heard the other half of the traffic (its own
+// access-log streams): the suggestion counts both halves, second by
+// second; with the peers unreadable it refuses rather than size from half.
+func TestPeers(t *testing.T) {
+	fc := clock.NewFake(epoch)
+	o := New(fc)
+	start := fc.Now().Unix()
+	o.SetPeers(fakePeers{peer: func(sec int64) Counts {
+		if sec < start || sec >= start+60 {
+			return Counts{}
+		}
+		return Counts{Requests: 50, Hold: 50 * 50 * time.Millisecond}
+	}})
+	// 50/s here and 50/s there, holding 50 ms: Little says 5 permits.
+	drive(o, fc, "catalog", 60, 50, 50*time.Millisecond, func(int) int { return 5 })
+	s, err := o.Suggest("catalog", bulkhead.Settings{MaxConcurrent: 50}, params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Requests != 6000 || s.Throughput != 100 || s.MeanHold != 50*time.Millisecond || s.Little != 5 {
+		t.Fatalf("evidence %+v, want both replicas' 100/s", s)
+	}
+	if got := o.Local("catalog", start, start+1); len(got) != 2 || got[start].Requests != 50 {
+		t.Errorf("local counts %v, want 50 in each of 2 seconds", got)
+	}
+	o.SetPeers(fakePeers{err: errors.New("redis down")})
+	if _, err := o.Suggest("catalog", bulkhead.Settings{MaxConcurrent: 50}, params()); err == nil {
+		t.Error("suggested from this replica's half while the peers could not be read")
+	}
+}
