@@ -255,6 +255,13 @@ func (d *demo) stopTraffic(ctx, abort context.Context, loadsDone <-chan struct{}
 	defer timer.Stop()
 	select {
 	case <-loadsDone:
+		// The requests live until abort: the second Ctrl-C ends them too,
+		// and their end can be seen before the Ctrl-C itself.
+		select {
+		case <-cut:
+			d.drainCut = "by Ctrl-C"
+		default:
+		}
 	case <-timer.C:
 		d.drainCut = fmt.Sprintf("when the %v wait ran out (--drain-timeout)", d.opts.drainTimeout)
 	case <-cut:
