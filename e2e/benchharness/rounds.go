@@ -133,39 +133,34 @@ func figureSpread(rounds []*Phase, get func(*Phase) (float64, bool)) Spread {
 // round, so a round's ratio compares them under the same interference;
 // its spread over the rounds is the ratio's own.
 func roundRatios(a, b []*Phase, get func(*Phase) (float64, bool)) Spread {
-	byRound := map[int]float64{}
-	for _, p := range b {
-		if x, ok := get(p); ok && x > 0 {
-			byRound[p.Round] = x
-		}
-	}
-	var v []float64
-	for _, p := range a {
-		x, ok := get(p)
-		d, both := byRound[p.Round]
-		if ok && both {
-			v = append(v, x/d)
-		}
-	}
-	return spreadOf(v)
+	return byRound(a, b, get, func(x, y float64) (float64, bool) { return x / y, y > 0 })
 }
 
 // roundDiffs is get(a) - get(b) round by round, over the rounds both
 // measured (a figure such as a p99, where a difference says more than a
 // ratio).
 func roundDiffs(a, b []*Phase, get func(*Phase) (float64, bool)) Spread {
-	byRound := map[int]float64{}
+	return byRound(a, b, get, func(x, y float64) (float64, bool) { return x - y, true })
+}
+
+// byRound is the spread of combine(get(a), get(b)) over the rounds both
+// measured and combine accepts.
+func byRound(a, b []*Phase, get func(*Phase) (float64, bool), combine func(x, y float64) (float64, bool)) Spread {
+	theirs := map[int]float64{}
 	for _, p := range b {
-		if x, ok := get(p); ok {
-			byRound[p.Round] = x
+		if y, ok := get(p); ok {
+			theirs[p.Round] = y
 		}
 	}
 	var v []float64
 	for _, p := range a {
 		x, ok := get(p)
-		y, both := byRound[p.Round]
-		if ok && both {
-			v = append(v, x-y)
+		y, both := theirs[p.Round]
+		if !ok || !both {
+			continue
+		}
+		if c, ok := combine(x, y); ok {
+			v = append(v, c)
 		}
 	}
 	return spreadOf(v)
