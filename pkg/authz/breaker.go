@@ -31,12 +31,5 @@ func (s *Server) circuit(pol *Policy, l *bulkhead.Limiter, key string) (resp *au
 	if ok || !l.RejectOutside(bulkhead.ReasonCircuitOpen) {
 		return nil, false
 	}
-	resp = denied(pol, key, bulkhead.ReasonCircuitOpen)
-	after := retryAfterValue(wait)
-	for _, h := range resp.GetDeniedResponse().GetHeaders() {
-		if h.GetHeader().GetKey() == "retry-after" {
-			h.Header.Value = after
-		}
-	}
-	return resp, true
+	return deniedAfter(pol, key, bulkhead.ReasonCircuitOpen, retryAfterValue(wait)), true
 }

@@ -50,12 +50,18 @@ type rejectionBody struct {
 
 // denied is a rejection: Envoy answers the client with it directly. The
 // gRPC-level code is PERMISSION_DENIED, which Envoy treats as a denial (any
-// non-OK code is) and reports as ext_authz "denied" in its stats.
+// non-OK code is) and reports as ext_authz "denied" in its stats. Its
+// retry-after is the policy's.
 func denied(pol *Policy, key string, r bulkhead.Reason) *authv3.CheckResponse {
+	return deniedAfter(pol, key, r, pol.retryAfterSeconds())
+}
+
+// deniedAfter is denied with retry-after set to retryAfter.
+func deniedAfter(pol *Policy, key string, r bulkhead.Reason, retryAfter string) *authv3.CheckResponse {
 	key = echoable(key)
 	body, _ := json.Marshal(rejectionBody{Error: "bulkhead rejected", Bulkhead: key, Reason: r.String()})
 	headers := []*corev3.HeaderValueOption{
-		header("retry-after", pol.retryAfterSeconds()),
+		header("retry-after", retryAfter),
 		header(HeaderReason, r.String()),
 		header("content-type", "application/json"),
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
@@ -142,16 +143,26 @@ type Breaker struct {
 	openedAt, modeAt time.Time
 	// The other replicas' windows, summed (Merge); zero with one replica.
 	peerCalls, peerFailed uint64
+	// passAll: Allow lets every request through (closed in Auto, or
+	// ForceClosed); written under mu, read without it.
+	passAll atomic.Bool
 }
 
 // New returns a closed breaker with settings s (validated by the caller).
 func New(s Settings, c clock.Clock) *Breaker {
-	return &Breaker{clock: c, s: s, since: c.Now()}
+	b := &Breaker{clock: c, s: s, since: c.Now()}
+	b.passAll.Store(true)
+	return b
 }
 
 // Allow reports whether a request may go on. When it may not, retryAfter
 // is how long until the breaker lets requests through again (at least 1 ms).
+// A breaker that lets everything through (closed, or forced closed) answers
+// without its lock: Allow is on every Check's path.
 func (b *Breaker) Allow() (ok bool, retryAfter time.Duration) {
+	if b.passAll.Load() {
+		return true, 0
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clock.Now()
@@ -229,11 +240,13 @@ func (b *Breaker) setMode(m Mode, at, now time.Time) {
 		return
 	}
 	b.mode = m
+	// A mode begins its state afresh, even the state b was in: back in
+	// Auto from ForceClosed, the window holds none of what came before.
 	switch m {
 	case ForceOpen:
-		b.enter(Open, now)
+		b.enterAt(Open, now)
 	default:
-		b.enter(Closed, now)
+		b.enterAt(Closed, now)
 	}
 	// An operator's change of state is not a change of the model's: not
 	// shared as one (Local), and the peers' last change, if any, is
@@ -302,6 +315,7 @@ func (b *Breaker) enterAt(s State, t time.Time) {
 	b.probes, b.probeOK = 0, 0
 	b.buckets = [numBuckets]bucket{}
 	b.peerCalls, b.peerFailed = 0, 0
+	b.passAll.Store(b.mode == ForceClosed || b.mode == Auto && s == Closed)
 }
 
 // bucket returns the bucket of now, reset if it held an older span.

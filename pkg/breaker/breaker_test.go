@@ -219,3 +219,22 @@ func TestSetEnded(t *testing.T) {
 		t.Fatalf("state %v after 3 failures of 4, want open", st.State)
 	}
 }
+
+// Back in auto from force_closed, the window is empty: the failures seen
+// before the operator stepped in do not open it on the next outcome.
+func TestAutoAfterForceClosedStartsEmpty(t *testing.T) {
+	fc := clock.NewFake(epoch)
+	b := New(settings(), fc)
+	record(b, true, true, true)
+	b.SetMode(ForceClosed)
+	fc.Advance(time.Second / 2)
+	b.SetMode(Auto)
+	if s := b.Snapshot(); s.State != Closed || s.Calls != 0 || s.Failed != 0 {
+		t.Fatalf("back in auto: %v with %d calls, %d failed in the window; want closed and empty", s.State, s.Calls, s.Failed)
+	}
+	record(b, false)
+	wantState(t, b, Closed)
+	if ok, _ := b.Allow(); !ok {
+		t.Fatal("closed breaker refused")
+	}
+}
