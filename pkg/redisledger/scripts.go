@@ -43,12 +43,17 @@ func read(name string) string {
 // KEYS.
 var keySuffixes = [...]string{"s", "p", "i", "q1", "q2", "q3", "w", "wd", "t", "tq", "ex", "ed", "r"}
 
-// keysOf returns the keys of bulkhead name: <prefix>{<name>}:<suffix>, so
-// that every key of a bulkhead shares one hash tag (one Redis Cluster slot).
+// keysOf returns the ledger's keys of bulkhead name (Key).
 func keysOf(prefix, name string) []string {
 	ks := make([]string, len(keySuffixes))
 	for i, s := range keySuffixes {
-		ks[i] = prefix + "{" + name + "}:" + s
+		ks[i] = Key(prefix, name, s)
 	}
 	return ks
 }
+
+// Key is the key suffix of bulkhead name under prefix:
+// <prefix>{<name>}:<suffix>. Every key of a bulkhead, the ledger's and
+// those of what the replicas share about it, has that one hash tag, so it
+// lives in one Redis Cluster slot.
+func Key(prefix, name, suffix string) string { return prefix + "{" + name + "}:" + suffix }

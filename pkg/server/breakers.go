@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
 )
 
 // breakerSync makes each bulkhead's circuit breaker mesh-wide when several
@@ -63,7 +64,7 @@ func (s *breakerSync) run(ctx context.Context, every time.Duration) {
 	}
 }
 
-func (s *breakerSync) key(name string) string { return s.prefix + "{" + name + "}:breaker" }
+func (s *breakerSync) key(name string) string { return redisledger.Key(s.prefix, name, "breaker") }
 
 // sync shares every breaker's window and last change, and merges the
 // others': one pipelined round trip for all of them.

@@ -43,7 +43,7 @@ func newSizingShare(rdb redis.UniversalClient, prefix, replica string, obs *sizi
 var _ sizing.Peers = (*sizingShare)(nil)
 
 func (s *sizingShare) key(name string, sec int64) string {
-	return s.prefix + "{" + name + "}:sizing:" + strconv.FormatInt(sec, 10)
+	return redisledger.Key(s.prefix, name, "sizing:"+strconv.FormatInt(sec, 10))
 }
 
 func (s *sizingShare) run(ctx context.Context, every time.Duration) {
