@@ -126,10 +126,12 @@ func (l *Ledger) heldBack() time.Duration {
 }
 
 // LocalShareOK reports whether this replica may admit its share alone now:
-// Redis has not answered for longer than the others take to hold that
-// share back, and for less than LocalShareFor after that.
+// Redis is unavailable, has not answered for longer than the others take to
+// hold that share back, and for less than LocalShareFor after that.
 func (l *Ledger) LocalShareOK() bool {
-	if l.cfg.LocalShareFor <= 0 || l.State() == Strict {
+	// Not while Recovering: the hand-over is under way, and a permit
+	// admitted alone then might never reach Redis.
+	if l.cfg.LocalShareFor <= 0 || l.State() != Unavailable {
 		return false
 	}
 	out := time.Since(time.Unix(0, l.down.Load()))

@@ -29,7 +29,8 @@ type job struct {
 // meanwhile), and done is called with its result from the batcher's
 // goroutine. An access-log stream, whose entries come one after another,
 // then costs Redis round trips only per batch. With the queue full (or
-// before Run) the release is made at once, as Release.
+// before Run) the release is made at once, as Release, or fails at once
+// while Redis is unavailable.
 func (l *Ledger) ReleaseAsync(name, token string, src permit.Source, done func(permit.Lease, permit.Result)) {
 	if !permit.ValidToken(token) {
 		done(l.Release(name, token, src))
@@ -38,6 +39,10 @@ func (l *Ledger) ReleaseAsync(name, token string, src permit.Source, done func(p
 	select {
 	case l.jobs <- job{name: name, token: token, release: true, src: src, released: done}:
 	default:
+		if l.State() == Unavailable { // not on the stream's goroutine, for a Redis known down
+			done(permit.Lease{}, Failed)
+			return
+		}
 		done(l.Release(name, token, src))
 	}
 }
@@ -51,6 +56,10 @@ func (l *Ledger) RenewAsync(name, token string, ttl time.Duration, node string, 
 	select {
 	case l.jobs <- job{name: name, token: token, ttl: ttl, node: node, force: force, renewed: done}:
 	default:
+		if l.State() == Unavailable {
+			done(permit.Lease{}, RenewFailed)
+			return
+		}
 		done(l.Renew(name, token, ttl, node, force))
 	}
 }

@@ -480,3 +480,52 @@ func TestDeadlinePassedIsATimeout(t *testing.T) {
 		t.Fatalf("state %v: a passed deadline is no sign of Redis", a.State())
 	}
 }
+
+// An Acquire whose answer is lost gives back what its script may hold:
+// a release of a queued waiter's token takes it out of the queue, and the
+// next waiter is served when capacity frees.
+func TestReleaseDropsWaiter(t *testing.T) {
+	f := newFixture(t)
+	l := f.replica("a", "catalog")
+	s := settings(1, 4, 2*time.Second)
+	held, err := l.Acquire(context.Background(), req("catalog", s, bulkhead.Normal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := acquireAsync(l, req("catalog", s, bulkhead.Normal))
+	f.queued("catalog", 1)
+	second := acquireAsync(l, req("catalog", s, bulkhead.Normal))
+	f.queued("catalog", 2)
+	var waiter string
+	for _, q := range []string{"q1", "q2", "q3"} {
+		if m, _ := f.rdb.ZRange(context.Background(), "test:{catalog}:"+q, 0, 0).Result(); len(m) == 1 {
+			waiter = m[0]
+		}
+	}
+	if waiter == "" {
+		t.Fatal("no waiter found in Redis")
+	}
+	if _, res := l.Release("catalog", waiter, permit.Cancel); res != permit.Unknown {
+		t.Fatalf("release of a waiter: %v", res)
+	}
+	f.queued("catalog", 1)
+	if _, res := l.Release("catalog", held, permit.AccessLog); res != permit.Released {
+		t.Fatalf("release of the holder: %v", res)
+	}
+	// The waiter left in the queue is granted; the dropped one's wait runs
+	// out (max_wait), as nothing will grant it.
+	granted := 0
+	for _, ch := range []<-chan result{first, second} {
+		if r := <-ch; r.err == nil {
+			granted++
+		} else if !errors.Is(r.err, bulkhead.ErrTimeout) {
+			t.Errorf("waiter: %v", r.err)
+		}
+	}
+	if granted != 1 {
+		t.Fatalf("%d waiters granted, want the one left in the queue", granted)
+	}
+	if n := f.inUse("catalog"); n != 1 {
+		t.Errorf("in use %d, want the one granted waiter", n)
+	}
+}

@@ -36,6 +36,8 @@ func (l *Ledger) released(name, token string, src permit.Source, res any, err er
 	case 3:
 		l.obs.Ignored(src, permit.Expired)
 		return permit.Lease{}, permit.Expired
+	case 5: // a waiter whose Acquire failed: it held nothing yet
+		return permit.Lease{}, permit.Unknown
 	default:
 		l.obs.Ignored(src, permit.Unknown)
 		return permit.Lease{}, permit.Unknown

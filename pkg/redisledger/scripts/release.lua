@@ -1,6 +1,8 @@
 -- release.lua: ends a lease. ARGV: 1 token, 2 recovery ms, 3 adopt ms.
 -- Returns {code, info, swept}: code 1 released (info: the lease's info),
--- 2 duplicate, 3 expired (its lease had been reclaimed), 4 unknown.
+-- 2 duplicate, 3 expired (its lease had been reclaimed), 4 unknown, 5 a
+-- waiter, taken out of its queue (an Acquire whose answer was lost gives
+-- back what its script may hold, queued as well as granted).
 local token = ARGV[1]
 local now = now_ms()
 touch(now, tonumber(ARGV[2]), tonumber(ARGV[3]))
@@ -8,6 +10,10 @@ local swept = sweep(now)
 if redis.call('ZSCORE', P, token) then
   local info = settle(token, now)
   return {1, info or '', swept, now}
+end
+if drop_waiter(token) then
+  pump(now, '')
+  return {5, '', swept, now}
 end
 if #swept > 0 then pump(now, '') end
 if redis.call('ZSCORE', ED, token) then return {2, '', swept, now} end
