@@ -132,9 +132,18 @@ func TestCircuitBreakerMeshWide(t *testing.T) {
 // close the breaker at both. An operator's force_open at one replica holds
 // at the other.
 func TestCircuitBreakerSharedLedger(t *testing.T) {
+	// open_for 3 s: the checks while it is open (metric scrapes of both
+	// replicas, six requests) must end before it turns half-open, counted
+	// from the first replica's opening.
+	const sharedBreakerYAML = `
+bulkheads:
+  catalog:
+    max_concurrent: 20
+    circuit_breaker: {failure_ratio: 0.5, min_requests: 10, window: 5s, open_for: 3s, half_open_probes: 3}
+`
 	srv := testkit.StartRedis(t)
 	rs := startReplicaStack(t, replicaSpec{
-		ledger: redisLedger(srv.Addr), yaml: breakerYAML, replicas: 2, envoys: 1, rdb: newRedisClient(t, srv.Addr),
+		ledger: redisLedger(srv.Addr), yaml: sharedBreakerYAML, replicas: 2, envoys: 1, rdb: newRedisClient(t, srv.Addr),
 		envoy: func(p *envoy.Params) { p.BulkheadReplicas = nil }, // Envoy 0 asks replica 0 only
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -151,9 +160,22 @@ func TestCircuitBreakerSharedLedger(t *testing.T) {
 		return st
 	}
 
+	// The 16 are all admitted before any fails: one at a time, a replica
+	// could count the other's first failures (shared every 250 ms) and open
+	// before the last ones were sent.
 	up.SetStatus(500)
-	for i := range 16 {
-		if r := getURL(ctx, bases[i%2]+"/catalog", nil); r.status != 500 {
+	up.Hold()
+	answers := make([]chan response, 16)
+	for i := range answers {
+		answers[i] = make(chan response, 1)
+		go func() { answers[i] <- getURL(ctx, bases[i%2]+"/catalog", nil) }()
+	}
+	if err := up.WaitInflight(ctx, len(answers)); err != nil {
+		t.Fatal(err)
+	}
+	up.ReleaseHeld()
+	for i, ch := range answers {
+		if r := <-ch; r.status != 500 {
 			t.Fatalf("failing upstream, request %d: %d %v", i, r.status, r.err)
 		}
 	}

@@ -84,7 +84,7 @@ func TestSoak(t *testing.T) {
 		p.ExtAuthzTimeout = 2 * time.Second
 		p.Routes[2].Timeout = 250 * time.Millisecond // orders: upstream timeouts (504)
 	})
-	s.servedOnly = true // clients abort at random
+	s.countServed() // clients abort at random
 	s.up["catalog"].SetDelayRange(20*time.Millisecond, 300*time.Millisecond)
 	s.up["auth"].SetDelayRange(time.Millisecond, 10*time.Millisecond)
 	s.up["orders"].SetDelayRange(20*time.Millisecond, 400*time.Millisecond)

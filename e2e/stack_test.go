@@ -219,6 +219,15 @@ func (s *stack) startDaemon(ctx context.Context, cfgPath, addrPath string) {
 	s.grpcAddr, s.httpAddr, s.adminAddr = addrs["grpc"], addrs["http"], addrs["admin"]
 }
 
+// countServed makes the invariant count the requests each upstream
+// served (servedOnly), and the upstreams keep what that takes.
+func (s *stack) countServed() {
+	s.servedOnly = true
+	for _, u := range s.up {
+		u.TrackServed()
+	}
+}
+
 // checkInvariant: no upstream ever saw more concurrent requests than its
 // bulkhead's limit; and, once a passing test is done, no permit is held.
 func (s *stack) checkInvariant() {

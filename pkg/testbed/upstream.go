@@ -47,7 +47,9 @@ type Upstream struct {
 	midGate  chan struct{} // like gate, but after the headers and part of the body are sent
 	byStatus map[int]int64
 	// spans are the served requests' times in the handler (since epoch),
-	// for MaxServed; resetAt is the last ResetMax's.
+	// kept for MaxServed once TrackServed was called; resetAt is the last
+	// ResetMax's.
+	tracking bool
 	epoch    time.Time
 	spans    []span
 	resetAt  time.Duration
@@ -183,6 +185,15 @@ func (u *Upstream) ResetMax() {
 	u.raiseMax(u.inflight.Load()) // an increment between the two loads still counts
 }
 
+// TrackServed makes the upstream keep each served request's span in the
+// handler, for MaxServed (memory grows with the requests served, so only
+// the tests that ask for it keep them).
+func (u *Upstream) TrackServed() {
+	u.mu.Lock()
+	u.tracking = true
+	u.mu.Unlock()
+}
+
 // span is a served request's time in the handler, since the epoch.
 type span struct{ start, end time.Duration }
 
@@ -194,12 +205,18 @@ type span struct{ start, end time.Duration }
 // be after the proxy has sent the next request. Each served request is in
 // flight from just before its handler counted it to when its response was
 // written, which is before the response was flushed to the proxy.
+//
+// It panics unless TrackServed was called.
 func (u *Upstream) MaxServed() int {
 	type event struct {
 		at    time.Duration
 		delta int // +1 a start, -1 an end
 	}
 	u.mu.Lock()
+	if !u.tracking {
+		u.mu.Unlock()
+		panic("testbed: MaxServed without TrackServed")
+	}
 	from := u.resetAt
 	events := make([]event, 0, 2*len(u.spans))
 	for _, s := range u.spans {
@@ -380,7 +397,9 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.served.Add(1)
 	u.mu.Lock()
 	u.byStatus[code]++
-	u.spans = append(u.spans, span{start, end})
+	if u.tracking {
+		u.spans = append(u.spans, span{start, end})
+	}
 	u.mu.Unlock()
 }
 

@@ -30,6 +30,7 @@ func newTestUpstream(t *testing.T) *Upstream {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = u.Close() })
+	u.TrackServed()
 	return u
 }
 
@@ -297,4 +298,19 @@ func TestUpstreamHoldMidResponse(t *testing.T) {
 	if u.Aborted() != 1 {
 		t.Fatalf("aborted %d, want 1", u.Aborted())
 	}
+}
+
+// Without TrackServed an upstream keeps no spans, and MaxServed says so.
+func TestUpstreamMaxServedNeedsTracking(t *testing.T) {
+	u, err := NewUpstream("catalog", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = u.Close() })
+	defer func() {
+		if recover() == nil {
+			t.Error("MaxServed without TrackServed did not panic")
+		}
+	}()
+	u.MaxServed()
 }
