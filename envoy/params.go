@@ -285,7 +285,9 @@ func (p Params) withDefaults() Params {
 	}
 	if p.BulkheadTLS != nil {
 		t := *p.BulkheadTLS // a copy: the caller's stays as it was
-		if t.ServerName == "" && net.ParseIP(p.Bulkhead.Host) == nil {
+		// The host's name is the certificate's only with one daemon: with
+		// replicas every one is checked against ServerName (validate).
+		if t.ServerName == "" && net.ParseIP(p.Bulkhead.Host) == nil && len(p.BulkheadReplicas) == 0 {
 			t.ServerName = p.Bulkhead.Host
 		}
 		p.BulkheadTLS = &t
@@ -341,7 +343,7 @@ func (p Params) validate() error {
 		}
 	}
 	if t := p.BulkheadTLS; t != nil && t.ServerName == "" && len(p.BulkheadReplicas) > 0 {
-		bad("BulkheadTLS.ServerName: must be set with BulkheadReplicas on IP addresses (one certificate name for every replica)")
+		bad("BulkheadTLS.ServerName: must be set with BulkheadReplicas (one certificate name for every replica)")
 	}
 	if len(p.Routes) == 0 {
 		bad("Routes: want at least one")

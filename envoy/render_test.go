@@ -397,6 +397,11 @@ func TestRenderRejects(t *testing.T) {
 			p.BulkheadReplicas = []envoy.Endpoint{{Host: "127.0.0.2", Port: 9001}}
 			p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: "ca"}
 		}, "BulkheadTLS.ServerName"},
+		{"replicas by name, TLS without a name", func(p *envoy.Params) {
+			p.Bulkhead = envoy.Endpoint{Host: "bulkhead-1.test", Port: 9001}
+			p.BulkheadReplicas = []envoy.Endpoint{{Host: "bulkhead-2.test", Port: 9001}}
+			p.BulkheadTLS = &envoy.UpstreamTLS{CAFile: "ca"}
+		}, "BulkheadTLS.ServerName"},
 		{"tcp listener name", func(p *envoy.Params) {
 			p.TCPListeners = []envoy.TCPListener{{Name: "PG", Port: 1, Upstream: p.Bulkhead}}
 		}, "TCPListeners[0].Name"},
