@@ -66,6 +66,10 @@ func TestParseInvalid(t *testing.T) {
 		{"redis timeout zero", "ledger: {backend: redis, redis: {address: 127.0.0.1:6379, timeout: 0s}}\n",
 			`ledger.redis.timeout: must be positive and at most 10s (a Check waits for it) (got 0s)`},
 		{"redis tls bool", "ledger: {redis: {tls: {enabled: maybe}}}\n", `ledger.redis.tls.enabled: must be true or false (got "maybe")`},
+		{"redis and a dry run", "ledger: {backend: redis, redis: {address: 127.0.0.1:6379}}\nbulkheads: {catalog: {max_concurrent: 1, enforce: false}}\n",
+			`bulkheads.catalog.enforce: must be true with ledger.backend redis (a dry run is not available on the shared ledger) (got false)`},
+		{"redis and codel", "ledger: {backend: redis, redis: {address: 127.0.0.1:6379}}\nbulkheads: {catalog: {max_concurrent: 1, queue: codel}}\n",
+			`bulkheads.catalog.queue: must be fifo with ledger.backend redis (the shared ledger's queues are FIFO) (got "codel")`},
 
 		// bulkhead names
 		{"uppercase name", "bulkheads: {Catalog: {max_concurrent: 1}}\n",

@@ -2,10 +2,13 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 )
 
@@ -99,6 +102,15 @@ func (d *decoder) ledger(c *Config) {
 		"must be positive and at most "+maxLocalShareFor.String())
 	if l.Backend != LedgerRedis {
 		return
+	}
+	// The shared ledger enforces every bulkhead with one FIFO queue per
+	// class: a dry run or CoDel would be silently enforced as FIFO.
+	for _, name := range slices.Sorted(maps.Keys(c.Bulkheads)) {
+		st := c.Bulkheads[name].Settings
+		d.rule("bulkheads."+name+".enforce", !st.DryRun, !st.DryRun,
+			"must be true with ledger.backend redis (a dry run is not available on the shared ledger)")
+		d.rule("bulkheads."+name+".queue", st.Queue.String(), st.Queue != bulkhead.CoDel,
+			"must be fifo with ledger.backend redis (the shared ledger's queues are FIFO)")
 	}
 	r := &l.Redis
 	sentinel := r.Sentinel.Master != "" || len(r.Sentinel.Addresses) > 0
