@@ -144,8 +144,8 @@ func checkAccessLogs(t *testing.T, where string, logs []*accesslogv3.AccessLog, 
 			t.Errorf("%s: access log %d: %v", where, i, err)
 		}
 		c := cfg.GetCommonConfig()
-		types, permit := filterParts(t, where, l.GetFilter())
-		if !permitFilter(permit, "envoy.filters.http.ext_authz") {
+		types, onPermit := filterParts(t, where, l.GetFilter())
+		if !permitFilter(onPermit, permit.MetadataNamespace) {
 			t.Errorf("%s: access log %d filter %v: want only requests holding a permit logged", where, i, l.GetFilter())
 		}
 		periodicOnly := slices.Equal(types.GetTypes(), []datav3.AccessLogType{datav3.AccessLogType_DownstreamPeriodic})
@@ -196,7 +196,7 @@ func filterParts(t *testing.T, where string, f *accesslogv3.AccessLogFilter) (*a
 func permitFilter(f *accesslogv3.MetadataFilter, ns string) bool {
 	m := f.GetMatcher()
 	path := m.GetPath()
-	return m.GetFilter() == ns && len(path) == 1 && path[0].GetKey() == "bulkhead_permit" &&
+	return m.GetFilter() == ns && len(path) == 1 && path[0].GetKey() == permit.MetadataToken &&
 		m.GetValue().GetPresentMatch() && f.GetMatchIfKeyNotFound() != nil && !f.GetMatchIfKeyNotFound().GetValue()
 }
 

@@ -176,13 +176,14 @@ type TCPListener struct {
 // LabelPriority is the node metadata label NodePriority sets.
 func (Params) LabelPriority() string { return permit.LabelPriority }
 
-// PermitKey is the dynamic metadata key of a permit's token: the access
-// loggers log only the requests and connections that carry one.
-func (Params) PermitKey() string { return permit.MetadataToken }
-
-// PermitNamespace is the ext_authz filter's dynamic metadata namespace: the
-// network filter's for a connection (conn), else the HTTP filter's.
-func (Params) PermitNamespace(conn bool) string { return permit.MetadataNamespaceOf(conn) }
+// PermitLogFilter is the access-log filter, as one flow-style YAML line,
+// that logs only what holds a permit: the token in the ext_authz filter's
+// dynamic metadata (the network filter's for a connection, conn, else the
+// HTTP filter's). The chart's bulkhead.permitLogFilter writes the same.
+func (Params) PermitLogFilter(conn bool) string {
+	return fmt.Sprintf("metadata_filter: {matcher: {filter: %q, path: [{key: %q}], value: {present_match: true}}, match_if_key_not_found: false}",
+		permit.MetadataNamespaceOf(conn), permit.MetadataToken)
+}
 
 // HeartbeatLog reports whether periodic entries have an access logger of
 // their own (heartbeats on, and not SingleAccessLog).
