@@ -187,6 +187,9 @@ type proxyParams struct {
 	OTel                bool
 	OTelBuffer          int
 	MaxRequests         int
+	// PermitLogFilter is the shipped access-log filter (only requests
+	// holding a permit), evaluated as the bulkhead's Envoy does.
+	PermitLogFilter string
 }
 
 // render returns the Envoy bootstrap of spec: upstream is the test
@@ -206,7 +209,7 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint, replicas ...envo
 		if spec.logAll {
 			// The same filter, evaluated as shipped, but matching requests
 			// without a permit too: only the entries logged differ.
-			const only, all = "match_if_key_not_found: false\n", "match_if_key_not_found: true\n"
+			const only, all = "match_if_key_not_found: false}", "match_if_key_not_found: true}"
 			if !bytes.Contains(b, []byte(only)) {
 				return nil, fmt.Errorf("render %s: no %q in the shipped configuration", spec.Name, only)
 			}
@@ -226,7 +229,7 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint, replicas ...envo
 	}
 	p := proxyParams{Name: spec.Name, Cluster: routeName, Upstream: upstream,
 		ExtAuthz: spec.extAuthz, AccessLog: spec.accessLog, OTel: spec.otel, OTelBuffer: spec.otelBuffer,
-		MaxRequests: spec.maxRequests}
+		MaxRequests: spec.maxRequests, PermitLogFilter: envoy.Params{}.PermitLogFilter(false)}
 	if spec.sidecar != "" {
 		p.Sidecar = sidecar
 	}

@@ -123,7 +123,8 @@ func writeMarkdown(w io.Writer, r *Results) error {
 	writeRedis(&b, r)
 
 	p("\n## Bulkhead daemon: memory\n\nFrom the daemon's own /metrics (process and Go collectors) at the end of each phase; ")
-	p("one daemon serves both bulkhead configurations, in turn.\n\n")
+	p("bulkhead and bulkhead-batched share one daemon, in turn; the Redis, heartbeat and experiment configurations have daemons of their own ")
+	p("(of two replicas, the first's figures).\n\n")
 	p("| phase | config | RSS MiB | Go heap in use MiB | Go heap allocated MiB | goroutines |\n|---|---|---|---|---|---|\n")
 	if d := r.DaemonIdle; d != nil {
 		p("| idle, before any load | - | %.1f | %.1f | %.1f | %.0f |\n", mib(d.RSSBytes), mib(d.HeapInuseBytes), mib(d.HeapAllocBytes), d.Goroutines)
