@@ -67,8 +67,17 @@ changed (use bulkheadctl set, or the config file).`,
 				if err := tw.Flush(); err != nil {
 					return err
 				}
+				// The headroom the daemon used (0 asked is its default: the API
+				// cannot tell 0 from unset).
+				used := *headroom
+				for _, sg := range resp.GetSuggestions() {
+					if sg.GetRefused() == "" {
+						used = sg.GetHeadroom()
+						break
+					}
+				}
 				fmt.Fprintf(a.stdout, "window %s, headroom %v; max_concurrent = ceil(max(LITTLE x (1 + headroom), P99 IN USE)); max_queue = max_wait x max_concurrent / MEAN HOLD\n",
-					*window, *headroom)
+					*window, used)
 				return nil
 			}
 		},

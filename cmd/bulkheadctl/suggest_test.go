@@ -32,6 +32,11 @@ func TestSuggest(t *testing.T) {
 			t.Errorf("suggest output lacks %q:\n%s", want, r.stdout)
 		}
 	}
+	// The footer says the headroom the daemon used, not the one asked for
+	// (0 reads as unset, the default).
+	if r := e.ctl(t, "suggest", "--headroom", "0"); r.code != 0 || !strings.Contains(r.stdout, "headroom 0.25;") {
+		t.Errorf("suggest --headroom 0: %+v", r)
+	}
 	if r := e.ctl(t, "suggest", "catalog"); r.code != 0 || strings.Contains(r.stdout, "auth") {
 		t.Errorf("suggest catalog: %+v", r)
 	}
