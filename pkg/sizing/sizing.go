@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
@@ -122,8 +124,10 @@ func (h *history) at(now time.Time) *bucket {
 type Observer struct {
 	clock clock.Clock
 	peers Peers // nil: this process sees every request
-	mu    sync.RWMutex
-	m     map[string]*history
+	// m is read without a lock (every access-log entry looks it up) and
+	// replaced, copied, under mu when a bulkhead comes or goes.
+	mu sync.Mutex
+	m  atomic.Pointer[map[string]*history]
 }
 
 // Counts are the requests that ended in one second and their total hold.
@@ -142,7 +146,14 @@ type Peers interface {
 }
 
 // New returns an empty observer.
-func New(c clock.Clock) *Observer { return &Observer{clock: c, m: map[string]*history{}} }
+func New(c clock.Clock) *Observer {
+	o := &Observer{clock: c}
+	o.m.Store(&map[string]*history{})
+	return o
+}
+
+// get returns bulkhead name's history, or nil.
+func (o *Observer) get(name string) *history { return (*o.m.Load())[name] }
 
 // SetPeers makes suggestions count the requests that ended at p's replicas
 // too. Call it before the observer is used.
@@ -150,21 +161,13 @@ func (o *Observer) SetPeers(p Peers) { o.peers = p }
 
 // Names returns the bulkheads observed, in no order.
 func (o *Observer) Names() []string {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	names := make([]string, 0, len(o.m))
-	for n := range o.m {
-		names = append(names, n)
-	}
-	return names
+	return slices.Collect(maps.Keys(*o.m.Load()))
 }
 
 // Local returns the requests of bulkhead name that ended here, by unix
 // second, in [from, to] (seconds without any are left out).
 func (o *Observer) Local(name string, from, to int64) map[int64]Counts {
-	o.mu.RLock()
-	h := o.m[name]
-	o.mu.RUnlock()
+	h := o.get(name)
 	out := map[int64]Counts{}
 	if h == nil {
 		return out
@@ -180,18 +183,19 @@ func (o *Observer) Local(name string, from, to int64) map[int64]Counts {
 }
 
 func (o *Observer) history(name string) *history {
-	o.mu.RLock()
-	h := o.m[name]
-	o.mu.RUnlock()
-	if h != nil {
+	if h := o.get(name); h != nil {
 		return h
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if h = o.m[name]; h == nil {
-		h = &history{}
-		o.m[name] = h
+	cur := *o.m.Load()
+	if h := cur[name]; h != nil {
+		return h
 	}
+	h := &history{}
+	next := maps.Clone(cur)
+	next[name] = h
+	o.m.Store(&next)
 	return h
 }
 
@@ -222,11 +226,16 @@ func (o *Observer) Sample(name string, inUse, peak int) {
 
 // Retain forgets the bulkheads not in names.
 func (o *Observer) Retain(names map[string]bool) {
+	gone := func(n string, _ *history) bool { return !names[n] }
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for n := range o.m {
+	cur := *o.m.Load()
+	for n := range cur {
 		if !names[n] {
-			delete(o.m, n)
+			next := maps.Clone(cur)
+			maps.DeleteFunc(next, gone)
+			o.m.Store(&next)
+			return
 		}
 	}
 }
@@ -240,9 +249,7 @@ func (o *Observer) Suggest(name string, cur bulkhead.Settings, p Params) (Sugges
 	var hold time.Duration
 	var samples []int
 	var busy []bucket // the seconds that saw requests end
-	o.mu.RLock()
-	h := o.m[name]
-	o.mu.RUnlock()
+	h := o.get(name)
 	ended := map[int64]Counts{} // by second, here and at the peers
 	if h != nil {
 		h.mu.Lock()
