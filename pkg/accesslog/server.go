@@ -151,6 +151,15 @@ func (s *Server) serve(recv func(*message) error, done func() error) error {
 		for i := range msg.entries {
 			s.entry(&st, &msg.entries[i])
 		}
+		if st.move {
+			// The rest of this message is lost, as it would be here: Envoy
+			// sends its next entries on a new stream, to a replica that can
+			// renew them before their leases end (finding 0 of the fault
+			// issue: kept here, the others admit past the limit).
+			s.log.Warn("access-log stream closed: this replica cannot reach the shared ledger, Envoy reopens it at another",
+				"node", truncate(st.node), "log_name", truncate(st.logName))
+			return status.Error(codes.Unavailable, "bulkhead: this replica cannot reach the shared ledger")
+		}
 	}
 }
 
@@ -169,6 +178,11 @@ type stream struct {
 	node, logName string
 	sawPeriodic   bool      // a periodic entry with a token came on this stream
 	heardAt       time.Time // when this stream last recorded its node in Server.nodes
+	// move: an entry came that only the shared ledger could serve, and
+	// this replica cannot reach it. The stream ends after its message, so
+	// that Envoy's next entries renew their leases at another replica
+	// rather than wait here while the leases run out.
+	move bool
 }
 
 func (s *Server) entry(st *stream, e *entry) {
@@ -262,7 +276,7 @@ func (s *Server) renew(st *stream, e *entry) {
 		if permit.ValidNodeID(st.node) {
 			node = st.node
 		}
-		s.renewShared(e, node)
+		s.renewShared(st, e, node)
 		return
 	}
 	_, res := s.ledger.Renew(e.token, s.heartbeat.TTL)
@@ -357,6 +371,9 @@ func outcome(e *entry) bulkhead.Outcome {
 		return bulkhead.Success
 	}
 }
+
+// StreamMethod is the full gRPC method name of Envoy's access-log streams.
+var StreamMethod = "/" + serviceDesc.ServiceName + "/" + serviceDesc.Streams[0].StreamName
 
 // Register registers s as envoy.service.accesslog.v3.AccessLogService on
 // gs. The gRPC server must be built with wire.ServerCodec(): messages are

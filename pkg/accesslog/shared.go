@@ -16,6 +16,10 @@ import (
 // another goroutine), so that one stream's entries, which arrive one after
 // another, share round trips to Redis instead of waiting for one each.
 type Shared interface {
+	// Reachable reports whether this replica reaches the shared ledger
+	// now. While it does not, an entry the server cannot serve from its
+	// own ledger ends its stream (see stream.moved).
+	Reachable() bool
 	ReleaseAsync(bulkhead, token string, src permit.Source, done func(permit.Lease, permit.Result))
 	RenewAsync(bulkhead, token string, ttl time.Duration, node string, force bool, done func(permit.Lease, redisledger.RenewResult))
 }
@@ -43,6 +47,9 @@ func (s *Server) releaseShared(st *stream, e *entry) {
 	name := string(e.bulkhead)
 	if !s.known(name) {
 		s.rec.LogEntry(permit.EntryUnknown)
+		return
+	}
+	if s.unreachable(st) {
 		return
 	}
 	// The callback runs after this entry's buffers are reused: it gets
@@ -79,8 +86,19 @@ func (s *Server) sharedReleased(st *stream, e *entry, lease permit.Lease, res pe
 	}
 }
 
+// unreachable reports whether the shared ledger cannot be reached; if so
+// the entry is counted and st is to be moved to another replica.
+func (s *Server) unreachable(st *stream) bool {
+	if s.shared.Reachable() {
+		return false
+	}
+	s.rec.LogEntry(permit.EntryLedgerUnavailable)
+	st.move = true
+	return true
+}
+
 // renewShared is renew for the shared ledger.
-func (s *Server) renewShared(e *entry, node string) {
+func (s *Server) renewShared(st *stream, e *entry, node string) {
 	if s.holdsLocal() {
 		if _, res := s.ledger.Renew(e.token, s.heartbeat.TTL); res == permit.Renewed {
 			s.rec.LogEntry(permit.EntryRenewed) // admitted by this replica alone
@@ -90,6 +108,9 @@ func (s *Server) renewShared(e *entry, node string) {
 	name := string(e.bulkhead)
 	if !s.known(name) {
 		s.rec.LogEntry(permit.EntryUnknown)
+		return
+	}
+	if s.unreachable(st) {
 		return
 	}
 	s.shared.RenewAsync(name, e.token, s.heartbeat.TTL, node, false, func(_ permit.Lease, res redisledger.RenewResult) {

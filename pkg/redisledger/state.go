@@ -40,6 +40,10 @@ func (s State) String() string {
 // State returns the current state.
 func (l *Ledger) State() State { return State(l.state.Load()) }
 
+// Reachable reports whether Redis answered this replica's last calls: in
+// Strict and Recovering, not in Unavailable.
+func (l *Ledger) Reachable() bool { return l.State() != Unavailable }
+
 // Replicas returns the number of live replicas Redis last reported (at
 // least 1).
 func (l *Ledger) Replicas() int { return int(l.replicas.Load()) }

@@ -7,6 +7,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/accesslog"
 )
 
 // inflight counts unary RPCs (Checks) in progress so that shutdown can wait
@@ -68,19 +70,33 @@ func (f *inflight) wait(ctx context.Context) {
 // interceptor until it returns and then by wait. After stop, the interceptor
 // returns at once with Unavailable: gRPC then finishes the stream and cancels
 // its context, so the handler's blocked Recv returns and the handler ends.
+//
+// sever ends the access-log streams running at the time the same way, and
+// leaves the others (health watches) alone.
 type streams struct {
 	stopOnce sync.Once
 	stopping chan struct{} // closed by stop
 	wg       sync.WaitGroup
+
+	mu      sync.Mutex
+	severed chan struct{} // closed by sever, then replaced
 }
 
-func newStreams() *streams { return &streams{stopping: make(chan struct{})} }
+func newStreams() *streams {
+	return &streams{stopping: make(chan struct{}), severed: make(chan struct{})}
+}
 
-func (s *streams) interceptor(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+func (s *streams) interceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 	select {
 	case <-s.stopping:
 		return status.Error(codes.Unavailable, "bulkhead: shutting down")
 	default:
+	}
+	var severed chan struct{} // nil: never
+	if info.FullMethod == accesslog.StreamMethod {
+		s.mu.Lock()
+		severed = s.severed
+		s.mu.Unlock()
 	}
 	done := make(chan error, 1)
 	s.wg.Add(1)
@@ -93,7 +109,18 @@ func (s *streams) interceptor(srv any, ss grpc.ServerStream, _ *grpc.StreamServe
 		return err
 	case <-s.stopping:
 		return status.Error(codes.Unavailable, "bulkhead: shutting down")
+	case <-severed:
+		return status.Error(codes.Unavailable, "bulkhead: this replica cannot reach the shared ledger")
 	}
+}
+
+// sever makes every access-log stream running now end with Unavailable
+// (Envoy opens a new one with its next entry); later ones are not affected.
+func (s *streams) sever() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.severed)
+	s.severed = make(chan struct{})
 }
 
 // stop makes every streaming RPC, running or new, end with Unavailable.

@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/accesslog"
 )
 
 func TestInflight(t *testing.T) {
@@ -52,10 +54,13 @@ func TestInflight(t *testing.T) {
 	f.wait(context.Background())
 }
 
+// watch is the StreamServerInfo of a stream sever leaves alone.
+var watch = &grpc.StreamServerInfo{FullMethod: "/grpc.health.v1.Health/Watch"}
+
 func TestStreams(t *testing.T) {
 	s := newStreams()
 	want := errors.New("handler result")
-	if err := s.interceptor(nil, nil, nil, func(any, grpc.ServerStream) error { return want }); !errors.Is(err, want) {
+	if err := s.interceptor(nil, nil, watch, func(any, grpc.ServerStream) error { return want }); !errors.Is(err, want) {
 		t.Fatalf("interceptor = %v, want the handler's result", err)
 	}
 
@@ -63,7 +68,7 @@ func TestStreams(t *testing.T) {
 	entered := make(chan struct{})
 	res := make(chan error, 1)
 	go func() {
-		res <- s.interceptor(nil, nil, nil, func(any, grpc.ServerStream) error {
+		res <- s.interceptor(nil, nil, watch, func(any, grpc.ServerStream) error {
 			close(entered)
 			<-unblock // a Recv blocked until gRPC cancels the stream
 			return nil
@@ -76,7 +81,7 @@ func TestStreams(t *testing.T) {
 		t.Fatalf("running stream after stop = %v, want Unavailable", err)
 	}
 	called := false
-	if err := s.interceptor(nil, nil, nil, func(any, grpc.ServerStream) error { called = true; return nil }); status.Code(err) != codes.Unavailable || called {
+	if err := s.interceptor(nil, nil, watch, func(any, grpc.ServerStream) error { called = true; return nil }); status.Code(err) != codes.Unavailable || called {
 		t.Fatalf("new stream after stop = %v (handler called %v), want Unavailable without the handler", err, called)
 	}
 
@@ -93,4 +98,45 @@ func TestStreams(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("wait did not return after the handler did")
 	}
+}
+
+// blocked runs a streaming handler of method through s that blocks until
+// unblock is closed, and returns its result's channel once it runs.
+func blocked(s *streams, method string, unblock <-chan struct{}) <-chan error {
+	entered := make(chan struct{})
+	res := make(chan error, 1)
+	go func() {
+		res <- s.interceptor(nil, nil, &grpc.StreamServerInfo{FullMethod: method}, func(any, grpc.ServerStream) error {
+			close(entered)
+			<-unblock
+			return nil
+		})
+	}()
+	<-entered
+	return res
+}
+
+// sever ends the access-log streams running then, and only those.
+func TestStreamsSever(t *testing.T) {
+	s := newStreams()
+	unblock := make(chan struct{})
+	als := blocked(s, accesslog.StreamMethod, unblock)
+	health := blocked(s, watch.FullMethod, unblock)
+	s.sever()
+	if err := <-als; status.Code(err) != codes.Unavailable {
+		t.Fatalf("access-log stream after sever = %v, want Unavailable", err)
+	}
+	select {
+	case err := <-health:
+		t.Fatalf("a health watch ended by sever: %v", err)
+	default:
+	}
+	later := blocked(s, accesslog.StreamMethod, unblock) // opened after: runs
+	close(unblock)
+	for _, ch := range []<-chan error{health, later} {
+		if err := <-ch; err != nil {
+			t.Fatalf("stream not severed = %v, want the handler's nil", err)
+		}
+	}
+	s.wait()
 }

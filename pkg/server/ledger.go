@@ -20,7 +20,6 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
-	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
 )
@@ -43,7 +42,7 @@ type shared struct {
 }
 
 // newShared connects nothing yet: the ledger's Run does.
-func newShared(cfg *config.Config, log *slog.Logger, obs permit.Observer, rec *metrics.Ledger) (*shared, error) {
+func newShared(cfg *config.Config, log *slog.Logger, obs permit.Observer, rec redisledger.Recorder) (*shared, error) {
 	client, err := newRedisClient(cfg.Ledger.Redis)
 	if err != nil {
 		return nil, err

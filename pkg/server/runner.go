@@ -77,6 +77,9 @@ type Runner struct {
 	als      *accesslog.Server
 	recovery time.Duration // admissions pause this long at start; 0: none
 	shared   *shared       // nil with ledger.backend memory
+	gate     *ledgerGate   // nil with ledger.backend memory
+	health   *health.Server
+	streams  *streams // the long-lived streaming RPCs
 	ready    atomic.Bool
 }
 
@@ -116,6 +119,8 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		o(r)
 	}
 	r.Registry = bulkhead.NewRegistry()
+	r.health, r.streams = health.NewServer(), newStreams()
+	r.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING) // until Run serves
 	m, err := metrics.New(r.promReg, r.Registry)
 	if err != nil {
 		return nil, err
@@ -147,7 +152,8 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		// Redis decides admissions, and keeps its own recovery window
 		// (a bulkhead whose state it lost); this process's ledger holds
 		// only the permits admitted while Redis does not answer.
-		if r.shared, err = newShared(cfg, log, m, lm); err != nil {
+		r.gate = newLedgerGate(lm, r.health, r.streams)
+		if r.shared, err = newShared(cfg, log, m, r.gate); err != nil {
 			return nil, err
 		}
 		azOpts = append(azOpts, authz.WithShared(r.shared.ledger, cfg.Ledger.OnUnavailable, r.shared.shares, lm))
@@ -239,7 +245,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("listen.admin: %w", err)
 	}
 
-	flight, long := newInflight(), newStreams()
+	flight, long := newInflight(), r.streams
 	gopts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(flight.interceptor),
 		grpc.ChainStreamInterceptor(long.interceptor),
@@ -267,7 +273,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	gs := grpc.NewServer(gopts...)
 	authz.Register(gs, r.authz)
 	accesslog.Register(gs, r.als)
-	hs := health.NewServer()
+	hs := r.health
 	healthpb.RegisterHealthServer(gs, hs)
 
 	mux := http.NewServeMux()
@@ -321,7 +327,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.writeAddressFile(addrs); err != nil {
 		r.log.Error("address file not written", "path", r.addressFile, "err", err)
 	}
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	if r.gate != nil {
+		r.gate.serve() // serving while the shared ledger is strict
+	} else {
+		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	}
 	r.ready.Store(true)
 	r.log.Info("serving", "grpc", addrs["grpc"], "http", addrs["http"], "admin", addrs["admin"], "bulkheads", r.Registry.Len())
 

@@ -1,0 +1,77 @@
+package server
+
+import (
+	"sync"
+
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
+)
+
+// ledgerGate keeps the data plane away from a replica that cannot reach
+// the shared ledger. The periodic access-log entries of running requests
+// are the only evidence that they still run: kept by a replica that cannot
+// renew their leases in Redis, the leases run out while the requests run
+// and the other replicas admit past the limit (seen: 8 in flight on a
+// limit of 5, with the default fail_closed). So, whatever
+// ledger.on_unavailable says:
+//
+//   - while the ledger is not strict, the gRPC health check answers
+//     NOT_SERVING: Envoy's active health check takes the replica out of
+//     the rotation within an interval, and its Checks and new access-log
+//     streams go to the other replicas;
+//   - when the ledger becomes unavailable, every access-log stream is
+//     closed, so that Envoy's next entries open new streams, to a replica
+//     that renews (or adopts) them within the lease; a stream that later
+//     brings an entry only the shared ledger could serve is closed too
+//     (accesslog.Shared.Reachable).
+//
+// It is the ledger's recorder: the ledger reports each change of state to
+// it, and it passes every report on to the metrics. Safe for concurrent use.
+type ledgerGate struct {
+	redisledger.Recorder
+	health  *health.Server
+	streams *streams
+
+	mu      sync.Mutex
+	serving bool // Run serves: the health check follows the ledger
+	strict  bool
+}
+
+var _ redisledger.Recorder = (*ledgerGate)(nil)
+
+func newLedgerGate(rec redisledger.Recorder, hs *health.Server, long *streams) *ledgerGate {
+	return &ledgerGate{Recorder: rec, health: hs, streams: long}
+}
+
+// LedgerState implements redisledger.Recorder.
+func (g *ledgerGate) LedgerState(s redisledger.State) {
+	g.Recorder.LedgerState(s)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.strict = s == redisledger.Strict
+	if s == redisledger.Unavailable {
+		g.streams.sever()
+	}
+	g.publish()
+}
+
+// serve makes the health check follow the ledger from now on.
+func (g *ledgerGate) serve() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.serving = true
+	g.publish()
+}
+
+func (g *ledgerGate) publish() {
+	if !g.serving {
+		return
+	}
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if g.strict {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	g.health.SetServingStatus("", st)
+}
