@@ -28,6 +28,7 @@ import (
 type replicaStack struct {
 	*stack
 	ledgerYAML string // the ledger section
+	ledgerOf   func(i int) string
 	yaml       string // the bulkheads and the rest
 	dir        string
 	replicas   []*replica
@@ -46,6 +47,9 @@ type replica struct {
 
 type replicaSpec struct {
 	ledger   string // the ledger section of the config
+	// ledgerOf, if set, is replica i's ledger section instead (each its
+	// own link to Redis, through a proxy the test breaks).
+	ledgerOf func(i int) string
 	yaml     string // the rest, without listen and log
 	replicas int
 	envoys   int
@@ -62,9 +66,9 @@ func startReplicaStack(t *testing.T, spec replicaSpec) *replicaStack {
 		// answers, or at its lease's end (leases.heartbeat_ttl, 3 s), and
 		// the global gauges refresh each second.
 		stack:      &stack{t: t, up: map[string]*testbed.Upstream{}, limits: map[string]int{}, settle: 5 * time.Second},
-		ledgerYAML: spec.ledger, yaml: spec.yaml, dir: t.TempDir(), rdb: spec.rdb,
+		ledgerYAML: spec.ledger, ledgerOf: spec.ledgerOf, yaml: spec.yaml, dir: t.TempDir(), rdb: spec.rdb,
 	}
-	rs.limits = limitsOf(t, rs.configText("127.0.0.1:0"))
+	rs.limits = limitsOf(t, rs.configText(0, "127.0.0.1:0"))
 	rs.up = startUpstreams(t)
 	for i := range spec.replicas {
 		rs.replicas = append(rs.replicas, rs.startReplica(ctx, i, "127.0.0.1:0"))
@@ -124,9 +128,14 @@ func startReplicaStack(t *testing.T, spec replicaSpec) *replicaStack {
 	return rs
 }
 
-func (rs *replicaStack) configText(grpc string) string {
+// configText is replica i's configuration.
+func (rs *replicaStack) configText(i int, grpc string) string {
+	ledger := rs.ledgerYAML
+	if rs.ledgerOf != nil {
+		ledger = rs.ledgerOf(i)
+	}
 	return fmt.Sprintf("listen: {grpc: %q, http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\"}\nlog: {level: debug}\n%s\n%s",
-		grpc, rs.ledgerYAML, rs.yaml)
+		grpc, ledger, rs.yaml)
 }
 
 // startReplica starts replica i with its gRPC listener on grpc.
@@ -134,7 +143,7 @@ func (rs *replicaStack) startReplica(ctx context.Context, i int, grpc string) *r
 	t := rs.t
 	t.Helper()
 	cfgPath := filepath.Join(rs.dir, fmt.Sprintf("bulkhead-%d.yaml", i))
-	if err := os.WriteFile(cfgPath, []byte(rs.configText(grpc)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(rs.configText(i, grpc)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addrPath := filepath.Join(rs.dir, fmt.Sprintf("addr-%d-%d.json", i, time.Now().UnixNano()))
