@@ -47,7 +47,7 @@ func NewLedger(reg prometheus.Registerer, backend string) (*Ledger, error) {
 			Name: "bulkhead_ledger_transitions_total", Help: "Changes of the shared ledger's state at this replica, by the state entered.",
 		}, []string{"to"}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bulkhead_ledger_calls_total", Help: "Calls to Redis (one script each, or one pipeline of state scripts), by operation and result: ok, error, timeout.",
+			Name: "bulkhead_ledger_calls_total", Help: "Calls to Redis (one script each, or one pipeline of state scripts), by operation and result: ok, error, timeout, deadline (the caller's deadline, a Check's, came before ledger.redis.timeout: no sign of Redis).",
 		}, []string{"op", "result"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "bulkhead_ledger_call_seconds", Help: "Time of one call to Redis, by operation.", Buckets: callBuckets,
@@ -73,7 +73,7 @@ func NewLedger(reg prometheus.Registerer, backend string) (*Ledger, error) {
 		l.transitions.WithLabelValues(s.String())
 	}
 	for _, op := range redisledger.Ops() {
-		for _, r := range []string{"ok", "error", "timeout"} {
+		for _, r := range []string{"ok", "error", "timeout", "deadline"} {
 			l.calls.WithLabelValues(string(op), r)
 		}
 		l.seconds.WithLabelValues(string(op))
@@ -101,6 +101,8 @@ func (l *Ledger) LedgerCall(op redisledger.Op, d time.Duration, err error) {
 	result := "ok"
 	switch {
 	case err == nil:
+	case errors.Is(err, redisledger.ErrCallerDeadline):
+		result = "deadline" // the Check's timeout, not Redis's
 	case isTimeout(err):
 		result = "timeout"
 	default:

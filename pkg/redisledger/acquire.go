@@ -30,7 +30,9 @@ const maxUnboundedWait = time.Minute
 
 // Acquire takes a permit of r.Bulkhead for r, waiting in the bulkhead's
 // global queue if need be, and returns its token. The error is a
-// *bulkhead.Rejection, ctx's error, or wraps ErrUnavailable.
+// *bulkhead.Rejection, ctx's error, or wraps ErrUnavailable. A deadline
+// that passes before Redis answers is that Check's timeout: the error wraps
+// bulkhead.ErrTimeout and ErrCallerDeadline, and the replica stays as it was.
 func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
 	if State(l.state.Load()) != Strict {
 		return "", ErrUnavailable
@@ -106,6 +108,9 @@ func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
 			}
 			return "", bulkhead.ErrShed
 		case <-recovered:
+			// With the Check's context: a slow Redis holds this Check no
+			// longer than its deadline, and a look that deadline cut is no
+			// outage (look).
 			recovered = nil
 			l.look(ctx, r.Bulkhead)
 		case <-timer.C:

@@ -45,11 +45,15 @@
 //
 // # Availability
 //
-// A call that fails or outlives its time limit (the ledger's timeout, cut
-// to the Check's deadline) switches the replica to Unavailable: Checks get
-// the on_unavailable policy without calling Redis, and Run probes Redis
-// each Tick/4. When it answers, the Handover moves the permits admitted
-// without it into Redis, and Strict resumes.
+// A call that fails or outlives the ledger's timeout switches the replica
+// to Unavailable: Checks get the on_unavailable policy without calling
+// Redis, and Run probes Redis each Tick/4. When it answers, the Handover
+// moves the permits admitted without it into Redis, and Strict resumes.
+// A Check's own deadline cuts its calls shorter than the timeout, so that
+// a slow Redis never holds it past that deadline; a call that deadline
+// ends is that Check's timeout (ErrCallerDeadline), never Redis's outage.
+// Only calls that had the whole timeout judge Redis: a Redis that is gone
+// is found by the next of them (the ticker's, at the latest one Tick on).
 //
 // A Ledger is safe for concurrent use. Run owns its goroutines (the wake-up
 // subscriber and the ticker) and returns when its context ends.

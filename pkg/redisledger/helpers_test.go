@@ -2,6 +2,8 @@ package redisledger
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -14,14 +16,19 @@ import (
 )
 
 type fakeRec struct {
-	mu       sync.Mutex
-	calls    map[Op]int
-	errs     map[Op]int
+	mu    sync.Mutex
+	calls map[Op]int
+	errs  map[Op]int
+	// cut counts the failed calls that the caller's deadline cut short
+	// (ErrCallerDeadline), among errs.
+	cut      map[Op]int
 	states   []State
 	replicas int
 }
 
-func newFakeRec() *fakeRec { return &fakeRec{calls: map[Op]int{}, errs: map[Op]int{}} }
+func newFakeRec() *fakeRec {
+	return &fakeRec{calls: map[Op]int{}, errs: map[Op]int{}, cut: map[Op]int{}}
+}
 
 func (r *fakeRec) LedgerCall(op Op, _ time.Duration, err error) {
 	r.mu.Lock()
@@ -30,6 +37,23 @@ func (r *fakeRec) LedgerCall(op Op, _ time.Duration, err error) {
 	if err != nil {
 		r.errs[op]++
 	}
+	if errors.Is(err, ErrCallerDeadline) {
+		r.cut[op]++
+	}
+}
+
+// cutCalls returns how many calls of op the caller's deadline cut short.
+func (r *fakeRec) cutCalls(op Op) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cut[op]
+}
+
+// wentUnavailable reports whether a ledger reported the state Unavailable.
+func (r *fakeRec) wentUnavailable() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.states, Unavailable)
 }
 func (r *fakeRec) LedgerState(s State)         { r.mu.Lock(); r.states = append(r.states, s); r.mu.Unlock() }
 func (r *fakeRec) LedgerReplicas(n int)        { r.mu.Lock(); r.replicas = n; r.mu.Unlock() }
@@ -89,6 +113,28 @@ func (f *fixture) replica(id string, names ...string) *Ledger {
 		return err == nil && n["test:wake:"+id] == 1
 	})
 	return l
+}
+
+// alone returns a ledger on the fixture's Redis that one tick made strict,
+// without Run: no ticker moves it back from Unavailable, so its state is
+// what the test's own calls left.
+func (f *fixture) alone(cfg Config) *Ledger {
+	f.t.Helper()
+	l := New(f.rdb, cfg, f.obs, f.rec, nil)
+	l.tick(context.Background(), nil, nil)
+	if l.State() != Strict {
+		f.t.Fatalf("state %v after a tick, want strict", l.State())
+	}
+	return l
+}
+
+// pause holds every client's commands for d (CLIENT PAUSE ... ALL): Redis
+// is slow, not down. The pause is in force when pause returns.
+func (f *fixture) pause(d time.Duration) {
+	f.t.Helper()
+	if err := f.rdb.Do(context.Background(), "CLIENT", "PAUSE", d.Milliseconds(), "ALL").Err(); err != nil {
+		f.t.Fatalf("CLIENT PAUSE: %v", err)
+	}
 }
 
 func settings(limit, queue int, wait time.Duration) bulkhead.Settings {

@@ -23,6 +23,13 @@ import (
 // expires with its lease).
 var ErrUnavailable = errors.New("redis ledger unavailable")
 
+// ErrCallerDeadline means a call to Redis was cut short by its caller, not
+// by Redis: a Check's own deadline came before the ledger's timeout (or
+// the caller's context ended). It says nothing of Redis, so it never makes
+// the replica Unavailable; Acquire returns it wrapped with
+// bulkhead.ErrTimeout, as that Check's timeout.
+var ErrCallerDeadline = errors.New("the caller's deadline came before Redis answered")
+
 // Recorder receives what the ledger measures; *metrics.Metrics is one.
 type Recorder interface {
 	// LedgerCall times one call to Redis by operation; err is its error.
@@ -69,8 +76,9 @@ type Config struct {
 	Prefix string
 	// Replica names this process among the replicas (unique, no '\n').
 	Replica string
-	// Timeout bounds one call to Redis (a Check's own deadline may cut it
-	// shorter).
+	// Timeout bounds one call to Redis. A Check's own deadline may cut it
+	// shorter; only a call that had the whole Timeout and failed makes the
+	// replica Unavailable.
 	Timeout time.Duration
 	// Recovery is how long a bulkhead whose state Redis lost admits no one,
 	// and Adopt how long unknown tokens in periodic entries are adopted
@@ -143,28 +151,58 @@ func (l *Ledger) keysOf(name string) []string {
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
 // call runs one script with a time limit: the ledger's timeout, cut to the
-// deadline when one is given. Any failure marks Redis unavailable.
+// deadline (a Check's) when one is given and comes first. A failure marks
+// Redis unavailable, unless the deadline cut the call and has passed: that
+// is the Check's timeout (bulkhead.ErrTimeout and ErrCallerDeadline), and
+// says nothing of Redis. Otherwise the error wraps ErrUnavailable.
 func (l *Ledger) call(ctx context.Context, deadline time.Time, op Op, s *redis.Script, keys []string, args ...any) (any, error) {
+	start := time.Now()
+	cut := cutBy(deadline, start, l.cfg.Timeout)
 	timeout := l.cfg.Timeout
-	if !deadline.IsZero() {
-		if left := time.Until(deadline); left < timeout {
-			timeout = left
-		}
+	if !cut.IsZero() {
+		timeout = cut.Sub(start)
 	}
 	if timeout <= 0 {
-		l.rec.LedgerCall(op, 0, context.DeadlineExceeded)
-		return nil, fmt.Errorf("%w: %s: no time left before the Check's deadline", ErrUnavailable, op)
+		err := checkTimeout(op, context.DeadlineExceeded)
+		l.rec.LedgerCall(op, 0, err)
+		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	start := time.Now()
 	res, err := s.Run(cctx, l.rdb, keys, args...).Result()
+	if err != nil && passed(cut) {
+		err = checkTimeout(op, err)
+		l.rec.LedgerCall(op, time.Since(start), err)
+		return nil, err
+	}
 	l.rec.LedgerCall(op, time.Since(start), err)
 	if err != nil {
 		l.unavailable(op, err)
 		return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
 	}
 	return res, nil
+}
+
+// cutBy returns deadline when it comes before limit has elapsed from
+// start, so cuts a call short; zero otherwise (the call has its full time
+// limit, and its failure is Redis's).
+func cutBy(deadline, start time.Time, limit time.Duration) time.Time {
+	if deadline.IsZero() || !deadline.Before(start.Add(limit)) {
+		return time.Time{}
+	}
+	return deadline
+}
+
+// passed reports whether cut, the deadline that cut a call short (zero:
+// none), has passed: a call that failed then was ended by its caller, not
+// by Redis. Only the other failures are judged (Unavailable): a Check's
+// deadline is that Check's timeout, never Redis's outage.
+func passed(cut time.Time) bool { return !cut.IsZero() && !time.Now().Before(cut) }
+
+// checkTimeout is the error of a call that the Check's deadline cut short:
+// a timeout of that Check, which callers answer as such.
+func checkTimeout(op Op, err error) error {
+	return fmt.Errorf("%w: %w: %s: %w", bulkhead.ErrTimeout, ErrCallerDeadline, op, err)
 }
 
 // reply unpacks {code, detail, swept, now} (missing elements are zero).

@@ -2,7 +2,6 @@ package redisledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -16,9 +15,10 @@ import (
 type State int32
 
 // The states. Strict: every admission is decided by Redis. Unavailable:
-// Redis failed a call; Checks get the on_unavailable policy and Redis is
-// probed each Tick/4. Recovering: Redis answers again; the permits this
-// replica admitted alone are being handed to it before Strict resumes.
+// Redis failed a call that had the ledger's whole timeout; Checks get the
+// on_unavailable policy and Redis is probed each Tick/4. Recovering: Redis
+// answers again; the permits this replica admitted alone are being handed
+// to it before Strict resumes.
 const (
 	Strict State = iota
 	Unavailable
@@ -48,8 +48,8 @@ func (l *Ledger) Reachable() bool { return l.State() != Unavailable }
 // least 1).
 func (l *Ledger) Replicas() int { return int(l.replicas.Load()) }
 
-// unavailable records that a call failed: the first failure in Strict
-// switches to Unavailable and is logged.
+// unavailable records that a call with the whole timeout failed: the
+// first failure in Strict switches to Unavailable and is logged.
 func (l *Ledger) unavailable(op Op, err error) {
 	if l.state.CompareAndSwap(int32(Strict), int32(Unavailable)) {
 		l.down.Store(time.Now().UnixNano())
@@ -190,14 +190,19 @@ func (l *Ledger) depart(names []string) {
 
 // look runs the state script of each bulkhead, pipelined: it reclaims
 // expired leases, serves queues (a recovery window that ended, permits
-// that expired) and reports the global gauges.
+// that expired) and reports the global gauges. Its time limit is four
+// timeouts, cut to ctx's deadline: a waiter looks with its Check's context,
+// so a slow Redis does not hold that Check past its deadline, and a look
+// that ctx ended (that deadline, or the Check gone) is no sign of Redis.
 func (l *Ledger) look(ctx context.Context, names ...string) {
 	if len(names) == 0 {
 		return
 	}
+	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout*4)
 	defer cancel()
-	start := time.Now()
+	deadline, _ := ctx.Deadline()
+	cut := cutBy(deadline, start, l.cfg.Timeout*4)
 	pipe := l.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(names))
 	for i, n := range names {
@@ -215,11 +220,13 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 			_, err = pipe.Exec(cctx)
 		}
 	}
+	if err != nil && (ctx.Err() != nil || passed(cut)) {
+		l.rec.LedgerCall(OpState, time.Since(start), fmt.Errorf("%w: %s: %w", ErrCallerDeadline, OpState, err))
+		return
+	}
 	l.rec.LedgerCall(OpState, time.Since(start), err)
 	if err != nil {
-		if !errors.Is(err, context.Canceled) {
-			l.unavailable(OpState, err)
-		}
+		l.unavailable(OpState, err)
 		return
 	}
 	for i, c := range cmds {
