@@ -83,12 +83,12 @@ func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
 	code, detail, swept, at := reply(res)
 	l.expired(r.Bulkhead, swept, at)
 	switch code {
-	case 1:
+	case acquireGranted:
 		return token, nil
-	case 3:
+	case acquireRejected:
 		return "", rejection(detail)
 	}
-	// Queued: wait for a wake-up, max_wait, or the Check's end.
+	// acquireQueued: wait for a wake-up, max_wait, or the Check's end.
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	var recovered <-chan time.Time
@@ -154,9 +154,9 @@ func (l *Ledger) leave(ctx context.Context, name, token string, w <-chan wakeMsg
 	}
 	code, _, _, _ := reply(res)
 	switch code {
-	case 2:
+	case leaveKept:
 		return token, nil
-	case 4:
+	case leaveNotFound:
 		// Shed (its wake-up may still be on its way) or purged.
 		select {
 		case m := <-w:

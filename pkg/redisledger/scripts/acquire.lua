@@ -6,8 +6,9 @@
 --   13 tenant max queue   14 max tenants   15 recovery ms   16 adopt ms
 --   17 stale ms: with local_share, the shares of replicas absent longer are
 --      held back from every ceiling (0: no replica admits alone)
--- Returns {code, detail, swept}: code 1 granted; 2 queued (detail: ms until
--- the recovery window ends, 0 if none); 3 rejected (detail: the reason).
+-- Returns {code, detail, swept, now}: ACQUIRE_GRANTED; ACQUIRE_QUEUED (detail:
+-- ms until the recovery window ends, 0 if none); ACQUIRE_REJECTED (detail:
+-- the reason).
 local token, prio, ttl, wait = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local replica, node, tenant = ARGV[5], ARGV[6], ARGV[7]
 local now = now_ms()
@@ -39,7 +40,7 @@ local tenant_in, tenant_q = 0, 0
 if tenant ~= '' then
   tenant_in, tenant_q = num(redis.call('HGET', T, tenant)), num(redis.call('HGET', TQ, tenant))
   if tenant_in == 0 and tenant_q == 0 and redis.call('HLEN', T) >= maxten then
-    return {3, 'queue_full', swept, now}
+    return {ACQUIRE_REJECTED, 'queue_full', swept, now}
   end
 end
 local tenant_room = tenant == '' or tlim <= 0 or tenant_in < tlim
@@ -50,14 +51,14 @@ local ahead = 0
 for k = 1, c do ahead = ahead + queued[k] end
 if not recovering and inuse < ceil and ahead == 0 and tenant_room then
   grant(token, prio, ttl, node, tenant, now)
-  return {1, 0, swept, now}
+  return {ACQUIRE_GRANTED, 0, swept, now}
 end
 if wait <= 0 then
-  if maxq == 0 then return {3, 'queue_full', swept, now} end
-  return {3, 'timeout', swept, now}
+  if maxq == 0 then return {ACQUIRE_REJECTED, 'queue_full', swept, now} end
+  return {ACQUIRE_REJECTED, 'timeout', swept, now}
 end
 if not tenant_room and tenant_q >= tmq then
-  return {3, 'queue_full', swept, now}
+  return {ACQUIRE_REJECTED, 'queue_full', swept, now}
 end
 if qlen >= maxq then
   -- Evict the youngest waiter of the lowest class strictly below this one.
@@ -68,7 +69,7 @@ if qlen >= maxq then
       break
     end
   end
-  if not victim then return {3, 'queue_full', swept, now} end
+  if not victim then return {ACQUIRE_REJECTED, 'queue_full', swept, now} end
   local w = drop_waiter(victim)
   local _, _, vreplica = split5(w)
   redis.call('PUBLISH', PREFIX .. 'wake:' .. vreplica, 's' .. victim)
@@ -84,7 +85,7 @@ redis.call('HINCRBY', S, QN[c], 1)
 tenant_add(TQ, tenant, 1)
 -- A waiter ahead may be blocked by its tenant only: serve the queue now.
 pump(now, token)
-if redis.call('ZSCORE', P, token) then return {1, 0, swept, now} end
+if redis.call('ZSCORE', P, token) then return {ACQUIRE_GRANTED, 0, swept, now} end
 local left = 0
 if recovering then left = num(st[6]) - now end
-return {2, left, swept, now}
+return {ACQUIRE_QUEUED, left, swept, now}

@@ -22,6 +22,26 @@ local S, P, I, Q1, Q2, Q3, W, WD, T, TQ, EX, ED, R =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
 local Q = {Q1, Q2, Q3}
 local QN = {'q1', 'q2', 'q3'}
+-- The scripts' result codes (the first element of each answer). Go names
+-- each alike in scripts.go (ACQUIRE_GRANTED is acquireGranted, RENEW_LATE is
+-- Late, ...): change one side, change the other (TestResultCodesMatchLua).
+local ACQUIRE_GRANTED = 1
+local ACQUIRE_QUEUED = 2
+local ACQUIRE_REJECTED = 3
+local RELEASE_RELEASED = 1
+local RELEASE_DUPLICATE = 2
+local RELEASE_EXPIRED = 3
+local RELEASE_UNKNOWN = 4
+local RELEASE_WAITER = 5
+local RENEW_RENEWED = 1
+local RENEW_ADOPTED_EXPIRED = 2
+local RENEW_ADOPTED_UNKNOWN = 3
+local RENEW_LATE = 4
+local RENEW_UNKNOWN = 5
+local LEAVE_LEFT = 1
+local LEAVE_KEPT = 2
+local LEAVE_GIVEN_BACK = 3
+local LEAVE_NOT_FOUND = 4
 local TOMB = 4096
 local SWEEP_BATCH = 256
 local SCAN = 64
