@@ -53,23 +53,9 @@ func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
 	} else if wait == 0 {
 		wait = maxUnboundedWait
 	}
-	p := r.Priority
-	if !p.Valid() {
-		p = bulkhead.BestEffort
-	}
-	tlim, tmq, maxTenants := 0, 0, r.MaxTenants
-	if r.TenantSettings != nil && r.Tenant != "" {
-		tlim, tmq = r.TenantSettings.MaxConcurrent, r.TenantSettings.MaxQueue
-	}
-	if maxTenants <= 0 {
-		maxTenants = 1 << 30
-	}
 	w := l.wake.add(token) // before the script: a wake-up may beat its answer
 	defer l.wake.remove(token)
-	res, err := l.call(ctx, r.Deadline, OpAcquire, l.sc.acquire, l.keysOf(r.Bulkhead),
-		token, int(p), ms(r.TTL), ms(wait), l.cfg.Replica, r.Node, r.Tenant,
-		r.Settings.Ceiling(bulkhead.Critical), r.Settings.Ceiling(bulkhead.Normal), r.Settings.Ceiling(bulkhead.BestEffort),
-		r.Settings.MaxQueue, tlim, tmq, maxTenants, ms(l.cfg.Recovery), ms(l.cfg.Adopt), ms(l.heldBack()))
+	res, err := l.call(ctx, r.Deadline, OpAcquire, l.sc.acquire, l.keysOf(r.Bulkhead), l.acquireArgs(token, r, wait)...)
 	if err != nil {
 		// The script may have run, and granted or queued: give back what
 		// it may hold, when Redis answers, rather than at its lease's end.
@@ -114,6 +100,25 @@ func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
 			return l.leave(ctx, r.Bulkhead, token, w, ctx.Err())
 		}
 	}
+}
+
+// acquireArgs are the acquire script's arguments for token's arrival r,
+// waiting at most wait.
+func (l *Ledger) acquireArgs(token string, r Request, wait time.Duration) []any {
+	p := r.Priority
+	if !p.Valid() {
+		p = bulkhead.BestEffort
+	}
+	tlim, tmq, maxTenants := 0, 0, r.MaxTenants
+	if r.TenantSettings != nil && r.Tenant != "" {
+		tlim, tmq = r.TenantSettings.MaxConcurrent, r.TenantSettings.MaxQueue
+	}
+	if maxTenants <= 0 {
+		maxTenants = 1 << 30
+	}
+	return []any{token, int(p), ms(r.TTL), ms(wait), l.cfg.Replica, r.Node, r.Tenant,
+		r.Settings.Ceiling(bulkhead.Critical), r.Settings.Ceiling(bulkhead.Normal), r.Settings.Ceiling(bulkhead.BestEffort),
+		r.Settings.MaxQueue, tlim, tmq, maxTenants, ms(l.cfg.Recovery), ms(l.cfg.Adopt), ms(l.heldBack())}
 }
 
 // heldBack is the acquire script's stale argument: with local shares, how

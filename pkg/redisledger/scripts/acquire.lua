@@ -27,6 +27,14 @@ if redis.call('HGET', S, 'cfg') ~= sig then
 end
 local swept = sweep(now)
 if #swept > 0 then pump(now, '') end
+-- This arrival's script ran already (a client retried it after a lost
+-- answer): answer as then, counting nothing again. A token whose release
+-- came first (the caller gave up on the answer) is refused.
+if redis.call('ZSCORE', P, token) then return {ACQUIRE_GRANTED, 0, swept, now} end
+if redis.call('HEXISTS', W, token) == 1 then
+  return {ACQUIRE_QUEUED, math.max(num(redis.call('HGET', S, 'ru')) - now, 0), swept, now}
+end
+if redis.call('ZSCORE', ED, token) then return {ACQUIRE_REJECTED, 'timeout', swept, now} end
 
 local c = prio + 1
 local st = redis.call('HMGET', S, 'inuse', 'qlen', 'q1', 'q2', 'q3', 'ru')
@@ -74,15 +82,9 @@ if qlen >= maxq then
   local _, _, vreplica = split5(w)
   redis.call('PUBLISH', PREFIX .. 'wake:' .. vreplica, 's' .. victim)
 end
-local seq = redis.call('HINCRBY', S, 'seq', 1)
-redis.call('ZADD', Q[c], seq, token)
-redis.call('HSET', W, token, prio .. '\n' .. ttl .. '\n' .. replica .. '\n' .. node .. '\n' .. tenant)
 -- A waiter is purged a little after its own deadline: its replica leaves
 -- the queue itself unless it died.
-redis.call('ZADD', WD, now + wait + 1000, token)
-redis.call('HINCRBY', S, 'qlen', 1)
-redis.call('HINCRBY', S, QN[c], 1)
-tenant_add(TQ, tenant, 1)
+add_waiter(token, c, prio .. '\n' .. ttl .. '\n' .. replica .. '\n' .. node .. '\n' .. tenant, tenant, now + wait + 1000)
 -- A waiter ahead may be blocked by its tenant only: serve the queue now.
 pump(now, token)
 if redis.call('ZSCORE', P, token) then return {ACQUIRE_GRANTED, 0, swept, now} end

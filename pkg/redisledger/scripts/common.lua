@@ -83,11 +83,29 @@ local function tenant_add(key, tenant, d)
   end
 end
 
--- end_lease removes a live lease and returns its info (or false).
+-- The counts (inuse, qlen, q1..q3, T, TQ) move only with the sets they
+-- count (P with I, Q1..Q3 with W): each helper below counts what its ZADD,
+-- ZREM, HSETNX or HGET found changed, so a script that runs twice (a client
+-- that retries after a lost answer) counts nothing twice. state.lua
+-- reconciles the counts with the sets each tick all the same.
+
+-- add_lease records token's lease until exp with its info, counted in use
+-- (and in its tenant's count) unless token held one already. It returns
+-- whether the lease is new.
+local function add_lease(token, exp, info, tenant)
+  if redis.call('ZADD', P, 'NX', exp, token) == 0 then return false end
+  redis.call('HSET', I, token, info)
+  redis.call('HINCRBY', S, 'inuse', 1)
+  tenant_add(T, tenant, 1)
+  return true
+end
+
+-- end_lease removes a live lease and returns its info (false if token held
+-- none).
 local function end_lease(token)
   local info = redis.call('HGET', I, token)
-  redis.call('ZREM', P, token)
   redis.call('HDEL', I, token)
+  if redis.call('ZREM', P, token) == 0 then return false end
   redis.call('HINCRBY', S, 'inuse', -1)
   if info then
     local _, _, _, _, tenant = split5(info)
@@ -96,17 +114,32 @@ local function end_lease(token)
   return info
 end
 
+-- add_waiter queues token in class c until deadline (ms) with its info,
+-- unless it waits already. It returns whether it is new.
+local function add_waiter(token, c, info, tenant, deadline)
+  if redis.call('HSETNX', W, token, info) == 0 then return false end
+  local seq = redis.call('HINCRBY', S, 'seq', 1)
+  if redis.call('ZADD', Q[c], seq, token) == 1 then
+    redis.call('HINCRBY', S, 'qlen', 1)
+    redis.call('HINCRBY', S, QN[c], 1)
+  end
+  redis.call('ZADD', WD, deadline, token)
+  tenant_add(TQ, tenant, 1)
+  return true
+end
+
 -- drop_waiter removes a queued waiter and returns its info (or false).
 local function drop_waiter(token)
   local w = redis.call('HGET', W, token)
   if not w then return false end
   local prio, _, _, _, tenant = split5(w)
   local c = num(prio) + 1
-  redis.call('ZREM', Q[c], token)
   redis.call('HDEL', W, token)
   redis.call('ZREM', WD, token)
-  redis.call('HINCRBY', S, 'qlen', -1)
-  redis.call('HINCRBY', S, QN[c], -1)
+  if redis.call('ZREM', Q[c], token) == 1 then
+    redis.call('HINCRBY', S, 'qlen', -1)
+    redis.call('HINCRBY', S, QN[c], -1)
+  end
   tenant_add(TQ, tenant or '', -1)
   return w
 end
@@ -129,11 +162,9 @@ local function sweep(now)
   return acquired
 end
 
+-- grant gives token a lease of ttl ms (nothing if it holds one).
 local function grant(token, prio, ttl, node, tenant, now)
-  redis.call('ZADD', P, now + ttl, token)
-  redis.call('HSET', I, token, prio .. '\n' .. now .. '\n0\n' .. node .. '\n' .. tenant)
-  redis.call('HINCRBY', S, 'inuse', 1)
-  tenant_add(T, tenant, 1)
+  return add_lease(token, now + ttl, prio .. '\n' .. now .. '\n0\n' .. node .. '\n' .. tenant, tenant)
 end
 
 -- pump hands free permits to waiters: highest class first, FIFO within a
@@ -158,8 +189,7 @@ local function pump(now, self)
       local _, ttl, replica, node, tenant = split5(w)
       if tenant == '' or tlim <= 0 or num(redis.call('HGET', T, tenant)) < tlim then
         drop_waiter(tok)
-        grant(tok, c - 1, num(ttl), node, tenant, now)
-        inuse = inuse + 1
+        if grant(tok, c - 1, num(ttl), node, tenant, now) then inuse = inuse + 1 end
         n = n + 1
         if tok ~= self then redis.call('PUBLISH', PREFIX .. 'wake:' .. replica, 'g' .. tok) end
       end

@@ -32,7 +32,5 @@ else
 end
 -- Adopted: counted in use at once, past the limit if need be (it runs
 -- already), as normal priority and no tenant (the entry carries neither).
-redis.call('ZADD', P, now + ttl, token)
-redis.call('HSET', I, token, '1\n' .. now .. '\n' .. now .. '\n' .. node .. '\n')
-redis.call('HINCRBY', S, 'inuse', 1)
+add_lease(token, now + ttl, '1\n' .. now .. '\n' .. now .. '\n' .. node .. '\n', '')
 return {code, '', swept, now}
