@@ -6,7 +6,8 @@
 -- KEYS (in order):
 --   S   hash  state: inuse, qlen, q1..q3 (waiters per class), seq, init,
 --             ru (recovery until, ms), au (adoption until, ms), the
---             effective settings c1..c3 (class ceilings), mq, tlim, tmq, maxten
+--             effective settings c1..c3 (class ceilings), mq, tlim, tmq, maxten,
+--             rc (when state.lua next recounts the tenants, ms)
 --   P   zset  live leases: token -> expiry (ms, Redis clock)
 --   I   hash  lease info: token -> prio \n acquired \n renewed \n node \n tenant
 --   Q1..Q3 zset  waiters of class critical, normal, best_effort: token -> seq
