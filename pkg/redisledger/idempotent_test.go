@@ -147,7 +147,7 @@ func TestScriptsRunTwiceCountOnce(t *testing.T) {
 		{"release of a waiter", func(name, token string) [2]int64 {
 			queue(name, token)
 			return f.twice(l, l.sc.release, name, token, 0, 2000)
-		}, [2]int64{releaseWaiter, releaseUnknown}, 2, 0},
+		}, [2]int64{releaseWaiter, releaseDuplicate}, 2, 0},
 		{"renew adopts", func(name, token string) [2]int64 {
 			return f.twice(l, l.sc.renew, name, token, 5000, "node-a", 0, 2000, "1")
 		}, [2]int64{int64(AdoptedUnknown), int64(Renewed)}, 1, 0},
@@ -235,5 +235,47 @@ func TestLookReconcilesCounts(t *testing.T) {
 	}
 	if inuse, qlen := f.counts("orders"); inuse != 1 || qlen != 0 {
 		t.Fatalf("after the release: inuse %d, qlen %d; want 1, 0", inuse, qlen)
+	}
+}
+
+// After Redis lost its data, the end of a request it no longer knows is
+// remembered: a late periodic entry adopts nothing, in the adoption window
+// or forced (a hand-over), and an acquire of that token that arrives after
+// its release (the caller gave up on the answer) grants nothing.
+func TestReleaseOfUnknownTokenIsRemembered(t *testing.T) {
+	f := newFixture(t)
+	l := f.replica("a", "orders")
+	ctx := context.Background()
+	if err := f.rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var toks [3]string
+	for i := range toks {
+		tok, err := permit.NewToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks[i] = tok
+		if _, res := l.Release("orders", tok, permit.AccessLog); res != permit.Unknown {
+			t.Fatalf("release of an unknown token: %v", res)
+		}
+	}
+	if _, res := l.Renew("orders", toks[0], 5*time.Second, "node-a", false); res != Late {
+		t.Errorf("renewal in the adoption window after the release: %v, want late", res)
+	}
+	done := make(chan RenewResult, 1)
+	l.RenewAsync("orders", toks[1], 5*time.Second, "node-a", true, func(_ permit.Lease, res RenewResult) { done <- res })
+	if res := <-done; res != Late {
+		t.Errorf("forced renewal after the release: %v, want late", res)
+	}
+	res, err := l.sc.acquire.Run(ctx, f.rdb, l.keysOf("orders"), l.acquireArgs(toks[2], req("orders", settings(10, 0, 0), bulkhead.Normal), 0)...).Result()
+	if code, _, _, _ := reply(res); err != nil || code != acquireRejected {
+		t.Errorf("acquire after its release: %v %v, want rejected", code, err)
+	}
+	if _, res := l.Release("orders", toks[0], permit.AccessLog); res != permit.Duplicate {
+		t.Errorf("second release: %v, want duplicate", res)
+	}
+	if inuse, _ := f.counts("orders"); inuse != 0 {
+		t.Errorf("in use %d, want 0", inuse)
 	}
 }

@@ -20,6 +20,8 @@ if redis.call('ZSCORE', P, token) then
   end
   return {RENEW_RENEWED, info or '', swept, now}
 end
+-- Released (known or not: release.lua leaves a tombstone either way): never
+-- adopted, forced or not.
 if redis.call('ZSCORE', ED, token) then return {RENEW_LATE, '', swept, now} end
 local code = 0
 if redis.call('ZSCORE', EX, token) then
