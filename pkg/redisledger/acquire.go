@@ -55,23 +55,9 @@ func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
 	} else if wait == 0 {
 		wait = maxUnboundedWait
 	}
-	p := r.Priority
-	if !p.Valid() {
-		p = bulkhead.BestEffort
-	}
-	tlim, tmq, maxTenants := 0, 0, r.MaxTenants
-	if r.TenantSettings != nil && r.Tenant != "" {
-		tlim, tmq = r.TenantSettings.MaxConcurrent, r.TenantSettings.MaxQueue
-	}
-	if maxTenants <= 0 {
-		maxTenants = 1 << 30
-	}
 	w := l.wake.add(token) // before the script: a wake-up may beat its answer
 	defer l.wake.remove(token)
-	res, err := l.call(ctx, r.Deadline, OpAcquire, l.sc.acquire, l.keysOf(r.Bulkhead),
-		token, int(p), ms(r.TTL), ms(wait), l.cfg.Replica, r.Node, r.Tenant,
-		r.Settings.Ceiling(bulkhead.Critical), r.Settings.Ceiling(bulkhead.Normal), r.Settings.Ceiling(bulkhead.BestEffort),
-		r.Settings.MaxQueue, tlim, tmq, maxTenants, ms(l.cfg.Recovery), ms(l.cfg.Adopt), ms(l.heldBack()))
+	res, err := l.call(ctx, r.Deadline, OpAcquire, l.sc.acquire, l.keysOf(r.Bulkhead), l.acquireArgs(token, r, wait)...)
 	if err != nil {
 		// The script may have run, and granted or queued: give back what
 		// it may hold, when Redis answers, rather than at its lease's end.
@@ -85,12 +71,12 @@ func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
 	code, detail, swept, at := reply(res)
 	l.expired(r.Bulkhead, swept, at)
 	switch code {
-	case 1:
+	case acquireGranted:
 		return token, nil
-	case 3:
+	case acquireRejected:
 		return "", rejection(detail)
 	}
-	// Queued: wait for a wake-up, max_wait, or the Check's end.
+	// acquireQueued: wait for a wake-up, max_wait, or the Check's end.
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	var recovered <-chan time.Time
@@ -119,6 +105,25 @@ func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
 			return l.leave(ctx, r.Bulkhead, token, w, ctx.Err())
 		}
 	}
+}
+
+// acquireArgs are the acquire script's arguments for token's arrival r,
+// waiting at most wait.
+func (l *Ledger) acquireArgs(token string, r Request, wait time.Duration) []any {
+	p := r.Priority
+	if !p.Valid() {
+		p = bulkhead.BestEffort
+	}
+	tlim, tmq, maxTenants := 0, 0, r.MaxTenants
+	if r.TenantSettings != nil && r.Tenant != "" {
+		tlim, tmq = r.TenantSettings.MaxConcurrent, r.TenantSettings.MaxQueue
+	}
+	if maxTenants <= 0 {
+		maxTenants = 1 << 30
+	}
+	return []any{token, int(p), ms(r.TTL), ms(wait), l.cfg.Replica, r.Node, r.Tenant,
+		r.Settings.Ceiling(bulkhead.Critical), r.Settings.Ceiling(bulkhead.Normal), r.Settings.Ceiling(bulkhead.BestEffort),
+		r.Settings.MaxQueue, tlim, tmq, maxTenants, ms(l.cfg.Recovery), ms(l.cfg.Adopt), ms(l.heldBack())}
 }
 
 // heldBack is the acquire script's stale argument: with local shares, how
@@ -159,9 +164,9 @@ func (l *Ledger) leave(ctx context.Context, name, token string, w <-chan wakeMsg
 	}
 	code, _, _, _ := reply(res)
 	switch code {
-	case 2:
+	case leaveKept:
 		return token, nil
-	case 4:
+	case leaveNotFound:
 		// Shed (its wake-up may still be on its way) or purged.
 		select {
 		case m := <-w:

@@ -24,8 +24,15 @@
 //     adopted and nobody new is admitted);
 //   - leave takes a waiter out when its wait ends, keeping or giving back a
 //     permit granted at that moment;
-//   - state, run by every replica each tick, reclaims expired leases and
-//     serves the queue (permits that expired, a recovery window that ended).
+//   - state, run by every replica each tick, reclaims expired leases, sets
+//     the counts to the sets they count, and serves the queue (permits that
+//     expired, a recovery window that ended).
+//
+// Every script is idempotent per token: run twice (go-redis's cluster
+// client retries a command after a broken connection, though the script
+// ran), it answers as the first run did and counts nothing again. Every
+// release, of a token known or not, leaves a tombstone: a late periodic
+// entry of a request that ended is never adopted.
 //
 // A waiter costs Redis nothing while it waits: it is woken by Pub/Sub, and a
 // lost wake-up only delays it to the end of its wait, when leave finds the

@@ -26,19 +26,19 @@ func (l *Ledger) released(name, token string, src permit.Source, res any, err er
 	code, detail, swept, at := reply(res)
 	l.expired(name, swept, at)
 	switch code {
-	case 1:
+	case releaseReleased:
 		lease := leaseOf(name, token, detail, at)
 		l.obs.Ended(lease, src, time.Now())
 		return lease, permit.Released
-	case 2:
+	case releaseDuplicate:
 		l.obs.Ignored(src, permit.Duplicate)
 		return permit.Lease{}, permit.Duplicate
-	case 3:
+	case releaseExpired:
 		l.obs.Ignored(src, permit.Expired)
 		return permit.Lease{}, permit.Expired
-	case 5: // a waiter whose Acquire failed: it held nothing yet
+	case releaseWaiter: // a waiter whose Acquire failed: it held nothing yet
 		return permit.Lease{}, permit.Unknown
-	default:
+	default: // releaseUnknown
 		l.obs.Ignored(src, permit.Unknown)
 		return permit.Lease{}, permit.Unknown
 	}
@@ -50,7 +50,9 @@ const Failed permit.Result = 255
 // RenewResult says what a periodic entry did to the shared ledger.
 type RenewResult uint8
 
-// The results of Renew.
+// The results of Renew. Renewed..UnknownToken are the renew script's codes,
+// named alike in common.lua (RENEW_RENEWED..RENEW_UNKNOWN): change one side,
+// change the other (TestResultCodesMatchLua).
 const (
 	Renewed         RenewResult = iota + 1
 	AdoptedExpired              // its lease had expired while the request ran
@@ -88,7 +90,7 @@ func (l *Ledger) renewedResult(name, token string, res any, err error) (permit.L
 	code, detail, swept, at := reply(res)
 	l.expired(name, swept, at)
 	lease := permit.Lease{Token: token, Bulkhead: name}
-	if code == 1 {
+	if RenewResult(code) == Renewed {
 		lease = leaseOf(name, token, detail, at)
 	}
 	return lease, RenewResult(code)

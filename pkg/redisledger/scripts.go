@@ -39,6 +39,27 @@ func read(name string) string {
 	return string(b)
 }
 
+// The scripts' result codes (the first element of each answer), named as
+// common.lua names them (acquireGranted is ACQUIRE_GRANTED, ...): change one
+// side, change the other (TestResultCodesMatchLua). The renew script's codes
+// are the RenewResult values Renewed..UnknownToken (RENEW_RENEWED..).
+const (
+	acquireGranted  = 1 // ACQUIRE_GRANTED
+	acquireQueued   = 2 // ACQUIRE_QUEUED
+	acquireRejected = 3 // ACQUIRE_REJECTED
+
+	releaseReleased  = 1 // RELEASE_RELEASED
+	releaseDuplicate = 2 // RELEASE_DUPLICATE
+	releaseExpired   = 3 // RELEASE_EXPIRED
+	releaseUnknown   = 4 // RELEASE_UNKNOWN
+	releaseWaiter    = 5 // RELEASE_WAITER
+
+	leaveLeft      = 1 // LEAVE_LEFT
+	leaveKept      = 2 // LEAVE_KEPT
+	leaveGivenBack = 3 // LEAVE_GIVEN_BACK
+	leaveNotFound  = 4 // LEAVE_NOT_FOUND
+)
+
 // keySuffixes are the keys of one bulkhead, in the order common.lua reads
 // KEYS.
 var keySuffixes = [...]string{"s", "p", "i", "q1", "q2", "q3", "w", "wd", "t", "tq", "ex", "ed", "r"}

@@ -87,9 +87,10 @@ func replicaID() (string, error) {
 	return strings.ReplaceAll(host, "\n", "") + "-" + hex.EncodeToString(b[:]), nil
 }
 
-// newRedisClient builds the client of ledger.redis. Commands are never
-// retried by the client: a script that ran but whose answer was lost must
-// not run twice.
+// newRedisClient builds the client of ledger.redis. Commands are not
+// retried by the client (MaxRetries -1); the cluster client still retries
+// one after a broken connection (up to its MaxRedirects) although the script
+// may have run, and the ledger's scripts are idempotent per token for that.
 func newRedisClient(c config.Redis) (redis.UniversalClient, error) {
 	o := &redis.UniversalOptions{
 		DB:                    c.DB,

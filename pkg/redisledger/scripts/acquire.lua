@@ -6,8 +6,9 @@
 --   13 tenant max queue   14 max tenants   15 recovery ms   16 adopt ms
 --   17 stale ms: with local_share, the shares of replicas absent longer are
 --      held back from every ceiling (0: no replica admits alone)
--- Returns {code, detail, swept}: code 1 granted; 2 queued (detail: ms until
--- the recovery window ends, 0 if none); 3 rejected (detail: the reason).
+-- Returns {code, detail, swept, now}: ACQUIRE_GRANTED; ACQUIRE_QUEUED (detail:
+-- ms until the recovery window ends, 0 if none); ACQUIRE_REJECTED (detail:
+-- the reason).
 local token, prio, ttl, wait = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local replica, node, tenant = ARGV[5], ARGV[6], ARGV[7]
 local now = now_ms()
@@ -26,6 +27,14 @@ if redis.call('HGET', S, 'cfg') ~= sig then
 end
 local swept = sweep(now)
 if #swept > 0 then pump(now, '') end
+-- This arrival's script ran already (a client retried it after a lost
+-- answer): answer as then, counting nothing again. A token whose release
+-- came first (the caller gave up on the answer) is refused.
+if redis.call('ZSCORE', P, token) then return {ACQUIRE_GRANTED, 0, swept, now} end
+if redis.call('HEXISTS', W, token) == 1 then
+  return {ACQUIRE_QUEUED, math.max(num(redis.call('HGET', S, 'ru')) - now, 0), swept, now}
+end
+if redis.call('ZSCORE', ED, token) then return {ACQUIRE_REJECTED, 'timeout', swept, now} end
 
 local c = prio + 1
 local st = redis.call('HMGET', S, 'inuse', 'qlen', 'q1', 'q2', 'q3', 'ru')
@@ -39,7 +48,7 @@ local tenant_in, tenant_q = 0, 0
 if tenant ~= '' then
   tenant_in, tenant_q = num(redis.call('HGET', T, tenant)), num(redis.call('HGET', TQ, tenant))
   if tenant_in == 0 and tenant_q == 0 and redis.call('HLEN', T) >= maxten then
-    return {3, 'queue_full', swept, now}
+    return {ACQUIRE_REJECTED, 'queue_full', swept, now}
   end
 end
 local tenant_room = tenant == '' or tlim <= 0 or tenant_in < tlim
@@ -50,14 +59,14 @@ local ahead = 0
 for k = 1, c do ahead = ahead + queued[k] end
 if not recovering and inuse < ceil and ahead == 0 and tenant_room then
   grant(token, prio, ttl, node, tenant, now)
-  return {1, 0, swept, now}
+  return {ACQUIRE_GRANTED, 0, swept, now}
 end
 if wait <= 0 then
-  if maxq == 0 then return {3, 'queue_full', swept, now} end
-  return {3, 'timeout', swept, now}
+  if maxq == 0 then return {ACQUIRE_REJECTED, 'queue_full', swept, now} end
+  return {ACQUIRE_REJECTED, 'timeout', swept, now}
 end
 if not tenant_room and tenant_q >= tmq then
-  return {3, 'queue_full', swept, now}
+  return {ACQUIRE_REJECTED, 'queue_full', swept, now}
 end
 if qlen >= maxq then
   -- Evict the youngest waiter of the lowest class strictly below this one.
@@ -68,23 +77,17 @@ if qlen >= maxq then
       break
     end
   end
-  if not victim then return {3, 'queue_full', swept, now} end
+  if not victim then return {ACQUIRE_REJECTED, 'queue_full', swept, now} end
   local w = drop_waiter(victim)
   local _, _, vreplica = split5(w)
   redis.call('PUBLISH', PREFIX .. 'wake:' .. vreplica, 's' .. victim)
 end
-local seq = redis.call('HINCRBY', S, 'seq', 1)
-redis.call('ZADD', Q[c], seq, token)
-redis.call('HSET', W, token, prio .. '\n' .. ttl .. '\n' .. replica .. '\n' .. node .. '\n' .. tenant)
 -- A waiter is purged a little after its own deadline: its replica leaves
 -- the queue itself unless it died.
-redis.call('ZADD', WD, now + wait + 1000, token)
-redis.call('HINCRBY', S, 'qlen', 1)
-redis.call('HINCRBY', S, QN[c], 1)
-tenant_add(TQ, tenant, 1)
+add_waiter(token, c, prio .. '\n' .. ttl .. '\n' .. replica .. '\n' .. node .. '\n' .. tenant, tenant, now + wait + 1000)
 -- A waiter ahead may be blocked by its tenant only: serve the queue now.
 pump(now, token)
-if redis.call('ZSCORE', P, token) then return {1, 0, swept, now} end
+if redis.call('ZSCORE', P, token) then return {ACQUIRE_GRANTED, 0, swept, now} end
 local left = 0
 if recovering then left = num(st[6]) - now end
-return {2, left, swept, now}
+return {ACQUIRE_QUEUED, left, swept, now}

@@ -6,7 +6,8 @@
 -- KEYS (in order):
 --   S   hash  state: inuse, qlen, q1..q3 (waiters per class), seq, init,
 --             ru (recovery until, ms), au (adoption until, ms), the
---             effective settings c1..c3 (class ceilings), mq, tlim, tmq, maxten
+--             effective settings c1..c3 (class ceilings), mq, tlim, tmq, maxten,
+--             rc (when state.lua next recounts the tenants, ms)
 --   P   zset  live leases: token -> expiry (ms, Redis clock)
 --   I   hash  lease info: token -> prio \n acquired \n renewed \n node \n tenant
 --   Q1..Q3 zset  waiters of class critical, normal, best_effort: token -> seq
@@ -22,6 +23,26 @@ local S, P, I, Q1, Q2, Q3, W, WD, T, TQ, EX, ED, R =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
 local Q = {Q1, Q2, Q3}
 local QN = {'q1', 'q2', 'q3'}
+-- The scripts' result codes (the first element of each answer). Go names
+-- each alike in scripts.go (ACQUIRE_GRANTED is acquireGranted, RENEW_LATE is
+-- Late, ...): change one side, change the other (TestResultCodesMatchLua).
+local ACQUIRE_GRANTED = 1
+local ACQUIRE_QUEUED = 2
+local ACQUIRE_REJECTED = 3
+local RELEASE_RELEASED = 1
+local RELEASE_DUPLICATE = 2
+local RELEASE_EXPIRED = 3
+local RELEASE_UNKNOWN = 4
+local RELEASE_WAITER = 5
+local RENEW_RENEWED = 1
+local RENEW_ADOPTED_EXPIRED = 2
+local RENEW_ADOPTED_UNKNOWN = 3
+local RENEW_LATE = 4
+local RENEW_UNKNOWN = 5
+local LEAVE_LEFT = 1
+local LEAVE_KEPT = 2
+local LEAVE_GIVEN_BACK = 3
+local LEAVE_NOT_FOUND = 4
 local TOMB = 4096
 local SWEEP_BATCH = 256
 local SCAN = 64
@@ -63,11 +84,29 @@ local function tenant_add(key, tenant, d)
   end
 end
 
--- end_lease removes a live lease and returns its info (or false).
+-- The counts (inuse, qlen, q1..q3, T, TQ) move only with the sets they
+-- count (P with I, Q1..Q3 with W): each helper below counts what its ZADD,
+-- ZREM, HSETNX or HGET found changed, so a script that runs twice (a client
+-- that retries after a lost answer) counts nothing twice. state.lua
+-- reconciles the counts with the sets each tick all the same.
+
+-- add_lease records token's lease until exp with its info, counted in use
+-- (and in its tenant's count) unless token held one already. It returns
+-- whether the lease is new.
+local function add_lease(token, exp, info, tenant)
+  if redis.call('ZADD', P, 'NX', exp, token) == 0 then return false end
+  redis.call('HSET', I, token, info)
+  redis.call('HINCRBY', S, 'inuse', 1)
+  tenant_add(T, tenant, 1)
+  return true
+end
+
+-- end_lease removes a live lease and returns its info (false if token held
+-- none).
 local function end_lease(token)
   local info = redis.call('HGET', I, token)
-  redis.call('ZREM', P, token)
   redis.call('HDEL', I, token)
+  if redis.call('ZREM', P, token) == 0 then return false end
   redis.call('HINCRBY', S, 'inuse', -1)
   if info then
     local _, _, _, _, tenant = split5(info)
@@ -76,17 +115,32 @@ local function end_lease(token)
   return info
 end
 
+-- add_waiter queues token in class c until deadline (ms) with its info,
+-- unless it waits already. It returns whether it is new.
+local function add_waiter(token, c, info, tenant, deadline)
+  if redis.call('HSETNX', W, token, info) == 0 then return false end
+  local seq = redis.call('HINCRBY', S, 'seq', 1)
+  if redis.call('ZADD', Q[c], seq, token) == 1 then
+    redis.call('HINCRBY', S, 'qlen', 1)
+    redis.call('HINCRBY', S, QN[c], 1)
+  end
+  redis.call('ZADD', WD, deadline, token)
+  tenant_add(TQ, tenant, 1)
+  return true
+end
+
 -- drop_waiter removes a queued waiter and returns its info (or false).
 local function drop_waiter(token)
   local w = redis.call('HGET', W, token)
   if not w then return false end
   local prio, _, _, _, tenant = split5(w)
   local c = num(prio) + 1
-  redis.call('ZREM', Q[c], token)
   redis.call('HDEL', W, token)
   redis.call('ZREM', WD, token)
-  redis.call('HINCRBY', S, 'qlen', -1)
-  redis.call('HINCRBY', S, QN[c], -1)
+  if redis.call('ZREM', Q[c], token) == 1 then
+    redis.call('HINCRBY', S, 'qlen', -1)
+    redis.call('HINCRBY', S, QN[c], -1)
+  end
   tenant_add(TQ, tenant or '', -1)
   return w
 end
@@ -109,11 +163,9 @@ local function sweep(now)
   return acquired
 end
 
+-- grant gives token a lease of ttl ms (nothing if it holds one).
 local function grant(token, prio, ttl, node, tenant, now)
-  redis.call('ZADD', P, now + ttl, token)
-  redis.call('HSET', I, token, prio .. '\n' .. now .. '\n0\n' .. node .. '\n' .. tenant)
-  redis.call('HINCRBY', S, 'inuse', 1)
-  tenant_add(T, tenant, 1)
+  return add_lease(token, now + ttl, prio .. '\n' .. now .. '\n0\n' .. node .. '\n' .. tenant, tenant)
 end
 
 -- pump hands free permits to waiters: highest class first, FIFO within a
@@ -138,8 +190,7 @@ local function pump(now, self)
       local _, ttl, replica, node, tenant = split5(w)
       if tenant == '' or tlim <= 0 or num(redis.call('HGET', T, tenant)) < tlim then
         drop_waiter(tok)
-        grant(tok, c - 1, num(ttl), node, tenant, now)
-        inuse = inuse + 1
+        if grant(tok, c - 1, num(ttl), node, tenant, now) then inuse = inuse + 1 end
         n = n + 1
         if tok ~= self then redis.call('PUBLISH', PREFIX .. 'wake:' .. replica, 'g' .. tok) end
       end

@@ -2,9 +2,10 @@
 -- ARGV: 1 token, 2 ttl ms, 3 node, 4 recovery ms, 5 adopt ms,
 --       6 force (1: adopt whatever the adoption window; a replica hands over
 --       the permits it admitted alone while Redis was unreachable).
--- Returns {code, info, swept}: 1 renewed, 2 adopted after its lease expired,
--- 3 adopted (unknown token, during the adoption window), 4 late (its
--- request ended), 5 unknown.
+-- Returns {code, info, swept, now}: RENEW_RENEWED, RENEW_ADOPTED_EXPIRED
+-- (after its lease expired), RENEW_ADOPTED_UNKNOWN (unknown token, during
+-- the adoption window or forced), RENEW_LATE (its request ended),
+-- RENEW_UNKNOWN.
 local token, ttl, node = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local now = now_ms()
 touch(now, tonumber(ARGV[4]), tonumber(ARGV[5]))
@@ -17,21 +18,21 @@ if redis.call('ZSCORE', P, token) then
     local p, a, _, n, t = split5(info)
     redis.call('HSET', I, token, p .. '\n' .. a .. '\n' .. now .. '\n' .. n .. '\n' .. t)
   end
-  return {1, info or '', swept, now}
+  return {RENEW_RENEWED, info or '', swept, now}
 end
-if redis.call('ZSCORE', ED, token) then return {4, '', swept, now} end
+-- Released (known or not: release.lua leaves a tombstone either way): never
+-- adopted, forced or not.
+if redis.call('ZSCORE', ED, token) then return {RENEW_LATE, '', swept, now} end
 local code = 0
 if redis.call('ZSCORE', EX, token) then
   redis.call('ZREM', EX, token)
-  code = 2
+  code = RENEW_ADOPTED_EXPIRED
 elseif ARGV[6] == '1' or now < num(redis.call('HGET', S, 'au')) then
-  code = 3
+  code = RENEW_ADOPTED_UNKNOWN
 else
-  return {5, '', swept, now}
+  return {RENEW_UNKNOWN, '', swept, now}
 end
 -- Adopted: counted in use at once, past the limit if need be (it runs
 -- already), as normal priority and no tenant (the entry carries neither).
-redis.call('ZADD', P, now + ttl, token)
-redis.call('HSET', I, token, '1\n' .. now .. '\n' .. now .. '\n' .. node .. '\n')
-redis.call('HINCRBY', S, 'inuse', 1)
+add_lease(token, now + ttl, '1\n' .. now .. '\n' .. now .. '\n' .. node .. '\n', '')
 return {code, '', swept, now}

@@ -1,8 +1,62 @@
--- state.lua: the periodic look at a bulkhead: ends expired leases, serves
--- the queue (a recovery window that ended, permits that expired), records
--- that this replica reaches Redis, and returns {inuse, queued, swept,
--- recovering ms left, now, waiters of each class}. ARGV: 1 recovery ms, 2 adopt ms, 3 replica,
--- 4 forget ms (a replica not seen for longer is forgotten).
+-- state.lua: the periodic look at a bulkhead: ends expired leases, puts the
+-- counts right (reconcile), serves the queue (a recovery window that ended,
+-- permits that expired), records that this replica reaches Redis, and
+-- returns {inuse, queued, swept, recovering ms left, now, waiters of each
+-- class}. ARGV: 1 recovery ms, 2 adopt ms, 3 replica, 4 forget ms (a
+-- replica not seen for longer is forgotten).
+
+-- reconcile sets the counts to the sets they count, whatever made them
+-- drift (a script that ran twice before every script counted once, a hand
+-- at redis-cli): inuse is ZCARD P, qN ZCARD QN, qlen their sum, each
+-- written only where it differs (a write is replicated). The tenant counts
+-- T and TQ are rebuilt from the leases' and waiters' info at most every
+-- RECOUNT_MS per bulkhead (whichever replica looks), when the bulkhead has
+-- tenants, and while there are at most RECOUNT infos (a bulkhead with more
+-- relies on the scripts counting once): reading them costs about 1 us each.
+local RECOUNT, RECOUNT_MS = 256, 10000
+
+local function recount(counts, infos)
+  if redis.call('HLEN', infos) > RECOUNT then return end
+  local want = {}
+  for _, info in ipairs(redis.call('HVALS', infos)) do
+    local _, _, _, _, t = split5(info)
+    if t and t ~= '' then want[t] = (want[t] or 0) + 1 end
+  end
+  local have = redis.call('HGETALL', counts)
+  for i = 1, #have, 2 do
+    local t, n = have[i], want[have[i]]
+    if not n then
+      redis.call('HDEL', counts, t)
+    elseif num(have[i + 1]) ~= n then
+      redis.call('HSET', counts, t, n)
+    end
+    want[t] = nil
+  end
+  for t, n in pairs(want) do redis.call('HSET', counts, t, n) end
+end
+
+local function reconcile(now)
+  local fields = {'inuse', 'q1', 'q2', 'q3', 'qlen', 'rc'}
+  local have = redis.call('HMGET', S, unpack(fields))
+  local want = {redis.call('ZCARD', P), redis.call('ZCARD', Q1), redis.call('ZCARD', Q2), redis.call('ZCARD', Q3)}
+  want[5] = want[2] + want[3] + want[4]
+  local fix = {}
+  for i = 1, 5 do
+    if num(have[i]) ~= want[i] then
+      fix[#fix + 1] = fields[i]
+      fix[#fix + 1] = want[i]
+    end
+  end
+  local tenants = redis.call('HLEN', T) + redis.call('HLEN', TQ) > 0
+  if tenants and now >= num(have[6]) then
+    fix[#fix + 1] = 'rc'
+    fix[#fix + 1] = now + RECOUNT_MS
+    recount(T, I)
+    recount(TQ, W)
+  end
+  if #fix > 0 then redis.call('HSET', S, unpack(fix)) end
+end
+
 local now = now_ms()
 touch(now, tonumber(ARGV[1]), tonumber(ARGV[2]))
 redis.call('HSET', R, ARGV[3], now)
@@ -11,6 +65,7 @@ for i = 2, #seen, 2 do
   if now - num(seen[i]) > tonumber(ARGV[4]) then redis.call('HDEL', R, seen[i - 1]) end
 end
 local swept = sweep(now)
+reconcile(now)
 pump(now, '')
 local st = redis.call('HMGET', S, 'inuse', 'qlen', 'ru', 'q1', 'q2', 'q3')
 local left = num(st[3]) - now

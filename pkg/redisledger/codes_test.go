@@ -1,0 +1,35 @@
+package redisledger
+
+import (
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+// The result codes are named on both sides of the Lua/Go boundary, one Go
+// constant per Lua constant, with the same value.
+func TestResultCodesMatchLua(t *testing.T) {
+	goCodes := map[string]int{
+		"ACQUIRE_GRANTED": acquireGranted, "ACQUIRE_QUEUED": acquireQueued, "ACQUIRE_REJECTED": acquireRejected,
+		"RELEASE_RELEASED": releaseReleased, "RELEASE_DUPLICATE": releaseDuplicate, "RELEASE_EXPIRED": releaseExpired,
+		"RELEASE_UNKNOWN": releaseUnknown, "RELEASE_WAITER": releaseWaiter,
+		"RENEW_RENEWED": int(Renewed), "RENEW_ADOPTED_EXPIRED": int(AdoptedExpired),
+		"RENEW_ADOPTED_UNKNOWN": int(AdoptedUnknown), "RENEW_LATE": int(Late), "RENEW_UNKNOWN": int(UnknownToken),
+		"LEAVE_LEFT": leaveLeft, "LEAVE_KEPT": leaveKept, "LEAVE_GIVEN_BACK": leaveGivenBack, "LEAVE_NOT_FOUND": leaveNotFound,
+	}
+	re := regexp.MustCompile(`(?m)^local ((?:ACQUIRE|RELEASE|RENEW|LEAVE)_[A-Z_]+) = (\d+)$`)
+	luaCodes := map[string]int{}
+	for _, m := range re.FindAllStringSubmatch(read("common.lua"), -1) {
+		luaCodes[m[1]], _ = strconv.Atoi(m[2])
+	}
+	for name, v := range goCodes {
+		if lv, ok := luaCodes[name]; !ok || lv != v {
+			t.Errorf("%s: Go %d, common.lua %d (present %v)", name, v, lv, ok)
+		}
+	}
+	for name := range luaCodes {
+		if _, ok := goCodes[name]; !ok {
+			t.Errorf("common.lua's %s has no Go constant", name)
+		}
+	}
+}
