@@ -46,7 +46,7 @@ type replica struct {
 }
 
 type replicaSpec struct {
-	ledger   string // the ledger section of the config
+	ledger string // the ledger section of the config
 	// ledgerOf, if set, is replica i's ledger section instead (each its
 	// own link to Redis, through a proxy the test breaks).
 	ledgerOf func(i int) string
