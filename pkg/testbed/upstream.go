@@ -197,6 +197,34 @@ func (u *Upstream) TrackServed() {
 // span is a served request's time in the handler, since the epoch.
 type span struct{ start, end time.Duration }
 
+// HeaderDelay is the request header that sets that request's delay, a Go
+// duration of at most a minute, in place of SetDelay's.
+const HeaderDelay = "x-upstream-delay"
+
+const maxHeaderDelay = time.Minute
+
+// Span is a served request's time in the handler, as offsets on the
+// upstream's own clock (Elapsed).
+type Span struct{ Start, End time.Duration }
+
+// Elapsed is the time since the upstream started: the clock of its Spans.
+func (u *Upstream) Elapsed() time.Duration { return time.Since(u.epoch) }
+
+// ServedSpans returns the spans MaxServed counts, in the order the
+// requests ended. It panics unless TrackServed was called.
+func (u *Upstream) ServedSpans() []Span {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.tracking {
+		panic("testbed: ServedSpans without TrackServed")
+	}
+	out := make([]Span, len(u.spans))
+	for i, s := range u.spans {
+		out[i] = Span{s.start, s.end}
+	}
+	return out
+}
+
 // MaxServed is the highest number of requests the upstream served
 // concurrently since start or the last ResetMax: Max, counting only the
 // requests it answered. A request whose client went away (Aborted) is left
@@ -329,6 +357,11 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	// The delay is drawn before the request counts as in flight, so that a
 	// request WaitInflight has seen keeps the delay set before it arrived.
 	delay := u.delay.Load().pick()
+	if v := r.Header.Get(HeaderDelay); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 && d <= maxHeaderDelay {
+			delay = d
+		}
+	}
 	// The span starts before the request counts in flight: a request seen
 	// in flight (WaitInflight) has its start, whatever runs next.
 	start := time.Since(u.epoch)

@@ -3,19 +3,22 @@ package testkit
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Proxy is a TCP proxy on 127.0.0.1 in front of one address, which a test
 // turns into a network fault and heals: Hang holds every byte (TCP keeps
 // them; nothing is refused, as on a link gone silent), Refuse closes every
-// connection and each new one, Pass forwards again (bytes held by Hang
-// flow on). Safe for concurrent use.
+// connection and each new one, Delay slows each chunk of bytes each way,
+// Pass forwards again (bytes held by Hang flow on). Safe for concurrent use.
 type Proxy struct {
 	Addr   string // where clients connect
 	target string
 	ln     net.Listener
 	wg     sync.WaitGroup // accept and every link's goroutines
+	delay  atomic.Int64   // added to each chunk forwarded, ns
 
 	mu     sync.Mutex
 	refuse bool
@@ -98,6 +101,10 @@ func (p *Proxy) Refuse() {
 		l.end()
 	}
 }
+
+// Delay adds d before each chunk is forwarded, each way (0: none); Pass
+// does not reset it.
+func (p *Proxy) Delay(d time.Duration) { p.delay.Store(int64(d)) }
 
 // Pass forwards again.
 func (p *Proxy) Pass() {
@@ -186,6 +193,15 @@ func (p *Proxy) pump(l *link, dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for p.wait(l) {
 		n, err := src.Read(buf)
+		if d := time.Duration(p.delay.Load()); n > 0 && d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-l.done:
+				t.Stop()
+				return
+			}
+		}
 		if n > 0 && p.wait(l) {
 			if _, err := dst.Write(buf[:n]); err != nil {
 				return

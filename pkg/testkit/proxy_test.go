@@ -59,6 +59,12 @@ func TestProxyHangRefusePass(t *testing.T) {
 	if got, err := roundTrip(c, r, 5*time.Second); err != nil || got != "ping\n" {
 		t.Fatalf("through the proxy: %q, %v", got, err)
 	}
+	p.Delay(100 * time.Millisecond)
+	start := time.Now()
+	if got, err := roundTrip(c, r, 5*time.Second); err != nil || got != "ping\n" || time.Since(start) < 200*time.Millisecond {
+		t.Fatalf("delayed 100ms each way: %q, %v after %v", got, err, time.Since(start))
+	}
+	p.Delay(0)
 	p.Hang()
 	if got, err := roundTrip(c, r, 200*time.Millisecond); err == nil {
 		t.Fatalf("hanging proxy answered %q", got)
