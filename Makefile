@@ -10,7 +10,7 @@ ENVOY         := $(VENV)/bin/envoy
 # Absolute, so tests and the demo find it whatever their working directory.
 ENVOY_BIN     := $(abspath $(ENVOY))
 
-.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet lint unit fuzz e2e soak demo bench clean
+.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet lint unit fuzz e2e soak chaos demo bench clean
 
 all: build
 
@@ -95,6 +95,16 @@ SOAK_TIMEOUT ?= 3h
 soak: envoy
 	BULKHEAD_REQUIRE_ENVOY=1 ENVOY_BIN=$(ENVOY_BIN) BULKHEAD_SOAK=$(SOAK) \
 		$(GO) test -race -count=1 -tags e2e -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' -v ./e2e/
+
+## chaos: random fault schedules against the Redis ledger for CHAOS (make chaos CHAOS=30m), or the
+## schedules of CHAOS_SEEDS (a comma list: make chaos CHAOS_SEEDS=123 replays one); `make test`
+## runs two fixed seeds within e2e. A summary per policy and fault closes the output.
+CHAOS       ?= 10m
+CHAOS_SEEDS ?=
+chaos: deps envoy
+	BULKHEAD_REQUIRE_ENVOY=1 BULKHEAD_REQUIRE_REDIS=1 ENVOY_BIN=$(ENVOY_BIN) \
+	$(if $(CHAOS_SEEDS),BULKHEAD_CHAOS_SEEDS=$(CHAOS_SEEDS),BULKHEAD_CHAOS_FOR=$(CHAOS)) \
+		$(GO) test -count=1 -tags e2e -timeout 12h -run '^TestChaos$$' -v ./e2e/
 
 ## proto: regenerate the Go code beside proto/**/*.proto (pinned protoc and plugins; see proto/gen.sh)
 .PHONY: proto proto-check

@@ -36,6 +36,7 @@ type replicaStack struct {
 	bases      []string // http://LISTENER of each Envoy
 	rdb        redis.UniversalClient
 	envLog     testkit.SyncBuffer
+	params     envoy.Params // every Envoy's, but its node id and port
 }
 
 // replica is one daemon process.
@@ -92,23 +93,11 @@ func startReplicaStack(t *testing.T, spec replicaSpec) *replicaStack {
 	if spec.envoy != nil {
 		spec.envoy(&params)
 	}
+	rs.params = params
 	for i := range spec.envoys {
-		p := params
-		p.NodeID = fmt.Sprintf("front-proxy-%d", i)
-		bootstrap, err := envoy.Render(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := envoyproc.Start(ctx, envoyproc.Options{Binary: envoyBin, ConfigYAML: bootstrap, Concurrency: 2, Stderr: &rs.envLog})
-		if err != nil {
-			t.Fatalf("envoy %d: %v\n%s", i, err, tail(rs.envLog.String(), 4000))
-		}
+		e, base := rs.startEnvoy(ctx, i, 0)
 		rs.envoys = append(rs.envoys, e)
-		addr, err := e.ListenerAddr(ctx, envoy.DefaultListenerName)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs.bases = append(rs.bases, "http://"+addr)
+		rs.bases = append(rs.bases, base)
 	}
 	t.Cleanup(func() {
 		for _, e := range rs.envoys {
@@ -126,6 +115,36 @@ func startReplicaStack(t *testing.T, spec replicaSpec) *replicaStack {
 	rs.waitStrict(ctx)
 	t.Cleanup(rs.checkInvariant)
 	return rs
+}
+
+// startEnvoy starts Envoy i, its listener on port (0: any), and returns it
+// with its base URL.
+func (rs *replicaStack) startEnvoy(ctx context.Context, i, port int) (*envoyproc.Proc, string) {
+	t := rs.t
+	t.Helper()
+	p := rs.params
+	p.NodeID = fmt.Sprintf("front-proxy-%d", i)
+	p.ListenerPort = port
+	bootstrap, err := envoy.Render(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := envoyproc.Start(ctx, envoyproc.Options{Binary: envoyBin, ConfigYAML: bootstrap, Concurrency: 2, Stderr: &rs.envLog})
+	if err != nil {
+		t.Fatalf("envoy %d: %v\n%s", i, err, tail(rs.envLog.String(), 4000))
+	}
+	addr, err := e.ListenerAddr(ctx, envoy.DefaultListenerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, "http://" + addr
+}
+
+// restartEnvoy starts Envoy i again on its listener's port (after Kill).
+func (rs *replicaStack) restartEnvoy(ctx context.Context, i int) {
+	rs.t.Helper()
+	_, port := hostPort(rs.bases[i])
+	rs.envoys[i], _ = rs.startEnvoy(ctx, i, port)
 }
 
 // configText is replica i's configuration.

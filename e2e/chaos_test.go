@@ -1,0 +1,339 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
+)
+
+// The fault schedules: the shared ledger under faults drawn from a seed.
+// Three replicas on one Redis, each through a link the test breaks
+// (testkit.Proxy), two Envoys, and a mixed load (three priorities, three
+// tenants, short requests and requests longer than a lease) against a
+// small limit. A schedule applies a few faults, each healed after a while;
+// the checker reads the upstream's own record of concurrency over time
+// (chaosReport). Replay a seed with make chaos CHAOS_SEEDS=<seed>.
+//
+// `make test` runs chaosFixedSeeds; BULKHEAD_CHAOS_SEEDS (a comma list)
+// runs those; BULKHEAD_CHAOS_FOR (a duration) runs random schedules until
+// it has passed (make chaos CHAOS=...).
+func TestChaos(t *testing.T) {
+	seeds, until := chaosSeeds(t)
+	var reports []chaosReport
+	t.Cleanup(func() { logChaosSummary(t, reports) })
+	for i := 0; ; i++ {
+		var seed uint64
+		switch {
+		case until.IsZero() && i >= len(seeds):
+			return
+		case until.IsZero():
+			seed = seeds[i]
+		case time.Now().After(until):
+			return
+		default:
+			seed = rand.Uint64() >> 1
+		}
+		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+			r := runChaos(t, drawSchedule(seed))
+			reports = append(reports, r)
+		})
+	}
+}
+
+// chaosFixedSeeds are the schedules `make test` runs: a partition and a
+// Redis that comes back empty, among others.
+var chaosFixedSeeds = []uint64{1, 2}
+
+func chaosSeeds(t *testing.T) ([]uint64, time.Time) {
+	if v := os.Getenv("BULKHEAD_CHAOS_SEEDS"); v != "" {
+		var seeds []uint64
+		for _, f := range strings.Split(v, ",") {
+			s, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+			if err != nil {
+				t.Fatalf("BULKHEAD_CHAOS_SEEDS: %q is not a seed", f)
+			}
+			seeds = append(seeds, s)
+		}
+		return seeds, time.Time{}
+	}
+	if v := os.Getenv("BULKHEAD_CHAOS_FOR"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("BULKHEAD_CHAOS_FOR: %q is not a positive duration", v)
+		}
+		return nil, time.Now().Add(d)
+	}
+	return chaosFixedSeeds, time.Time{}
+}
+
+// The bulkhead under test: a limit of 4, with ceilings 4, 3 and 2 for
+// critical, normal and best_effort.
+const (
+	chaosLimit    = 4
+	chaosLoadFor  = 24 * time.Second
+	chaosRate     = 12.0 // requests per second through each Envoy
+	chaosInterval = time.Second
+	chaosTTL      = 3 * time.Second
+	chaosYAML     = `authz: {trusted_priority_sources: ["127.0.0.0/8"], tenant_header: x-tenant}
+bulkheads:
+  catalog:
+    max_concurrent: 4
+    max_queue: 4
+    max_wait: 300ms
+    reserve: {critical: 0.25, normal: 0.25}
+    tenant: {max_concurrent: 3, max_queue: 2, max_wait: 300ms}
+`
+)
+
+var chaosCeiling = [3]int{4, 3, 2}
+
+type faultKind int
+
+const (
+	killReplica  faultKind = iota // SIGKILL, started again at the heal
+	pauseReplica                  // SIGSTOP, SIGCONT
+	hangLink                      // a replica's link to Redis silent (TCP holds the bytes)
+	refuseLink                    // a replica's link to Redis refused
+	killRedis                     // SIGKILL, started again empty: loses data
+	pauseRedis                    // SIGSTOP, SIGCONT
+	slowRedis                     // every link to Redis slowed
+	killEnvoy                     // SIGKILL, started again on its port
+	pauseEnvoy                    // SIGSTOP, SIGCONT
+	faultKinds
+)
+
+var faultNames = [...]string{"kill-replica", "pause-replica", "hang-link", "refuse-link", "kill-redis",
+	"pause-redis", "slow-redis", "kill-envoy", "pause-envoy"}
+
+func (k faultKind) String() string { return faultNames[k] }
+
+// losesData: faults after which Redis has forgotten permits in use; the
+// running requests' heartbeats adopt them again, and the over-admission
+// until then is measured rather than forbidden.
+func (k faultKind) losesData() bool { return k == killRedis }
+
+type fault struct {
+	kind     faultKind
+	target   int
+	at, dur  time.Duration
+	slowness time.Duration // slowRedis: added to each chunk, each way
+}
+
+func (f fault) String() string {
+	s := f.kind.String()
+	switch f.kind {
+	case killReplica, pauseReplica, hangLink, refuseLink, killEnvoy, pauseEnvoy:
+		s += fmt.Sprintf("(%d)", f.target)
+	case slowRedis:
+		s += fmt.Sprintf("(%v)", f.slowness)
+	}
+	return fmt.Sprintf("%s@%.1fs+%.1fs", s, f.at.Seconds(), f.dur.Seconds())
+}
+
+// schedule is what a seed draws: the policy and the faults.
+type schedule struct {
+	seed   uint64
+	policy string
+	faults []fault
+}
+
+func (s schedule) losesData() bool {
+	for _, f := range s.faults {
+		if f.kind.losesData() {
+			return true
+		}
+	}
+	return false
+}
+
+// drawSchedule draws one to three faults, each in its own part of the
+// system (a replica, its link, Redis, an Envoy), starting 2-14 s into the
+// load and lasting 1-7 s.
+func drawSchedule(seed uint64) schedule {
+	rng := rand.New(rand.NewPCG(seed, 0x6368616f73))
+	policies := []string{"fail_closed", "local_share", "fail_open"}
+	s := schedule{seed: seed, policy: policies[rng.IntN(len(policies))]}
+	used := map[string]bool{}
+	n := 1 + rng.IntN(3)
+	for tries := 0; len(s.faults) < n && tries < 50; tries++ {
+		f := fault{kind: faultKind(rng.IntN(int(faultKinds))),
+			at: 2*time.Second + dur(rng, 12*time.Second), dur: time.Second + dur(rng, 6*time.Second)}
+		part := "redis"
+		switch f.kind {
+		case killReplica, pauseReplica:
+			f.target = rng.IntN(3)
+			part = fmt.Sprint("replica", f.target)
+		case hangLink, refuseLink:
+			f.target = rng.IntN(3)
+			part = fmt.Sprint("link", f.target)
+		case killEnvoy, pauseEnvoy:
+			f.target = rng.IntN(2)
+			part = fmt.Sprint("envoy", f.target)
+		case slowRedis:
+			f.slowness = 20*time.Millisecond + dur(rng, 100*time.Millisecond)
+		}
+		if used[part] {
+			continue
+		}
+		used[part] = true
+		s.faults = append(s.faults, f)
+	}
+	return s
+}
+
+// chaosReport is what the checker found in one schedule.
+type chaosReport struct {
+	sched        schedule
+	sent, ok     int
+	byReason     map[string]int
+	errors       int
+	peak         int           // most requests at once at the upstream
+	overFor      time.Duration // time above the limit
+	back         time.Duration // from the last heal (or request end) until Redis held nothing
+	inversions   int           // higher-class requests refused while a lower class got in
+	refusedFree  int           // refused while the upstream stayed below their class's ceiling
+	refusedTotal int
+}
+
+func (r chaosReport) String() string {
+	return fmt.Sprintf("seed %d, %s, faults %v: sent %d, ok %d, refused %d %v, errors %d; upstream peak %d (limit %d), "+
+		"above it for %v; permits back %v after the last heal; inversions %d; refused with capacity free %d",
+		r.sched.seed, r.sched.policy, r.sched.faults, r.sent, r.ok, r.refusedTotal, r.byReason, r.errors, r.peak, chaosLimit,
+		r.overFor.Round(time.Millisecond), r.back.Round(time.Millisecond), r.inversions, r.refusedFree)
+}
+
+func runChaos(t *testing.T, s schedule) chaosReport {
+	t.Logf("schedule: seed %d, policy %s, faults %v (replay: make chaos CHAOS_SEEDS=%d)", s.seed, s.policy, s.faults, s.seed)
+	srv := testkit.StartRedis(t)
+	links := make([]*testkit.Proxy, 3)
+	for i := range links {
+		links[i] = testkit.StartProxy(t, srv.Addr)
+	}
+	rs := startReplicaStack(t, replicaSpec{
+		ledgerOf: func(i int) string {
+			return fmt.Sprintf("ledger: {backend: redis, on_unavailable: %s, redis: {address: %q, timeout: 100ms}}", s.policy, links[i].Addr)
+		},
+		yaml:     chaosYAML,
+		replicas: 3, envoys: 2, rdb: newRedisClient(t, srv.Addr),
+	})
+	rs.settle = 15 * time.Second
+	rs.countServed()
+	// The checker below judges the limit; the cleanup's invariant only
+	// what the checker lets pass (a policy that admits without a permit,
+	// or a Redis that forgot).
+	rs.limits["catalog"] = 1 << 30
+	up := rs.up["catalog"]
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	start := up.Elapsed()
+	loads := make([]chan []chaosOutcome, len(rs.bases))
+	for i, base := range rs.bases {
+		loads[i] = make(chan []chaosOutcome, 1)
+		go func() { loads[i] <- chaosLoad(ctx, up, base+"/catalog", s.seed+uint64(i), chaosRate, chaosLoadFor) }()
+	}
+	lastHeal := applyFaults(t, ctx, rs, srv, links, s.faults, up, start)
+	var outs []chaosOutcome
+	for _, ch := range loads {
+		outs = append(outs, <-ch...)
+	}
+	lastEnd := lastHeal
+	for _, o := range outs {
+		lastEnd = max(lastEnd, o.done)
+	}
+	poll(t, ctx, "no permit held in Redis", func() bool { return rs.inUse(ctx, "catalog") == 0 })
+	r := checkChaos(s, outs, up.ServedSpans(), up.Elapsed()-lastEnd)
+	t.Log(r)
+	if r.back > 3*chaosInterval+time.Second {
+		t.Errorf("PERMITS NOT BACK: %v after the last request ended and the last fault healed, want within 3 heartbeat intervals "+
+			"(and a sweep): %v", r.back.Round(time.Millisecond), r)
+	}
+	if r.peak > chaosLimit && s.policy != "fail_open" && !s.losesData() {
+		t.Errorf("OVER-ADMISSION: %v", r)
+	}
+	if r.ok == 0 {
+		t.Errorf("nothing admitted: %v", r)
+	}
+	return r
+}
+
+// applyFaults applies s's faults and heals them in time order, from the
+// load's start on the upstream's clock, and returns when the last healed.
+func applyFaults(t *testing.T, ctx context.Context, rs *replicaStack, srv *testkit.Redis, links []*testkit.Proxy,
+	faults []fault, up *testbed.Upstream, start time.Duration) time.Duration {
+	t.Helper()
+	type step struct {
+		at   time.Duration
+		f    fault
+		heal bool
+	}
+	var steps []step
+	for _, f := range faults {
+		steps = append(steps, step{f.at, f, false}, step{f.at + f.dur, f, true})
+	}
+	for i := range steps { // few: insertion sort by time
+		for j := i; j > 0 && steps[j].at < steps[j-1].at; j-- {
+			steps[j], steps[j-1] = steps[j-1], steps[j]
+		}
+	}
+	signal := func(pid int, sig syscall.Signal) { _ = syscall.Kill(-pid, sig) }
+	for _, st := range steps {
+		// The schedule's own timing, not a synchronisation.
+		if wait := start + st.at - up.Elapsed(); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			}
+		}
+		f := st.f
+		switch {
+		case f.kind == killReplica && !st.heal:
+			rs.killReplica(f.target)
+		case f.kind == killReplica:
+			rs.startReplica(ctx, f.target, rs.replicas[f.target].grpc)
+		case f.kind == pauseReplica:
+			signal(rs.replicas[f.target].proc.cmd.Process.Pid, map[bool]syscall.Signal{false: syscall.SIGSTOP, true: syscall.SIGCONT}[st.heal])
+		case f.kind == hangLink && !st.heal:
+			links[f.target].Hang()
+		case f.kind == refuseLink && !st.heal:
+			links[f.target].Refuse()
+		case f.kind == hangLink, f.kind == refuseLink:
+			links[f.target].Pass()
+		case f.kind == killRedis && !st.heal:
+			srv.Kill()
+		case f.kind == killRedis:
+			srv.Start()
+		case f.kind == pauseRedis && !st.heal:
+			srv.Stop()
+		case f.kind == pauseRedis:
+			srv.Continue()
+		case f.kind == slowRedis:
+			d := f.slowness
+			if st.heal {
+				d = 0
+			}
+			for _, l := range links {
+				l.Delay(d)
+			}
+		case f.kind == killEnvoy && !st.heal:
+			_ = rs.envoys[f.target].Kill()
+		case f.kind == killEnvoy:
+			rs.restartEnvoy(ctx, f.target)
+		case f.kind == pauseEnvoy:
+			signal(rs.envoys[f.target].PID(), map[bool]syscall.Signal{false: syscall.SIGSTOP, true: syscall.SIGCONT}[st.heal])
+		}
+	}
+	return up.Elapsed()
+}
