@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
@@ -51,9 +53,10 @@ func TestChaos(t *testing.T) {
 	}
 }
 
-// chaosFixedSeeds are the schedules `make test` runs: a partition and a
-// Redis that comes back empty, among others.
-var chaosFixedSeeds = []uint64{1, 2}
+// chaosFixedSeeds are the schedules `make test` runs: 9, fail_closed with
+// a replica's link to Redis silent, Redis paused and an Envoy paused; 5,
+// local_share with Redis killed and started empty, then a replica killed.
+var chaosFixedSeeds = []uint64{9, 5}
 
 func chaosSeeds(t *testing.T) ([]uint64, time.Time) {
 	if v := os.Getenv("BULKHEAD_CHAOS_SEEDS"); v != "" {
@@ -110,18 +113,26 @@ const (
 	slowRedis                     // every link to Redis slowed
 	killEnvoy                     // SIGKILL, started again on its port
 	pauseEnvoy                    // SIGSTOP, SIGCONT
+	failover                      // Sentinel's topology only: the master SIGKILLed, its replica promoted
 	faultKinds
 )
 
 var faultNames = [...]string{"kill-replica", "pause-replica", "hang-link", "refuse-link", "kill-redis",
-	"pause-redis", "slow-redis", "kill-envoy", "pause-envoy"}
+	"pause-redis", "slow-redis", "kill-envoy", "pause-envoy", "failover"}
+
+// sentinelKinds are the faults of a schedule on Sentinel's topology: the
+// replicas learn the master's address from Sentinel, so there is no link
+// of theirs to break.
+var sentinelKinds = []faultKind{killReplica, pauseReplica, killEnvoy, pauseEnvoy, failover}
 
 func (k faultKind) String() string { return faultNames[k] }
 
 // losesData: faults after which Redis has forgotten permits in use; the
 // running requests' heartbeats adopt them again, and the over-admission
 // until then is measured rather than forbidden.
-func (k faultKind) losesData() bool { return k == killRedis }
+// A failover loses what the replica had not received yet (replication is
+// asynchronous).
+func (k faultKind) losesData() bool { return k == killRedis || k == failover }
 
 type fault struct {
 	kind     faultKind
@@ -141,11 +152,12 @@ func (f fault) String() string {
 	return fmt.Sprintf("%s@%.1fs+%.1fs", s, f.at.Seconds(), f.dur.Seconds())
 }
 
-// schedule is what a seed draws: the policy and the faults.
+// schedule is what a seed draws: the policy, the topology and the faults.
 type schedule struct {
-	seed   uint64
-	policy string
-	faults []fault
+	seed     uint64
+	policy   string
+	sentinel bool // a master, its replica and Sentinel; else one Redis
+	faults   []fault
 }
 
 func (s schedule) losesData() bool {
@@ -159,15 +171,25 @@ func (s schedule) losesData() bool {
 
 // drawSchedule draws one to three faults, each in its own part of the
 // system (a replica, its link, Redis, an Envoy), starting 2-14 s into the
-// load and lasting 1-7 s.
+// load and lasting 1-7 s; one schedule in four runs on Sentinel's
+// topology.
 func drawSchedule(seed uint64) schedule {
 	rng := rand.New(rand.NewPCG(seed, 0x6368616f73))
 	policies := []string{"fail_closed", "local_share", "fail_open"}
-	s := schedule{seed: seed, policy: policies[rng.IntN(len(policies))]}
+	s := schedule{seed: seed, policy: policies[rng.IntN(len(policies))], sentinel: rng.IntN(4) == 0}
+	kinds := make([]faultKind, 0, faultKinds)
+	for k := range faultKinds {
+		if k != failover {
+			kinds = append(kinds, k)
+		}
+	}
+	if s.sentinel {
+		kinds = sentinelKinds
+	}
 	used := map[string]bool{}
 	n := 1 + rng.IntN(3)
 	for tries := 0; len(s.faults) < n && tries < 50; tries++ {
-		f := fault{kind: faultKind(rng.IntN(int(faultKinds))),
+		f := fault{kind: kinds[rng.IntN(len(kinds))],
 			at: 2*time.Second + dur(rng, 12*time.Second), dur: time.Second + dur(rng, 6*time.Second)}
 		part := "redis"
 		switch f.kind {
@@ -207,26 +229,41 @@ type chaosReport struct {
 }
 
 func (r chaosReport) String() string {
-	return fmt.Sprintf("seed %d, %s, faults %v: sent %d, ok %d, refused %d %v, errors %d; upstream peak %d (limit %d), "+
+	topology := ""
+	if r.sched.sentinel {
+		topology = " (sentinel)"
+	}
+	return fmt.Sprintf("seed %d, %s%s, faults %v: sent %d, ok %d, refused %d %v, errors %d; upstream peak %d (limit %d), "+
 		"above it for %v; permits back %v after the last heal; inversions %d; refused with capacity free %d",
-		r.sched.seed, r.sched.policy, r.sched.faults, r.sent, r.ok, r.refusedTotal, r.byReason, r.errors, r.peak, chaosLimit,
+		r.sched.seed, r.sched.policy, topology, r.sched.faults, r.sent, r.ok, r.refusedTotal, r.byReason, r.errors, r.peak, chaosLimit,
 		r.overFor.Round(time.Millisecond), r.back.Round(time.Millisecond), r.inversions, r.refusedFree)
 }
 
 func runChaos(t *testing.T, s schedule) chaosReport {
-	t.Logf("schedule: seed %d, policy %s, faults %v (replay: make chaos CHAOS_SEEDS=%d)", s.seed, s.policy, s.faults, s.seed)
+	t.Logf("schedule: seed %d, policy %s, sentinel %v, faults %v (replay: make chaos CHAOS_SEEDS=%d)",
+		s.seed, s.policy, s.sentinel, s.faults, s.seed)
 	srv := testkit.StartRedis(t)
 	links := make([]*testkit.Proxy, 3)
-	for i := range links {
-		links[i] = testkit.StartProxy(t, srv.Addr)
-	}
-	rs := startReplicaStack(t, replicaSpec{
-		ledgerOf: func(i int) string {
+	spec := replicaSpec{yaml: chaosYAML, replicas: 3, envoys: 2}
+	if s.sentinel {
+		h, p := hostPort("http://" + srv.Addr)
+		testkit.StartRedis(t, "--replicaof", h, fmt.Sprint(p))
+		sentinel := testkit.StartSentinel(t, "bulkhead", srv.Addr, 300*time.Millisecond)
+		rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "bulkhead", SentinelAddrs: []string{sentinel.Addr}, MaxRetries: -1})
+		t.Cleanup(func() { rdb.Close() })
+		spec.rdb = rdb
+		spec.ledger = fmt.Sprintf("ledger: {backend: redis, on_unavailable: %s, redis: {sentinel: {master: bulkhead, addresses: [%q]}, timeout: 100ms}}",
+			s.policy, sentinel.Addr)
+	} else {
+		for i := range links {
+			links[i] = testkit.StartProxy(t, srv.Addr)
+		}
+		spec.rdb = newRedisClient(t, srv.Addr)
+		spec.ledgerOf = func(i int) string {
 			return fmt.Sprintf("ledger: {backend: redis, on_unavailable: %s, redis: {address: %q, timeout: 100ms}}", s.policy, links[i].Addr)
-		},
-		yaml:     chaosYAML,
-		replicas: 3, envoys: 2, rdb: newRedisClient(t, srv.Addr),
-	})
+		}
+	}
+	rs := startReplicaStack(t, spec)
 	rs.settle = 15 * time.Second
 	rs.countServed()
 	// The checker below judges the limit; the cleanup's invariant only
@@ -311,6 +348,9 @@ func applyFaults(t *testing.T, ctx context.Context, rs *replicaStack, srv *testk
 			links[f.target].Refuse()
 		case f.kind == hangLink, f.kind == refuseLink:
 			links[f.target].Pass()
+		case f.kind == failover && !st.heal:
+			srv.Kill() // the master: Sentinel promotes its replica
+		case f.kind == failover:
 		case f.kind == killRedis && !st.heal:
 			srv.Kill()
 		case f.kind == killRedis:
