@@ -37,7 +37,9 @@
 // A waiter costs Redis nothing while it waits: it is woken by Pub/Sub, and a
 // lost wake-up only delays it to the end of its wait, when leave finds the
 // permit granted. Every script sweeps expired leases first, so capacity
-// freed by expiry is never missed by an arrival.
+// freed by expiry is never missed by an arrival. A lease is swept only
+// expiryGrace after its expiry (the in-memory ledger's sweep interval): a
+// periodic entry a little late renews it rather than adopting it again.
 //
 // # Strictness
 //

@@ -2,9 +2,23 @@ package redisledger
 
 import (
 	"embed"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
+
+// expiryGrace is how long a lease stays live past its expiry: every
+// script's sweep (acquire, release, renew, a replica's look) reclaims a
+// lease only grace after it expired, and a periodic entry within the grace
+// renews it (Renewed, counted all along, never adopted past the limit).
+// The in-memory ledger gives the same: it sweeps every
+// permit.DefaultSweepInterval, so a late heartbeat finds its lease up to
+// that long after expiry. The cost is that a dead Envoy's permits come back
+// grace later. The scripts read it as GRACE (ms), which loadScripts puts
+// before common.lua.
+const expiryGrace = permit.DefaultSweepInterval
 
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
@@ -12,13 +26,14 @@ var scriptFiles embed.FS
 // scripts are the ledger's operations, each one Lua script run atomically
 // by EVALSHA (go-redis loads a script on NOSCRIPT, so a restarted or
 // failed-over Redis needs nothing from the replicas). Every per-bulkhead
-// script starts with common.lua, which documents the data model.
+// script starts with GRACE (expiryGrace) and common.lua, which documents
+// the data model.
 type scripts struct {
 	acquire, release, renew, leave, state, reopen, replicas *redis.Script
 }
 
 func loadScripts() scripts {
-	common := read("common.lua")
+	common := fmt.Sprintf("local GRACE = %d\n", expiryGrace.Milliseconds()) + read("common.lua")
 	op := func(name string) *redis.Script { return redis.NewScript(common + "\n" + read(name)) }
 	return scripts{
 		acquire:  op("acquire.lua"),

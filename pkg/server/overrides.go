@@ -16,17 +16,20 @@ import (
 // overrideSync carries admin overrides between replicas through Redis, so
 // that a resize sent to one replica applies at every one: each change made
 // here is written to the hash <key_prefix>overrides (bulkhead -> record),
-// and every replica applies, each second, the records newer than the last
-// it applied (the latest change wins, whichever replica took it). A
-// replica that starts applies the overrides in force.
+// and every replica applies, each second, the records written after the
+// last it applied. The order is Redis's, never the replicas' clocks: each
+// write stamps its record with Redis's TIME (above the stamp of the record
+// it replaces), so the change written last wins at every replica,
+// whichever replica took it. A replica that starts applies the overrides
+// in force.
 type overrideSync struct {
 	rdb     redis.UniversalClient
 	key     string
 	ctl     *control.Control
 	log     *slog.Logger
 	events  chan overrideEvent
-	pending map[string]overrideRecord // written here, not yet in Redis
-	applied map[string]int64          // the At of the last record applied, by bulkhead
+	pending map[string]overrideRecord // made here, not yet in Redis (pull leaves these alone)
+	applied map[string]int64          // the stamp of the last record applied or written, by bulkhead
 }
 
 type overrideEvent struct {
@@ -39,8 +42,33 @@ type overrideEvent struct {
 type overrideRecord struct {
 	Settings *bulkhead.Settings `json:"settings,omitempty"`
 	Actor    string             `json:"actor"`
-	At       int64              `json:"at"` // UnixNano
+	At       int64              `json:"at"` // UnixNano, on the clock of the replica that took it
+	// Stamp orders the records: microseconds on Redis's clock, set by
+	// writeOverride (0 in a record of a replica that predates it).
+	Stamp int64 `json:"stamp,omitempty"`
 }
+
+// order is rec's place among the changes of its bulkhead.
+func (rec overrideRecord) order() int64 {
+	if rec.Stamp == 0 {
+		return rec.At / 1000 // the writer's clock: the best a record without a stamp offers
+	}
+	return rec.Stamp
+}
+
+// writeOverride stores the record ARGV[2] (JSON, without a stamp) of
+// bulkhead ARGV[1] in the hash KEYS[1], stamped first with Redis's TIME in
+// microseconds, or one above the stamp of the record it replaces if that
+// is not less (a master whose clock is behind the last one's), and returns
+// the stamp.
+var writeOverride = redis.NewScript(`
+local t = redis.call('TIME')
+local stamp = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local prev = tonumber(string.match(redis.call('HGET', KEYS[1], ARGV[1]) or '', '^{"stamp":(%d+),')) or 0
+if stamp <= prev then stamp = prev + 1 end
+redis.call('HSET', KEYS[1], ARGV[1], '{"stamp":' .. string.format('%d', stamp) .. ',' .. string.sub(ARGV[2], 2))
+return stamp
+`)
 
 func newOverrideSync(rdb redis.UniversalClient, prefix string, log *slog.Logger) *overrideSync {
 	return &overrideSync{rdb: rdb, key: prefix + "overrides", log: log, events: make(chan overrideEvent, 256),
@@ -72,11 +100,15 @@ func (o *overrideSync) run(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case ev := <-o.events:
-			o.pending[ev.name] = ev.rec
-			o.applied[ev.name] = ev.rec.At
+			o.take(ev)
 		case <-t.C:
 		}
 	}
+}
+
+// take records a change made here, to be written by the next flush.
+func (o *overrideSync) take(ev overrideEvent) {
+	o.pending[ev.name] = ev.rec
 }
 
 func (o *overrideSync) flush(ctx context.Context) {
@@ -86,10 +118,12 @@ func (o *overrideSync) flush(ctx context.Context) {
 			delete(o.pending, name)
 			continue
 		}
-		if err := o.rdb.HSet(ctx, o.key, name, b).Err(); err != nil {
+		stamp, err := writeOverride.Run(ctx, o.rdb, []string{o.key}, name, b).Int64()
+		if err != nil {
 			return // Redis away: retried next time
 		}
 		delete(o.pending, name)
+		o.applied[name] = stamp
 	}
 }
 
@@ -104,7 +138,7 @@ func (o *overrideSync) pull(ctx context.Context) {
 			o.log.Warn("shared override unreadable; ignored", "bulkhead", name, "err", err)
 			continue
 		}
-		if rec.At <= o.applied[name] {
+		if _, mine := o.pending[name]; mine || rec.order() <= o.applied[name] {
 			continue
 		}
 		var ov *control.Override
@@ -114,6 +148,6 @@ func (o *overrideSync) pull(ctx context.Context) {
 		if err := o.ctl.ApplyRemote(name, ov); err != nil && !errors.Is(err, control.ErrNotFound) {
 			o.log.Warn("override made at another replica not applied", "bulkhead", name, "err", err)
 		}
-		o.applied[name] = rec.At
+		o.applied[name] = rec.order()
 	}
 }

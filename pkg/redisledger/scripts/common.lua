@@ -145,12 +145,13 @@ local function drop_waiter(token)
   return w
 end
 
--- sweep ends the leases that expired and drops the waiters that outlived
--- their deadline (a replica that died while they waited). It returns, for
--- each lease it ended, when that lease was acquired (ms): the caller counts
--- them as released by TTL.
+-- sweep ends the leases that expired GRACE ms ago or more (scripts.go sets
+-- GRACE: a late renewal within it renews) and drops the waiters that
+-- outlived their deadline (a replica that died while they waited). It
+-- returns, for each lease it ended, when that lease was acquired (ms): the
+-- caller counts them as released by TTL.
 local function sweep(now)
-  local gone = redis.call('ZRANGEBYSCORE', P, '-inf', now, 'LIMIT', 0, SWEEP_BATCH)
+  local gone = redis.call('ZRANGEBYSCORE', P, '-inf', now - GRACE, 'LIMIT', 0, SWEEP_BATCH)
   local acquired = {}
   for i, tok in ipairs(gone) do
     local info = end_lease(tok)
