@@ -135,8 +135,8 @@ func TestScriptsRunTwiceCountOnce(t *testing.T) {
 			hold(name)
 			return f.twice(l, l.sc.acquire, name, l.acquireArgs(token, tenantReq(name), 5*time.Second)...)
 		}, [2]int64{acquireQueued, acquireQueued}, 2, 1},
-		{"release", func(name, token string) [2]int64 {
-			token = hold(name)
+		{"release", func(name, _ string) [2]int64 {
+			token := hold(name)
 			return f.twice(l, l.sc.release, name, token, 0, 2000)
 		}, [2]int64{releaseReleased, releaseDuplicate}, 0, 0},
 		{"release grants the waiter", func(name, token string) [2]int64 {
