@@ -160,10 +160,24 @@ func (c concurrency) most(from, to time.Duration) int {
 	return n
 }
 
-// checkChaos reads the schedule's outcome against the upstream's record.
-func checkChaos(s schedule, outs []chaosOutcome, spans []testbed.Span, back time.Duration) chaosReport {
+// inUseSample is what Redis counted in use at a time of the upstream's.
+type inUseSample struct {
+	at time.Duration
+	n  int
+}
+
+// checkChaos reads the schedule's outcome against the upstream's record,
+// and Redis's count from settled on against the requests the upstream had
+// around each sample (a grant reaches the upstream, and a release Redis,
+// within milliseconds: half a second either way).
+func checkChaos(s schedule, outs []chaosOutcome, spans []testbed.Span, inUse []inUseSample, settled time.Duration) chaosReport {
 	c := concurrencyOf(spans)
-	r := chaosReport{sched: s, sent: len(outs), byReason: map[string]int{}, back: back}
+	r := chaosReport{sched: s, sent: len(outs), byReason: map[string]int{}}
+	for _, x := range inUse {
+		if x.at >= settled {
+			r.stale = max(r.stale, x.n-c.most(x.at-500*time.Millisecond, x.at+500*time.Millisecond))
+		}
+	}
 	r.peak, r.overFor = c.peak(chaosLimit)
 	for _, o := range outs {
 		switch {
@@ -206,7 +220,7 @@ func logChaosSummary(t *testing.T, reports []chaosReport) {
 	}
 	type agg struct {
 		n, overN, sent, ok, refusedFree, inversions int
-		worstPeak                                   int
+		worstPeak, worstStale                       int
 		worstOver, worstBack                        time.Duration
 	}
 	by := map[string]*agg{}
@@ -227,6 +241,7 @@ func logChaosSummary(t *testing.T, reports []chaosReport) {
 		a.worstPeak = max(a.worstPeak, r.peak)
 		a.worstOver = max(a.worstOver, r.overFor)
 		a.worstBack = max(a.worstBack, r.back)
+		a.worstStale = max(a.worstStale, r.stale)
 	}
 	for _, r := range reports {
 		add("policy "+r.sched.policy, r)
@@ -244,13 +259,13 @@ func logChaosSummary(t *testing.T, reports []chaosReport) {
 	}
 	slices.Sort(keys)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d schedules\n%-36s %4s %6s %9s %7s %9s %8s %8s %10s\n", len(reports),
-		"", "runs", "over", "peak", "over_for", "back", "ok/sent", "refused_free", "inversions")
+	fmt.Fprintf(&b, "%d schedules\n%-36s %4s %4s %4s %9s %7s %5s %7s %12s %10s\n", len(reports),
+		"", "runs", "over", "peak", "over_for", "back", "stale", "ok/sent", "refused_free", "inversions")
 	for _, k := range keys {
 		a := by[k]
-		fmt.Fprintf(&b, "%-36s %4d %6d %9d %7v %9v %8.2f %10d %10d\n", k, a.n, a.overN, a.worstPeak,
-			a.worstOver.Round(time.Millisecond), a.worstBack.Round(time.Millisecond), float64(a.ok)/float64(max(a.sent, 1)),
-			a.refusedFree, a.inversions)
+		fmt.Fprintf(&b, "%-36s %4d %4d %4d %9v %7v %5d %7.2f %12d %10d\n", k, a.n, a.overN, a.worstPeak,
+			a.worstOver.Round(time.Millisecond), a.worstBack.Round(time.Millisecond), a.worstStale,
+			float64(a.ok)/float64(max(a.sent, 1)), a.refusedFree, a.inversions)
 	}
-	t.Log("chaos summary (worst peak, longest time above the limit, slowest permits back):\n" + b.String())
+	t.Log("chaos summary (schedules above the limit, worst peak, longest time above it, slowest permits back, most stale):\n" + b.String())
 }
