@@ -156,7 +156,9 @@ func (s *Server) serve(recv func(*message) error, done func() error) error {
 			// sends its next entries on a new stream, to a replica that can
 			// renew them before their leases end (finding 0 of the fault
 			// issue: kept here, the others admit past the limit).
-			s.log.Warn("access-log stream closed: this replica cannot reach the shared ledger, Envoy reopens it at another",
+			// Counted (entries ledger_unavailable); the replica logged its
+			// outage once, and Envoy may reopen a stream here per entry.
+			s.log.Debug("access-log stream closed: this replica cannot reach the shared ledger, Envoy reopens it at another",
 				"node", truncate(st.node), "log_name", truncate(st.logName))
 			return status.Error(codes.Unavailable, "bulkhead: this replica cannot reach the shared ledger")
 		}
