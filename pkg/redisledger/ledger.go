@@ -111,7 +111,10 @@ type Ledger struct {
 	wake *waiters
 	keys sync.Map // bulkhead name -> []string
 
-	state    atomic.Int32 // State
+	state atomic.Int32 // State
+	// alone orders the registrations of permits admitted alone (AdmitAlone
+	// holds it shared) before the move to Recovering (held exclusively).
+	alone    sync.RWMutex
 	down     atomic.Int64 // when the current outage began (UnixNano); see LocalShareOK
 	replicas atomic.Int32 // live replicas, last seen (at least 1)
 	kick     chan struct{}

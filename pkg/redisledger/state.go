@@ -147,7 +147,11 @@ func (l *Ledger) tick(ctx context.Context, names func() []string, handover Hando
 		l.rec.LedgerReplicas(int(n))
 	}
 	if l.State() == Unavailable {
+		// Once no permit admitted alone is being registered, and before
+		// the hand-over looks at them (AdmitAlone).
+		l.alone.Lock()
 		l.state.Store(int32(Recovering))
+		l.alone.Unlock()
 		l.rec.LedgerState(Recovering)
 		l.log.Info("redis ledger answers again: handing over the permits admitted without it")
 		if handover != nil {

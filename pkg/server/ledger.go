@@ -210,24 +210,48 @@ func (s *shared) syncShares(reg *bulkhead.Registry) {
 
 // handover moves the permits this replica admitted while Redis did not
 // answer into Redis, counted there past the limit if need be (their
-// requests run), before strict admission resumes.
+// requests run), before strict admission resumes. No permit is admitted
+// alone meanwhile (redisledger.Ledger.AdmitAlone): a slot that a permit
+// handed over frees in the local share goes to no one, and passes repeat
+// until one finds nothing left.
 func (s *shared) handover(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory, ttl time.Duration) error {
 	moved := 0
-	for _, name := range reg.Keys() {
-		leases, _ := local.Holders(name, math.MaxInt32)
-		for _, lease := range leases {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if _, res := s.ledger.Renew(name, lease.Token, ttl, lease.Node, true); res == redisledger.RenewFailed {
-				return errors.New("redis did not answer during the hand-over")
-			}
-			local.Release(lease.Token, permit.Handover)
-			moved++
+	for {
+		n, err := s.handoverPass(ctx, reg, local, ttl)
+		moved += n
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
 		}
 	}
 	if moved > 0 {
 		s.log.Info("permits admitted without redis handed over to it", "permits", moved)
 	}
 	return nil
+}
+
+// handoverPass hands over the local permits of each bulkhead of reg and
+// returns how many it found.
+func (s *shared) handoverPass(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory, ttl time.Duration) (int, error) {
+	found := 0
+	for _, name := range reg.Keys() {
+		leases, _ := local.Holders(name, math.MaxInt32)
+		for _, lease := range leases {
+			if ctx.Err() != nil {
+				return found, ctx.Err()
+			}
+			if _, res := s.ledger.Renew(name, lease.Token, ttl, lease.Node, true); res == redisledger.RenewFailed {
+				return found, errors.New("redis did not answer during the hand-over")
+			}
+			if _, res := local.Release(lease.Token, permit.Handover); res != permit.Released {
+				// Its request ended after the look (its end entry
+				// released it here): end what Redis now holds.
+				s.ledger.Release(name, lease.Token, permit.Handover)
+			}
+			found++
+		}
+	}
+	return found, nil
 }
