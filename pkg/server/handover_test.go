@@ -83,3 +83,43 @@ func TestHandoverLeavesNoPermitBehind(t *testing.T) {
 		t.Errorf("Redis counts %d permits, want the 2 handed over", n)
 	}
 }
+
+// The hand-over keeps each permit's lease (fault issue, finding 4): a permit
+// admitted alone with a long lease (heartbeats off) is handed to Redis with
+// the time left on it, not the heartbeat TTL, so Redis does not reclaim it
+// while its request runs.
+func TestHandoverKeepsTheLease(t *testing.T) {
+	srv := testkit.StartRedis(t)
+	rn := start(t, parseConfig(t, localShareYAML(srv.Addr,
+		"{default_ttl: 30s, sweep_interval: 50ms, heartbeat_interval: 0s}", "{max_concurrent: 2, max_queue: 0, lease_ttl: 40s}")))
+	if rn.r.cfg.Leases.HeartbeatInterval != 0 {
+		t.Fatal("heartbeats on")
+	}
+	admitAlone(t, rn, srv)
+	for range 2 {
+		if tok, r := check(t, rn, "auth"); tok == "" || r != "" {
+			t.Fatalf("local share: token %q, reason %q", tok, r)
+		}
+	}
+	srv.Start()
+	waitStrict(t, rn)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	leases, err := rdb.ZRangeWithScores(ctx, "bulkhead:{auth}:p", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases) != 2 {
+		t.Fatalf("Redis holds %d leases, want the 2 handed over", len(leases))
+	}
+	for _, l := range leases {
+		if left := time.Duration(int64(l.Score)-now.UnixMilli()) * time.Millisecond; left < 30*time.Second {
+			t.Errorf("a permit of a 40 s lease handed over with %v left", left)
+		}
+	}
+}

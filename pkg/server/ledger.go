@@ -165,7 +165,7 @@ func redisTLS(c config.RedisTLS) (*tls.Config, error) {
 }
 
 // run keeps the shared ledger and the shares going until ctx ends.
-func (s *shared) run(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory, ttl time.Duration) error {
+func (s *shared) run(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory) error {
 	var g errgroup.Group
 	g.Go(func() error {
 		// The shares follow the limits and the replica count.
@@ -181,7 +181,7 @@ func (s *shared) run(ctx context.Context, reg *bulkhead.Registry, local *permit.
 		}
 	})
 	g.Go(func() error {
-		return s.ledger.Run(ctx, reg.Keys, func(ctx context.Context) error { return s.handover(ctx, reg, local, ttl) })
+		return s.ledger.Run(ctx, reg.Keys, func(ctx context.Context) error { return s.handover(ctx, reg, local) })
 	})
 	err := g.Wait()
 	s.client.Close()
@@ -208,16 +208,22 @@ func (s *shared) syncShares(reg *bulkhead.Registry) {
 	}
 }
 
+// minHandoverLease is the shortest lease a permit admitted alone is handed
+// over with: one whose local lease is about to end still reaches Redis.
+const minHandoverLease = time.Second
+
 // handover moves the permits this replica admitted while Redis did not
 // answer into Redis, counted there past the limit if need be (their
 // requests run), before strict admission resumes. No permit is admitted
 // alone meanwhile (redisledger.Ledger.AdmitAlone): a slot that a permit
 // handed over frees in the local share goes to no one, and passes repeat
-// until one finds nothing left.
-func (s *shared) handover(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory, ttl time.Duration) error {
+// until one finds nothing left. Each permit keeps the time left on its
+// lease: the heartbeat TTL would let Redis reclaim a long lease (heartbeats
+// off, or a silent node) while its request runs.
+func (s *shared) handover(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory) error {
 	moved := 0
 	for {
-		n, err := s.handoverPass(ctx, reg, local, ttl)
+		n, err := s.handoverPass(ctx, reg, local)
 		moved += n
 		if err != nil {
 			return err
@@ -234,7 +240,7 @@ func (s *shared) handover(ctx context.Context, reg *bulkhead.Registry, local *pe
 
 // handoverPass hands over the local permits of each bulkhead of reg and
 // returns how many it found.
-func (s *shared) handoverPass(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory, ttl time.Duration) (int, error) {
+func (s *shared) handoverPass(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory) (int, error) {
 	found := 0
 	for _, name := range reg.Keys() {
 		leases, _ := local.Holders(name, math.MaxInt32)
@@ -242,6 +248,7 @@ func (s *shared) handoverPass(ctx context.Context, reg *bulkhead.Registry, local
 			if ctx.Err() != nil {
 				return found, ctx.Err()
 			}
+			ttl := max(time.Until(lease.Expires), minHandoverLease)
 			if _, res := s.ledger.Renew(name, lease.Token, ttl, lease.Node, true); res == redisledger.RenewFailed {
 				return found, errors.New("redis did not answer during the hand-over")
 			}
