@@ -188,18 +188,13 @@ func (s *shared) run(ctx context.Context, reg *bulkhead.Registry, local *permit.
 	return err
 }
 
-// syncShares sizes each bulkhead's share: its limit divided by the live
-// replicas, rounded down, with its reserves; a bulkhead whose share cannot
-// hold a best_effort permit gets none (its Checks are rejected while Redis
-// does not answer).
+// syncShares sizes each bulkhead's share (redisledger.Ledger.Share), with
+// its reserves; a bulkhead whose share cannot hold a best_effort permit
+// gets none (its Checks are rejected while Redis does not answer).
 func (s *shared) syncShares(reg *bulkhead.Registry) {
-	n := max(s.ledger.Replicas(), 1)
 	want := map[string]bulkhead.Settings{}
 	for _, snap := range reg.Snapshots() {
-		st := snap.Settings
-		st.MaxConcurrent = int(math.Floor(float64(st.MaxConcurrent) / float64(n)))
-		st.MaxQueue /= n
-		if st.Validate() == nil {
+		if st := s.ledger.Share(snap.Name, snap.Settings); st.Validate() == nil {
 			want[snap.Name] = st
 		}
 	}
