@@ -135,16 +135,6 @@ func (l *Ledger) heldBack() time.Duration {
 	return l.cfg.stale()
 }
 
-// Share is this replica's share of s, bulkhead name's settings, for
-// admitting alone (local_share): its limit and queue divided by the live
-// replicas, rounded down.
-func (l *Ledger) Share(name string, s bulkhead.Settings) bulkhead.Settings {
-	n := max(l.Replicas(), 1)
-	s.MaxConcurrent /= n
-	s.MaxQueue /= n
-	return s
-}
-
 // LocalShareOK reports whether this replica may admit its share alone now:
 // Redis is unavailable, has not answered for longer than the others take to
 // hold that share back, and for less than LocalShareFor after that.

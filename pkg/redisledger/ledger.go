@@ -124,6 +124,10 @@ type Ledger struct {
 	downLogged time.Time
 	// masters are the run ids of the masters last heard (ticker only).
 	masters map[string]bool
+	// presence is, per bulkhead, its presence hash R as this replica last
+	// looked at it (replica -> seen, ms on Redis's clock); see present.
+	presMu   sync.Mutex
+	presence map[string]map[string]int64
 }
 
 // New returns a ledger on rdb. It does not contact Redis: Run does.
@@ -135,7 +139,7 @@ func New(rdb redis.UniversalClient, cfg Config, obs permit.Observer, rec Recorde
 		log = slog.New(slog.DiscardHandler)
 	}
 	l := &Ledger{rdb: rdb, cfg: cfg, sc: loadScripts(), obs: obs, rec: rec, log: log, wake: newWaiters(), kick: make(chan struct{}, 1),
-		jobs: make(chan job, 4*maxBatch)}
+		jobs: make(chan job, 4*maxBatch), presence: map[string]map[string]int64{}}
 	l.state.Store(int32(Unavailable)) // until Run has heard from Redis
 	l.down.Store(time.Now().UnixNano())
 	l.replicas.Store(1)

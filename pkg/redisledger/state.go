@@ -176,8 +176,13 @@ func (l *Ledger) tick(ctx context.Context, names func() []string, handover Hando
 // stateArgs are the state script's arguments: a replica not seen for
 // longer than the others hold its share back is forgotten.
 func (l *Ledger) stateArgs() []any {
-	forget := l.cfg.stale() + max(l.cfg.LocalShareFor, 0) + l.cfg.Tick
-	return []any{ms(l.cfg.Recovery), ms(l.cfg.Adopt), l.cfg.Replica, ms(forget)}
+	return []any{ms(l.cfg.Recovery), ms(l.cfg.Adopt), l.cfg.Replica, ms(l.forget())}
+}
+
+// forget is how long a replica not seen stays in a bulkhead's presence
+// hash: longer than others hold its share back.
+func (l *Ledger) forget() time.Duration {
+	return l.cfg.stale() + max(l.cfg.LocalShareFor, 0) + l.cfg.Tick
 }
 
 // depart says that this replica stops: it no longer counts among those
@@ -235,7 +240,7 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 	}
 	for i, c := range cmds {
 		a, _ := c.Val().([]any)
-		if len(a) < 8 {
+		if len(a) < 9 {
 			continue
 		}
 		n := func(i int) int { v, _ := a[i].(int64); return int(v) }
@@ -243,6 +248,8 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 		redisNow, _ := a[4].(int64)
 		l.expired(names[i], swept, redisNow)
 		l.rec.LedgerGlobal(names[i], Global{InUse: n(0), Queued: [3]int{n(5), n(6), n(7)}, Recovering: n(3) > 0})
+		kept, _ := a[8].([]any)
+		l.present(names[i], kept)
 	}
 }
 
