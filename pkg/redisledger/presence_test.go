@@ -45,6 +45,38 @@ func admitted(l *Ledger, name string, limit, n int) int {
 	return got
 }
 
+// After Redis lost its data, the share of a replica cut off across the loss
+// is still held back (fault issue, finding 5): the replicas that reach
+// Redis write back the presence it lost. Limit 4 over two replicas: the one
+// cut off admits 2 alone, the other 2 (before: 4, and 6 in flight).
+func TestPresenceRestoredAfterDataLoss(t *testing.T) {
+	f := newFixture(t)
+	ls := shareReplicas(f, "a", "b")
+	a, b := ls[0], ls[1]
+	ctx := context.Background()
+	names := func() []string { return []string{"orders"} }
+	a.tick(ctx, names, nil)
+	b.tick(ctx, names, nil) // b looks, then is cut off
+	a.tick(ctx, names, nil)
+	seen, err := f.rdb.HGet(ctx, keysOf("test:", "orders")[12], "b").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	a.tick(ctx, names, nil)
+	testkit.Eventually(t, "b cut off for longer than 3 ticks", func() bool {
+		now, err := f.rdb.Time(ctx).Result()
+		return err == nil && now.UnixMilli()-seen > 300
+	})
+	a.tick(ctx, names, nil)
+	alone := b.Share("orders", settings(4, 0, 0)).MaxConcurrent
+	if got := admitted(a, "orders", 4, 4); got+alone > 4 {
+		t.Fatalf("a admitted %d and b may admit %d alone: %d in flight on a limit of 4", got, alone, got+alone)
+	}
+}
+
 // The share a replica cut off admits alone is the share the others hold
 // back (fault issue, finding 6): both divide the limit by the same count,
 // the replicas that looked at the bulkhead and were not forgotten. Limit 3

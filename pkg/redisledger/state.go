@@ -238,9 +238,10 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 		l.unavailable(OpState, err)
 		return
 	}
+	var lost []restore
 	for i, c := range cmds {
 		a, _ := c.Val().([]any)
-		if len(a) < 9 {
+		if len(a) < 10 {
 			continue
 		}
 		n := func(i int) int { v, _ := a[i].(int64); return int(v) }
@@ -249,8 +250,11 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 		l.expired(names[i], swept, redisNow)
 		l.rec.LedgerGlobal(names[i], Global{InUse: n(0), Queued: [3]int{n(5), n(6), n(7)}, Recovering: n(3) > 0})
 		kept, _ := a[8].([]any)
-		l.present(names[i], kept)
+		if r := l.present(names[i], kept, n(9) == 1, redisNow); len(r.seen) > 0 {
+			lost = append(lost, r)
+		}
 	}
+	l.restore(ctx, lost)
 }
 
 // checkRunID notices a Redis that restarted or failed over (the run id of

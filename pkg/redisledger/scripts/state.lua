@@ -2,7 +2,8 @@
 -- counts right (reconcile), serves the queue (a recovery window that ended,
 -- permits that expired), records that this replica reaches Redis, and
 -- returns {inuse, queued, swept, recovering ms left, now, waiters of each
--- class, R (replica, seen, ...) after forgetting}.
+-- class, R (replica, seen, ...) after forgetting, whether R held this
+-- replica before (0: R was lost with Redis's data, or had forgotten it)}.
 -- ARGV: 1 recovery ms, 2 adopt ms, 3 replica, 4 forget ms (a replica not
 -- seen for longer is forgotten).
 
@@ -60,6 +61,7 @@ end
 
 local now = now_ms()
 touch(now, tonumber(ARGV[1]), tonumber(ARGV[2]))
+local had = redis.call('HEXISTS', R, ARGV[3])
 redis.call('HSET', R, ARGV[3], now)
 local seen, kept = redis.call('HGETALL', R), {}
 for i = 2, #seen, 2 do
@@ -76,4 +78,4 @@ pump(now, '')
 local st = redis.call('HMGET', S, 'inuse', 'qlen', 'ru', 'q1', 'q2', 'q3')
 local left = num(st[3]) - now
 if left < 0 then left = 0 end
-return {num(st[1]), num(st[2]), swept, left, now, num(st[4]), num(st[5]), num(st[6]), kept}
+return {num(st[1]), num(st[2]), swept, left, now, num(st[4]), num(st[5]), num(st[6]), kept, had}
