@@ -25,12 +25,13 @@ const (
 	FailClosed UnavailablePolicy = iota
 	// FailOpen admits it without a permit.
 	FailOpen
-	// LocalShare admits it within this replica's share of the limit: the
-	// limit divided by the live replicas Redis last reported, rounded down,
-	// once the replica has been cut off long enough for the replicas that
-	// still reach Redis to hold its share back (before that, and past
-	// ledger.local_share_for, it rejects as FailClosed), so that the
-	// replicas' sum stays within the limit.
+	// LocalShare admits it within this replica's share of the limit (the
+	// limit divided by the replicas the others hold its share back by,
+	// rounded down: redisledger.Ledger.Share), once the replica has been
+	// cut off long enough for the replicas that still reach Redis to hold
+	// its share back (before that, and past ledger.local_share_for, it
+	// rejects as FailClosed), so that the replicas' sum stays within the
+	// limit.
 	LocalShare
 )
 
