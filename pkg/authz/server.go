@@ -2,6 +2,7 @@ package authz
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -179,14 +180,21 @@ func (s *Server) check(ctx context.Context, pol *Policy, r *request) (answer, er
 	if s.shared != nil {
 		return s.checkShared(ctx, pol, l, key, r, prio, deadline, node, start)
 	}
-	return s.admitLocal(ctx, pol, s.bulkheads, l, key, r, prio, deadline, node, start)
+	return s.admitLocal(ctx, pol, local{bulkheads: s.bulkheads, ledger: s.ledger}, l, key, r, prio, deadline, node, start)
 }
 
-// admitLocal takes a permit from l (and from its tenant compartment in bh)
-// and registers it in the server's ledger.
-func (s *Server) admitLocal(ctx context.Context, pol *Policy, bh Bulkheads, l *bulkhead.Limiter, key string, r *request,
+// local is where admitLocal takes permits from and registers them.
+type local struct {
+	bulkheads Bulkheads
+	ledger    Ledger
+}
+
+// admitLocal takes a permit from l (and from its tenant compartment in
+// in.bulkheads) and registers it in in.ledger. The error is errNotAlone
+// when in.ledger did not register it (aloneLedger): the caller answers.
+func (s *Server) admitLocal(ctx context.Context, pol *Policy, in local, l *bulkhead.Limiter, key string, r *request,
 	prio bulkhead.Priority, deadline time.Time, node string, start time.Time) (answer, error) {
-	p, err := s.acquire(ctx, pol, bh, l, key, r.tenant, prio, deadline)
+	p, err := s.acquire(ctx, pol, in.bulkheads, l, key, r.tenant, prio, deadline)
 	if err != nil {
 		if r := bulkhead.ReasonOf(err); r != bulkhead.ReasonNone {
 			return respond(denied(pol, key, r)), nil
@@ -195,7 +203,11 @@ func (s *Server) admitLocal(ctx context.Context, pol *Policy, bh Bulkheads, l *b
 		// (the client went away) or its deadline passed. Nobody listens.
 		return answer{}, status.FromContextError(err).Err()
 	}
-	token, err := s.ledger.Grant(p, permit.Grant{Bulkhead: key, Priority: prio, TTL: s.leaseTTL(pol, key, r.leaseTTL, node), Node: node})
+	token, err := in.ledger.Grant(p, permit.Grant{Bulkhead: key, Priority: prio, TTL: s.leaseTTL(pol, key, r.leaseTTL, node), Node: node})
+	if errors.Is(err, errNotAlone) {
+		p.Release()
+		return answer{}, err
+	}
 	if err != nil {
 		p.Release()
 		s.log.Error("permit not registered", "bulkhead", key, "err", err)
@@ -204,7 +216,7 @@ func (s *Server) admitLocal(ctx context.Context, pol *Policy, bh Bulkheads, l *b
 	if err := ctx.Err(); err != nil {
 		// Granted, but Envoy no longer waits for the answer: no access log
 		// will carry this token, so give the permit back now.
-		s.ledger.Release(token, permit.Cancel)
+		in.ledger.Release(token, permit.Cancel)
 		return answer{}, status.FromContextError(err).Err()
 	}
 	s.rec.Waited(key, s.clock.Now().Sub(start))

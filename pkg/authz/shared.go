@@ -25,12 +25,13 @@ const (
 	FailClosed UnavailablePolicy = iota
 	// FailOpen admits it without a permit.
 	FailOpen
-	// LocalShare admits it within this replica's share of the limit: the
-	// limit divided by the live replicas Redis last reported, rounded down,
-	// once the replica has been cut off long enough for the replicas that
-	// still reach Redis to hold its share back (before that, and past
-	// ledger.local_share_for, it rejects as FailClosed), so that the
-	// replicas' sum stays within the limit.
+	// LocalShare admits it within this replica's share of the limit (the
+	// limit divided by the replicas the others hold its share back by,
+	// rounded down: redisledger.Ledger.Share), once the replica has been
+	// cut off long enough for the replicas that still reach Redis to hold
+	// its share back (before that, and past ledger.local_share_for, it
+	// rejects as FailClosed), so that the replicas' sum stays within the
+	// limit.
 	LocalShare
 )
 
@@ -65,6 +66,10 @@ type Shared interface {
 	// now (LocalShare): it has been cut off from Redis long enough for the
 	// others to hold its share back.
 	LocalShareOK() bool
+	// AdmitAlone runs register (the registration of a permit admitted from
+	// the local share) if LocalShareOK, atomically with respect to the
+	// hand-over to the shared ledger, and reports whether it ran it.
+	AdmitAlone(register func()) bool
 }
 
 // SharedRecorder counts what only the shared path does.
@@ -78,10 +83,31 @@ type SharedRecorder interface {
 type shared struct {
 	ledger Shared
 	policy UnavailablePolicy
-	// shares are the bulkheads at this replica's share of each limit, for
-	// LocalShare; the Server's own ledger registers their permits.
-	shares Bulkheads
-	rec    SharedRecorder
+	// alone admits from the bulkheads at this replica's share of each
+	// limit, for LocalShare; the Server's own ledger registers their
+	// permits, while ledger lets it (aloneLedger).
+	alone local
+	rec   SharedRecorder
+}
+
+// errNotAlone: a permit admitted from the local share was not registered,
+// because the hand-over to the shared ledger began meanwhile.
+var errNotAlone = errors.New("the local share ended before the permit was registered")
+
+// aloneLedger is the server's own ledger for the permits admitted from the
+// local share: it registers one only while the shared ledger lets this
+// replica admit alone (Shared.AdmitAlone), so that the hand-over finds
+// every one of them.
+type aloneLedger struct {
+	Ledger
+	shared Shared
+}
+
+func (a aloneLedger) Grant(p permit.Releaser, g permit.Grant) (token string, err error) {
+	if !a.shared.AdmitAlone(func() { token, err = a.Ledger.Grant(p, g) }) {
+		return "", errNotAlone
+	}
+	return token, err
 }
 
 // WithShared makes the server take permits from a shared ledger, applying
@@ -89,7 +115,11 @@ type shared struct {
 // bulkheads sized to this replica's share, and the server's own Ledger
 // registers their permits (handed to the shared ledger when it is back).
 func WithShared(l Shared, policy UnavailablePolicy, shares Bulkheads, rec SharedRecorder) Option {
-	return func(s *Server) { s.shared = &shared{ledger: l, policy: policy, shares: shares, rec: rec} }
+	return func(s *Server) {
+		// New sets s.ledger before it applies the options.
+		s.shared = &shared{ledger: l, policy: policy, rec: rec,
+			alone: local{bulkheads: shares, ledger: aloneLedger{Ledger: s.ledger, shared: l}}}
+	}
 }
 
 // checkShared is check's part after the bulkhead and priority are known,
@@ -132,8 +162,11 @@ func (s *Server) checkShared(ctx context.Context, pol *Policy, l *bulkhead.Limit
 		sh.rec.FailOpen(key)
 		return respond(allowed()), nil
 	case LocalShare:
-		if ll := sh.shares.Get(key); ll != nil && sh.ledger.LocalShareOK() {
-			return s.admitLocal(ctx, pol, sh.shares, ll, key, r, prio, deadline, node, start)
+		if ll := sh.alone.bulkheads.Get(key); ll != nil && sh.ledger.LocalShareOK() {
+			a, err := s.admitLocal(ctx, pol, sh.alone, ll, key, r, prio, deadline, node, start)
+			if !errors.Is(err, errNotAlone) {
+				return a, err
+			}
 		}
 	}
 	l.CountShared(prio, bulkhead.ReasonLedgerUnavailable, false)

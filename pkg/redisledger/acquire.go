@@ -148,6 +148,23 @@ func (l *Ledger) LocalShareOK() bool {
 	return out >= l.cfg.stale()+l.cfg.Tick && out < l.cfg.stale()+l.cfg.LocalShareFor
 }
 
+// AdmitAlone runs register, which registers a permit admitted from this
+// replica's local share in its own ledger, if this replica may admit alone
+// now (LocalShareOK), and reports whether it ran it. It is atomic with
+// respect to the hand-over: the move to Recovering waits for a register
+// under way, and no register runs after it, so every permit admitted alone
+// is in the local ledger when the hand-over looks, and none enters it
+// while the hand-over runs. register must not block.
+func (l *Ledger) AdmitAlone(register func()) bool {
+	l.alone.RLock()
+	defer l.alone.RUnlock()
+	if !l.LocalShareOK() {
+		return false
+	}
+	register()
+	return true
+}
+
 // leave takes a waiter out of the queue after its wait ended with cause
 // (ErrTimeout, or the context's error). A permit granted at that moment is
 // kept on a timeout (it came in time) and given back otherwise.

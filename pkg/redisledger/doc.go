@@ -57,7 +57,11 @@
 // A call that fails or outlives the ledger's timeout switches the replica
 // to Unavailable: Checks get the on_unavailable policy without calling
 // Redis, and Run probes Redis each Tick/4. When it answers, the Handover
-// moves the permits admitted without it into Redis, and Strict resumes.
+// moves the permits admitted without it into Redis, and Strict resumes;
+// no permit is admitted alone from then on (AdmitAlone). With local
+// shares, a replica that stopped looking at a bulkhead has its share held
+// back by the others, and a replica cut off admits the same share
+// (presence.go), also after Redis lost its data.
 // A Check's own deadline cuts its calls shorter than the timeout, so that
 // a slow Redis never holds it past that deadline; a call that deadline
 // ends is that Check's timeout (ErrCallerDeadline), never Redis's outage.

@@ -111,7 +111,10 @@ type Ledger struct {
 	wake *waiters
 	keys sync.Map // bulkhead name -> []string
 
-	state    atomic.Int32 // State
+	state atomic.Int32 // State
+	// alone orders the registrations of permits admitted alone (AdmitAlone
+	// holds it shared) before the move to Recovering (held exclusively).
+	alone    sync.RWMutex
 	down     atomic.Int64 // when the current outage began (UnixNano); see LocalShareOK
 	replicas atomic.Int32 // live replicas, last seen (at least 1)
 	kick     chan struct{}
@@ -121,6 +124,10 @@ type Ledger struct {
 	downLogged time.Time
 	// masters are the run ids of the masters last heard (ticker only).
 	masters map[string]bool
+	// presence is, per bulkhead, its presence hash R as this replica last
+	// looked at it (replica -> seen, ms on Redis's clock); see present.
+	presMu   sync.Mutex
+	presence map[string]map[string]int64
 }
 
 // New returns a ledger on rdb. It does not contact Redis: Run does.
@@ -132,7 +139,7 @@ func New(rdb redis.UniversalClient, cfg Config, obs permit.Observer, rec Recorde
 		log = slog.New(slog.DiscardHandler)
 	}
 	l := &Ledger{rdb: rdb, cfg: cfg, sc: loadScripts(), obs: obs, rec: rec, log: log, wake: newWaiters(), kick: make(chan struct{}, 1),
-		jobs: make(chan job, 4*maxBatch)}
+		jobs: make(chan job, 4*maxBatch), presence: map[string]map[string]int64{}}
 	l.state.Store(int32(Unavailable)) // until Run has heard from Redis
 	l.down.Store(time.Now().UnixNano())
 	l.replicas.Store(1)

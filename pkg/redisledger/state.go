@@ -147,7 +147,11 @@ func (l *Ledger) tick(ctx context.Context, names func() []string, handover Hando
 		l.rec.LedgerReplicas(int(n))
 	}
 	if l.State() == Unavailable {
+		// Once no permit admitted alone is being registered, and before
+		// the hand-over looks at them (AdmitAlone).
+		l.alone.Lock()
 		l.state.Store(int32(Recovering))
+		l.alone.Unlock()
 		l.rec.LedgerState(Recovering)
 		l.log.Info("redis ledger answers again: handing over the permits admitted without it")
 		if handover != nil {
@@ -172,8 +176,13 @@ func (l *Ledger) tick(ctx context.Context, names func() []string, handover Hando
 // stateArgs are the state script's arguments: a replica not seen for
 // longer than the others hold its share back is forgotten.
 func (l *Ledger) stateArgs() []any {
-	forget := l.cfg.stale() + max(l.cfg.LocalShareFor, 0) + l.cfg.Tick
-	return []any{ms(l.cfg.Recovery), ms(l.cfg.Adopt), l.cfg.Replica, ms(forget)}
+	return []any{ms(l.cfg.Recovery), ms(l.cfg.Adopt), l.cfg.Replica, ms(l.forget())}
+}
+
+// forget is how long a replica not seen stays in a bulkhead's presence
+// hash: longer than others hold its share back.
+func (l *Ledger) forget() time.Duration {
+	return l.cfg.stale() + max(l.cfg.LocalShareFor, 0) + l.cfg.Tick
 }
 
 // depart says that this replica stops: it no longer counts among those
@@ -229,9 +238,10 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 		l.unavailable(OpState, err)
 		return
 	}
+	var lost []restore
 	for i, c := range cmds {
 		a, _ := c.Val().([]any)
-		if len(a) < 8 {
+		if len(a) < 10 {
 			continue
 		}
 		n := func(i int) int { v, _ := a[i].(int64); return int(v) }
@@ -239,7 +249,12 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 		redisNow, _ := a[4].(int64)
 		l.expired(names[i], swept, redisNow)
 		l.rec.LedgerGlobal(names[i], Global{InUse: n(0), Queued: [3]int{n(5), n(6), n(7)}, Recovering: n(3) > 0})
+		kept, _ := a[8].([]any)
+		if r := l.present(names[i], kept, n(9) == 1, redisNow); len(r.seen) > 0 {
+			lost = append(lost, r)
+		}
 	}
+	l.restore(ctx, lost)
 }
 
 // checkRunID notices a Redis that restarted or failed over (the run id of

@@ -165,7 +165,7 @@ func redisTLS(c config.RedisTLS) (*tls.Config, error) {
 }
 
 // run keeps the shared ledger and the shares going until ctx ends.
-func (s *shared) run(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory, ttl time.Duration) error {
+func (s *shared) run(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory) error {
 	var g errgroup.Group
 	g.Go(func() error {
 		// The shares follow the limits and the replica count.
@@ -181,25 +181,20 @@ func (s *shared) run(ctx context.Context, reg *bulkhead.Registry, local *permit.
 		}
 	})
 	g.Go(func() error {
-		return s.ledger.Run(ctx, reg.Keys, func(ctx context.Context) error { return s.handover(ctx, reg, local, ttl) })
+		return s.ledger.Run(ctx, reg.Keys, func(ctx context.Context) error { return s.handover(ctx, reg, local) })
 	})
 	err := g.Wait()
 	s.client.Close()
 	return err
 }
 
-// syncShares sizes each bulkhead's share: its limit divided by the live
-// replicas, rounded down, with its reserves; a bulkhead whose share cannot
-// hold a best_effort permit gets none (its Checks are rejected while Redis
-// does not answer).
+// syncShares sizes each bulkhead's share (redisledger.Ledger.Share), with
+// its reserves; a bulkhead whose share cannot hold a best_effort permit
+// gets none (its Checks are rejected while Redis does not answer).
 func (s *shared) syncShares(reg *bulkhead.Registry) {
-	n := max(s.ledger.Replicas(), 1)
 	want := map[string]bulkhead.Settings{}
 	for _, snap := range reg.Snapshots() {
-		st := snap.Settings
-		st.MaxConcurrent = int(math.Floor(float64(st.MaxConcurrent) / float64(n)))
-		st.MaxQueue /= n
-		if st.Validate() == nil {
+		if st := s.ledger.Share(snap.Name, snap.Settings); st.Validate() == nil {
 			want[snap.Name] = st
 		}
 	}
@@ -208,26 +203,57 @@ func (s *shared) syncShares(reg *bulkhead.Registry) {
 	}
 }
 
+// minHandoverLease is the shortest lease a permit admitted alone is handed
+// over with: one whose local lease is about to end still reaches Redis.
+const minHandoverLease = time.Second
+
 // handover moves the permits this replica admitted while Redis did not
 // answer into Redis, counted there past the limit if need be (their
-// requests run), before strict admission resumes.
-func (s *shared) handover(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory, ttl time.Duration) error {
+// requests run), before strict admission resumes. No permit is admitted
+// alone meanwhile (redisledger.Ledger.AdmitAlone): a slot that a permit
+// handed over frees in the local share goes to no one, and passes repeat
+// until one finds nothing left. Each permit keeps the time left on its
+// lease: the heartbeat TTL would let Redis reclaim a long lease (heartbeats
+// off, or a silent node) while its request runs.
+func (s *shared) handover(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory) error {
 	moved := 0
-	for _, name := range reg.Keys() {
-		leases, _ := local.Holders(name, math.MaxInt32)
-		for _, lease := range leases {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if _, res := s.ledger.Renew(name, lease.Token, ttl, lease.Node, true); res == redisledger.RenewFailed {
-				return errors.New("redis did not answer during the hand-over")
-			}
-			local.Release(lease.Token, permit.Handover)
-			moved++
+	for {
+		n, err := s.handoverPass(ctx, reg, local)
+		moved += n
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
 		}
 	}
 	if moved > 0 {
 		s.log.Info("permits admitted without redis handed over to it", "permits", moved)
 	}
 	return nil
+}
+
+// handoverPass hands over the local permits of each bulkhead of reg and
+// returns how many it found.
+func (s *shared) handoverPass(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory) (int, error) {
+	found := 0
+	for _, name := range reg.Keys() {
+		leases, _ := local.Holders(name, math.MaxInt32)
+		for _, lease := range leases {
+			if ctx.Err() != nil {
+				return found, ctx.Err()
+			}
+			ttl := max(time.Until(lease.Expires), minHandoverLease)
+			if _, res := s.ledger.Renew(name, lease.Token, ttl, lease.Node, true); res == redisledger.RenewFailed {
+				return found, errors.New("redis did not answer during the hand-over")
+			}
+			if _, res := local.Release(lease.Token, permit.Handover); res != permit.Released {
+				// Its request ended after the look (its end entry
+				// released it here): end what Redis now holds.
+				s.ledger.Release(name, lease.Token, permit.Handover)
+			}
+			found++
+		}
+	}
+	return found, nil
 }

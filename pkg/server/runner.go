@@ -294,7 +294,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	var background errgroup.Group
 	background.Go(func() error { return r.Ledger.Run(sweepCtx) })
 	if r.shared != nil {
-		background.Go(func() error { return r.shared.run(sweepCtx, r.Registry, r.Ledger, r.cfg.Leases.HeartbeatTTL) })
+		background.Go(func() error { return r.shared.run(sweepCtx, r.Registry, r.Ledger) })
 		background.Go(func() error { r.shared.overrides.run(sweepCtx, time.Second); return nil })
 		background.Go(func() error { r.shared.breakers.run(sweepCtx, breakerSyncEvery); return nil })
 		background.Go(func() error { r.shared.sizing.run(sweepCtx, time.Second); return nil })

@@ -211,7 +211,8 @@ end
 -- absent_shares returns how many permits of limit the replicas that stopped
 -- looking at this bulkhead (for more than stale ms, less than forget ms ago)
 -- may be admitting on their own (ledger.on_unavailable: local_share): each
--- admits at most floor(limit / replicas known). stale <= 0: none.
+-- admits at most floor(limit / replicas known): the count a replica cut off
+-- divides by (Ledger.Share, from R at its last look). stale <= 0: none.
 local function absent_shares(now, limit, stale)
   if stale <= 0 then return 0 end
   local seen = redis.call('HGETALL', R)

@@ -2,8 +2,10 @@
 -- counts right (reconcile), serves the queue (a recovery window that ended,
 -- permits that expired), records that this replica reaches Redis, and
 -- returns {inuse, queued, swept, recovering ms left, now, waiters of each
--- class}. ARGV: 1 recovery ms, 2 adopt ms, 3 replica, 4 forget ms (a
--- replica not seen for longer is forgotten).
+-- class, R (replica, seen, ...) after forgetting, whether R held this
+-- replica before (0: R was lost with Redis's data, or had forgotten it)}.
+-- ARGV: 1 recovery ms, 2 adopt ms, 3 replica, 4 forget ms (a replica not
+-- seen for longer is forgotten).
 
 -- reconcile sets the counts to the sets they count, whatever made them
 -- drift (a script that ran twice before every script counted once, a hand
@@ -59,10 +61,16 @@ end
 
 local now = now_ms()
 touch(now, tonumber(ARGV[1]), tonumber(ARGV[2]))
+local had = redis.call('HEXISTS', R, ARGV[3])
 redis.call('HSET', R, ARGV[3], now)
-local seen = redis.call('HGETALL', R)
+local seen, kept = redis.call('HGETALL', R), {}
 for i = 2, #seen, 2 do
-  if now - num(seen[i]) > tonumber(ARGV[4]) then redis.call('HDEL', R, seen[i - 1]) end
+  if now - num(seen[i]) > tonumber(ARGV[4]) then
+    redis.call('HDEL', R, seen[i - 1])
+  else
+    kept[#kept + 1] = seen[i - 1]
+    kept[#kept + 1] = num(seen[i])
+  end
 end
 local swept = sweep(now)
 reconcile(now)
@@ -70,4 +78,4 @@ pump(now, '')
 local st = redis.call('HMGET', S, 'inuse', 'qlen', 'ru', 'q1', 'q2', 'q3')
 local left = num(st[3]) - now
 if left < 0 then left = 0 end
-return {num(st[1]), num(st[2]), swept, left, now, num(st[4]), num(st[5]), num(st[6])}
+return {num(st[1]), num(st[2]), swept, left, now, num(st[4]), num(st[5]), num(st[6]), kept, had}
