@@ -92,7 +92,7 @@ func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
 			if m == wakeGranted {
 				return token, nil
 			}
-			return "", bulkhead.ErrShed
+			return "", m.rejection()
 		case <-recovered:
 			// With the Check's context: a slow Redis holds this Check no
 			// longer than its deadline, and a look that deadline cut is no
@@ -184,11 +184,11 @@ func (l *Ledger) leave(ctx context.Context, name, token string, w <-chan wakeMsg
 	case leaveKept:
 		return token, nil
 	case leaveNotFound:
-		// Shed (its wake-up may still be on its way) or purged.
+		// Shed or refused (its wake-up may still be on its way), or purged.
 		select {
 		case m := <-w:
-			if m == wakeShed {
-				return "", bulkhead.ErrShed
+			if m != wakeGranted {
+				return "", m.rejection()
 			}
 		default:
 		}

@@ -33,3 +33,21 @@ func TestResultCodesMatchLua(t *testing.T) {
 		}
 	}
 }
+
+// The wake-up messages are named on both sides too.
+func TestWakeMessagesMatchLua(t *testing.T) {
+	goMsgs := map[string]wakeMsg{"WAKE_GRANTED": wakeGranted, "WAKE_SHED": wakeShed, "WAKE_QUEUE_FULL": wakeQueueFull}
+	re := regexp.MustCompile(`(?m)^local (WAKE_[A-Z_]+) = '(.)'$`)
+	luaMsgs := map[string]wakeMsg{}
+	for _, m := range re.FindAllStringSubmatch(read("common.lua"), -1) {
+		luaMsgs[m[1]] = wakeMsg(m[2][0])
+	}
+	if len(luaMsgs) != len(goMsgs) {
+		t.Errorf("common.lua %v, Go %v", luaMsgs, goMsgs)
+	}
+	for name, v := range goMsgs {
+		if luaMsgs[name] != v {
+			t.Errorf("%s: Go %q, common.lua %q", name, v, luaMsgs[name])
+		}
+	}
+}

@@ -8,16 +8,19 @@
 // Everything a bulkhead's admission depends on lives in Redis under one hash
 // tag (scripts/common.lua documents the keys): the permits in use with their
 // leases (expiry on Redis's clock), the global wait queue (one sorted set
-// per class, FIFO by a sequence number), tenant counts, and tombstones of
-// recently ended leases. Each operation is one Lua script, so it is atomic:
+// per class, FIFO by a sequence number), the tenants' compartments, tenant
+// counts, and tombstones of recently ended leases. Each operation is one Lua script, so it is atomic:
 //
-//   - acquire grants at once when the class ceiling allows, no waiter of the
-//     same or a higher class waits and the tenant's compartment has room;
-//     otherwise it queues (shedding the youngest waiter of the lowest class
-//     strictly below when the queue is full) or rejects;
+//   - acquire puts an arrival whose tenant holds its limit (in use and in
+//     the queue) in the tenant's compartment, outside the bulkhead's queue;
+//     otherwise it grants at once when the class ceiling allows and no
+//     waiter of the same or a higher class waits, or queues (shedding the
+//     youngest waiter of the lowest class strictly below when the queue is
+//     full), or rejects;
 //   - release ends the lease and, in the same script, hands the freed
-//     permit to the first waiter whose ceiling and tenant allow (pump), then
-//     publishes a wake-up on the waiter's replica channel;
+//     permit to the first waiter its ceiling allows (pump), lets the
+//     compartment of a tenant that freed a slot into the queue, then
+//     publishes a wake-up on each granted waiter's replica channel;
 //   - renew extends a lease, or adopts the permit of a running request the
 //     ledger lost (expired, or Redis lost its data: a bulkhead whose state
 //     is missing starts a recovery window during which unknown tokens are

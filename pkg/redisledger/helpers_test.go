@@ -169,6 +169,16 @@ func (f *fixture) queued(name string, n int) {
 	})
 }
 
+// inCompartments waits until bulkhead name has n waiters in its tenants'
+// compartments (blocked by their tenant's own limit).
+func (f *fixture) inCompartments(name string, n int) {
+	f.t.Helper()
+	testkit.Eventually(f.t, "waiters in compartments", func() bool {
+		v, err := f.rdb.ZCard(context.Background(), Key("test:", name, "tw")).Result()
+		return err == nil && v == int64(n)
+	})
+}
+
 func (f *fixture) inUse(name string) int {
 	v, _ := f.rdb.HGet(context.Background(), "test:{"+name+"}:s", "inuse").Int()
 	return v

@@ -200,7 +200,8 @@ func TestLookReconcilesCounts(t *testing.T) {
 	l := f.idle()
 	ctx := context.Background()
 	s := settings(1, 4, 5*time.Second)
-	tmpl := settings(1, 4, 5*time.Second)
+	// x's limit 2: its waiter waits for the bulkhead's permit, in its queue.
+	tmpl := settings(2, 4, 5*time.Second)
 	r := req("orders", s, bulkhead.Normal)
 	r.Tenant, r.TenantSettings, r.MaxTenants = "x", &tmpl, 10
 	held, err := l.Acquire(ctx, r)

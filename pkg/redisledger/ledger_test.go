@@ -293,7 +293,7 @@ func TestTenantCompartmentIsGlobal(t *testing.T) {
 		t.Fatal(err)
 	}
 	x2 := acquireAsync(b, tr("x")) // waits for x's own compartment
-	f.queued("orders", 1)
+	f.inCompartments("orders", 1)
 	if _, err := b.Acquire(context.Background(), tr("y")); err != nil {
 		t.Fatalf("tenant y behind a waiting x: %v", err)
 	}

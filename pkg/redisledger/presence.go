@@ -69,7 +69,7 @@ func (l *Ledger) restore(ctx context.Context, lost []restore) {
 	pipe := l.rdb.Pipeline()
 	n := 0
 	for _, r := range lost {
-		key := l.keysOf(r.name)[len(keySuffixes)-1]
+		key := l.keysOf(r.name)[keyReplicas]
 		for replica, t := range r.seen {
 			pipe.HSetNX(cctx, key, replica, t)
 			n++

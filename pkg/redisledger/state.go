@@ -192,7 +192,7 @@ func (l *Ledger) depart(names []string) {
 	defer cancel()
 	pipe := l.rdb.Pipeline()
 	for _, n := range names {
-		pipe.HDel(ctx, l.keysOf(n)[len(keySuffixes)-1], l.cfg.Replica)
+		pipe.HDel(ctx, l.keysOf(n)[keyReplicas], l.cfg.Replica)
 	}
 	_, _ = pipe.Exec(ctx)
 }

@@ -1,14 +1,28 @@
 package redisledger
 
-import "sync"
+import (
+	"sync"
 
-// wakeMsg is what a replica's channel says of one of its waiters.
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+)
+
+// wakeMsg is what a replica's channel says of one of its waiters, named as
+// common.lua names it (wakeGranted is WAKE_GRANTED, ...).
 type wakeMsg byte
 
 const (
-	wakeGranted wakeMsg = 'g' // a release handed it a permit
-	wakeShed    wakeMsg = 's' // a higher-class arrival evicted it
+	wakeGranted   wakeMsg = 'g' // WAKE_GRANTED: a release handed it a permit
+	wakeShed      wakeMsg = 's' // WAKE_SHED: a higher-class arrival evicted it
+	wakeQueueFull wakeMsg = 'q' // WAKE_QUEUE_FULL: its tenant let it in, the bulkhead's queue was full
 )
+
+// rejection is the error of a waiter that m did not grant a permit.
+func (m wakeMsg) rejection() error {
+	if m == wakeQueueFull {
+		return bulkhead.ErrQueueFull
+	}
+	return bulkhead.ErrShed
+}
 
 // waiters are this replica's Checks waiting in a global queue, by token:
 // the subscriber hands each the message its token receives. Every Check

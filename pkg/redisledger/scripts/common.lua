@@ -14,13 +14,33 @@
 --   W   hash  waiter info: token -> prio \n ttl \n replica \n node \n tenant
 --   WD  zset  waiter deadlines: token -> ms (waiters of a dead replica go)
 --   T   hash  tenant -> permits in use
---   TQ  hash  tenant -> waiters
+--   TQ  hash  tenant -> waiters (in a class queue or in its compartment)
 --   EX  zset  tokens whose lease expired, most recent TOMB kept
 --   ED  zset  tokens whose lease ended otherwise (or ended after expiring)
 --   R   hash  replica -> when it last looked at this bulkhead (ms): who may
 --             be admitting its local share while it cannot reach Redis
-local S, P, I, Q1, Q2, Q3, W, WD, T, TQ, EX, ED, R =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
+--   TW  zset  tenant compartments: the waiters blocked only by their
+--             tenant's limit, all scored 0 and ordered by member, tkey(tenant)
+--             .. class (1..3) .. seq (15 digits) .. token, so that a
+--             tenant's waiters are one range, highest class first, FIFO
+--   TM  hash  token -> its member of TW
+--
+-- Tenants, as in memory (pkg/authz takes the tenant's permit before it
+-- asks the bulkhead for one): a tenant's slots are its permits in use and
+-- its waiters in a class queue, at most its limit (tlim). An arrival whose
+-- tenant has no free slot waits in the tenant's compartment (TW, at most
+-- tmq of them): it is not in the bulkhead's queue (qlen, max queue) and
+-- holds back no arrival of another tenant. When a slot of its tenant frees,
+-- the compartment's first waiter takes it and joins the tail of its class
+-- queue, as an arrival does, after the class queues were served (pump).
+-- Every waiter of a class queue is thus grantable but for the ceilings,
+-- and the pump never skips one: each script stays O(what it changes),
+-- whatever the number of waiters a tenant blocks. One sorted set for every
+-- compartment (a range each) rather than one key per tenant: a script
+-- declares every key it touches (Redis Cluster, ElastiCache).
+local S, P, I, Q1, Q2, Q3, W, WD, T, TQ, EX, ED, R, TW, TM =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12],
+  KEYS[13], KEYS[14], KEYS[15]
 local Q = {Q1, Q2, Q3}
 local QN = {'q1', 'q2', 'q3'}
 -- The scripts' result codes (the first element of each answer). Go names
@@ -45,9 +65,20 @@ local LEAVE_GIVEN_BACK = 3
 local LEAVE_NOT_FOUND = 4
 local TOMB = 4096
 local SWEEP_BATCH = 256
-local SCAN = 64
--- The wake-up channel of replica r is PREFIX .. 'wake:' .. r.
+-- The wake-up channel of replica r is PREFIX .. 'wake:' .. r; a message is
+-- one of these letters and the waiter's token (waiters.go names them alike).
 local PREFIX = string.match(S, '^(.-){') or ''
+local WAKE_GRANTED = 'g'
+local WAKE_SHED = 's'
+local WAKE_QUEUE_FULL = 'q'
+
+-- freed: the tenants that gave back a slot during this script (a lease
+-- ended, a waiter left a class queue); pump lets their compartments in.
+local freed = {}
+
+local function wake(replica, what, token)
+  redis.call('PUBLISH', PREFIX .. 'wake:' .. replica, what .. token)
+end
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -85,9 +116,9 @@ local function tenant_add(key, tenant, d)
 end
 
 -- The counts (inuse, qlen, q1..q3, T, TQ) move only with the sets they
--- count (P with I, Q1..Q3 with W): each helper below counts what its ZADD,
--- ZREM, HSETNX or HGET found changed, so a script that runs twice (a client
--- that retries after a lost answer) counts nothing twice. state.lua
+-- count (P with I, Q1..Q3 and TW with W): each helper below counts what its
+-- ZADD, ZREM, HSETNX or HGET found changed, so a script that runs twice (a
+-- client that retries after a lost answer) counts nothing twice. state.lua
 -- reconciles the counts with the sets each tick all the same.
 
 -- add_lease records token's lease until exp with its info, counted in use
@@ -110,46 +141,229 @@ local function end_lease(token)
   redis.call('HINCRBY', S, 'inuse', -1)
   if info then
     local _, _, _, _, tenant = split5(info)
-    tenant_add(T, tenant or '', -1)
+    if tenant and tenant ~= '' then
+      tenant_add(T, tenant, -1)
+      freed[tenant] = true
+    end
   end
   return info
 end
 
--- add_waiter queues token in class c until deadline (ms) with its info,
--- unless it waits already. It returns whether it is new.
-local function add_waiter(token, c, info, tenant, deadline)
-  if redis.call('HSETNX', W, token, info) == 0 then return false end
+-- tkey is a tenant's prefix in TW: its length (3 digits: a tenant value is
+-- at most authz.MaxTenantLen bytes), then the tenant, so that no tenant's
+-- prefix starts another's.
+local function tkey(tenant) return string.format('%03d', #tenant) .. tenant end
+
+-- compartment returns the bounds of tenant's range of TW for ZRANGEBYLEX.
+local function compartment(tenant)
+  local k = tkey(tenant)
+  return '(' .. k, '(' .. k .. '\255'
+end
+
+-- blocked returns how many of tenant's waiters wait in its compartment.
+local function blocked(tenant)
+  local lo, hi = compartment(tenant)
+  return redis.call('ZLEXCOUNT', TW, lo, hi)
+end
+
+-- slots returns how many slots of its limit tenant holds: its permits in
+-- use and its waiters in a class queue.
+local function slots(tenant)
+  return num(redis.call('HGET', T, tenant)) + num(redis.call('HGET', TQ, tenant)) - blocked(tenant)
+end
+
+-- to_queue puts waiter token at the tail of class queue c.
+local function to_queue(token, c)
   local seq = redis.call('HINCRBY', S, 'seq', 1)
   if redis.call('ZADD', Q[c], seq, token) == 1 then
     redis.call('HINCRBY', S, 'qlen', 1)
     redis.call('HINCRBY', S, QN[c], 1)
   end
+end
+
+-- to_compartment puts waiter token of class c at the tail of tenant's
+-- compartment.
+local function to_compartment(token, c, tenant)
+  local seq = redis.call('HINCRBY', S, 'seq', 1)
+  local m = tkey(tenant) .. c .. string.format('%015d', seq) .. token
+  redis.call('ZADD', TW, 0, m)
+  redis.call('HSET', TM, token, m)
+end
+
+-- add_waiter queues token in class c (or, with in_compartment, in its
+-- tenant's compartment) until deadline (ms) with its info, unless it waits
+-- already. It returns whether it is new.
+local function add_waiter(token, c, info, tenant, deadline, in_compartment)
+  if redis.call('HSETNX', W, token, info) == 0 then return false end
+  if in_compartment then to_compartment(token, c, tenant) else to_queue(token, c) end
   redis.call('ZADD', WD, deadline, token)
   tenant_add(TQ, tenant, 1)
   return true
 end
 
--- drop_waiter removes a queued waiter and returns its info (or false).
-local function drop_waiter(token)
-  local w = redis.call('HGET', W, token)
-  if not w then return false end
-  local prio, _, _, _, tenant = split5(w)
-  local c = num(prio) + 1
-  redis.call('HDEL', W, token)
-  redis.call('ZREM', WD, token)
+-- unqueue removes waiter token from its class queue or its compartment
+-- (leaving W and WD alone) and returns whether it held a slot of its
+-- tenant (it was in a class queue).
+local function unqueue(token, c)
+  local m = redis.call('HGET', TM, token)
+  if m then
+    redis.call('HDEL', TM, token)
+    redis.call('ZREM', TW, m)
+    return false
+  end
   if redis.call('ZREM', Q[c], token) == 1 then
     redis.call('HINCRBY', S, 'qlen', -1)
     redis.call('HINCRBY', S, QN[c], -1)
   end
+  return true
+end
+
+-- drop_waiter removes a waiter and returns its info (or false).
+local function drop_waiter(token)
+  local w = redis.call('HGET', W, token)
+  if not w then return false end
+  local prio, _, _, _, tenant = split5(w)
+  redis.call('HDEL', W, token)
+  redis.call('ZREM', WD, token)
+  if unqueue(token, num(prio) + 1) and tenant and tenant ~= '' then freed[tenant] = true end
   tenant_add(TQ, tenant or '', -1)
   return w
 end
 
+-- grant gives token a lease of ttl ms (nothing if it holds one).
+local function grant(token, prio, ttl, node, tenant, now)
+  return add_lease(token, now + ttl, prio .. '\n' .. now .. '\n0\n' .. node .. '\n' .. tenant, tenant)
+end
+
+-- youngest returns the youngest waiter of the lowest class queue in
+-- [lowest, 3] (lowest = c + 1: strictly below class c), or nil.
+local function youngest(lowest)
+  for k = 3, lowest, -1 do
+    local v = redis.call('ZRANGE', Q[k], -1, -1)[1]
+    if v then return v end
+  end
+  return nil
+end
+
+-- shed evicts waiter token for an arrival of a higher class.
+local function shed(token)
+  local w = drop_waiter(token)
+  if w then
+    local _, _, replica = split5(w)
+    wake(replica, WAKE_SHED, token)
+  end
+end
+
+-- serve hands free permits to the class queues' waiters: highest class
+-- first, FIFO within a class. Ceilings never rise as the class falls, so
+-- once a class's ceiling is reached no lower class can be served. Each
+-- waiter of a class queue holds a slot of its tenant, so it is served
+-- without a look at its tenant, except one that a script before this
+-- design queued, or whose tenant's limit fell (another replica's
+-- settings): its tenant holds its limit in permits, so it moves to its
+-- compartment (in memory such a waiter is served, past the new limit).
+-- O(waiters served or moved). A granted waiter's replica is woken on its
+-- channel, except self (the caller, who learns it from the script's answer).
+local function serve(now, self)
+  local st = redis.call('HMGET', S, 'inuse', 'qlen', 'c1', 'c2', 'c3', 'tlim', 'ru')
+  local inuse, qlen = num(st[1]), num(st[2])
+  if qlen <= 0 or now < num(st[7]) then return 0 end
+  local ceil = {num(st[3]), num(st[4]), num(st[5])}
+  local tlim = num(st[6])
+  local n = 0
+  for c = 1, 3 do
+    while inuse < ceil[c] do
+      local tok = redis.call('ZRANGE', Q[c], 0, 0)[1]
+      if not tok then break end
+      local w = redis.call('HGET', W, tok)
+      if not w then
+        unqueue(tok, c) -- a set without its info: reconcile puts the counts right
+      else
+        local _, ttl, replica, node, tenant = split5(w)
+        if tenant ~= '' and tlim > 0 and num(redis.call('HGET', T, tenant)) >= tlim then
+          unqueue(tok, c)
+          to_compartment(tok, c, tenant)
+        else
+          unqueue(tok, c)
+          redis.call('HDEL', W, tok)
+          redis.call('ZREM', WD, tok)
+          tenant_add(TQ, tenant, -1)
+          if grant(tok, c - 1, num(ttl), node, tenant, now) then inuse = inuse + 1 end
+          n = n + 1
+          if tok ~= self then wake(replica, WAKE_GRANTED, tok) end
+        end
+      end
+    end
+  end
+  return n
+end
+
+-- admit lets the first waiter of tenant's compartment (highest class, FIFO)
+-- in when its tenant has a free slot: it takes the slot and arrives at the
+-- bulkhead, as in memory a waiter that got its tenant's permit does. It
+-- joins the tail of its class queue (pump serves it at once when it may be
+-- granted at once); a full queue sheds the youngest waiter of the lowest
+-- class strictly below for it or, with none, refuses it (WAKE_QUEUE_FULL),
+-- and its slot stays free for the next. It returns whether it moved or
+-- removed a waiter (so that the caller tries again).
+local function admit(tenant, now)
+  local st = redis.call('HMGET', S, 'tlim', 'mq', 'inuse', 'qlen', 'ru', 'c1', 'c2', 'c3', 'q1', 'q2', 'q3')
+  local tlim = num(st[1])
+  if tlim <= 0 then tlim = math.huge end
+  if slots(tenant) >= tlim then return false end
+  local lo, hi = compartment(tenant)
+  local m = redis.call('ZRANGEBYLEX', TW, lo, hi, 'LIMIT', 0, 1)[1]
+  if not m then return false end
+  local at = #tkey(tenant) + 1
+  local c, tok = tonumber(string.sub(m, at, at)), string.sub(m, at + 16)
+  local w = redis.call('HGET', W, tok)
+  if not w then
+    unqueue(tok, c) -- a member without its info
+    return true
+  end
+  local ahead = 0
+  for k = 1, c do ahead = ahead + num(st[8 + k]) end
+  local room = num(st[4]) < num(st[2]) or (now >= num(st[5]) and num(st[3]) < num(st[5 + c]) and ahead == 0)
+  if not room then
+    local victim = youngest(c + 1)
+    if victim then
+      shed(victim)
+      room = true
+    end
+  end
+  if room then
+    unqueue(tok, c)
+    to_queue(tok, c)
+  else
+    drop_waiter(tok)
+    local _, _, replica = split5(w)
+    wake(replica, WAKE_QUEUE_FULL, tok)
+  end
+  return true
+end
+
+-- pump serves the class queues, then lets in, one at a time, the
+-- compartments of the tenants that freed a slot (a shed waiter frees one
+-- of its tenant), serving the queues after each: as in memory, where a
+-- tenant's waiter reaches the bulkhead after its tenant's permit was given
+-- back, so after the bulkhead's queue was served. It returns how many were
+-- granted.
+local function pump(now, self)
+  local n = serve(now, self)
+  local t = next(freed)
+  while t do
+    if admit(t, now) then n = n + serve(now, self) else freed[t] = nil end
+    t = next(freed)
+  end
+  return n
+end
+
 -- sweep ends the leases that expired GRACE ms ago or more (scripts.go sets
 -- GRACE: a late renewal within it renews) and drops the waiters that
--- outlived their deadline (a replica that died while they waited). It
--- returns, for each lease it ended, when that lease was acquired (ms): the
--- caller counts them as released by TTL.
+-- outlived their deadline (a replica that died while they waited), and
+-- serves the queue when that freed anything. It returns, for each lease it
+-- ended, when that lease was acquired (ms): the caller counts them as
+-- released by TTL.
 local function sweep(now)
   local gone = redis.call('ZRANGEBYSCORE', P, '-inf', now - GRACE, 'LIMIT', 0, SWEEP_BATCH)
   local acquired = {}
@@ -161,43 +375,8 @@ local function sweep(now)
   end
   local late = redis.call('ZRANGEBYSCORE', WD, '-inf', now, 'LIMIT', 0, SWEEP_BATCH)
   for _, tok in ipairs(late) do drop_waiter(tok) end
+  if #acquired > 0 or next(freed) then pump(now, '') end
   return acquired
-end
-
--- grant gives token a lease of ttl ms (nothing if it holds one).
-local function grant(token, prio, ttl, node, tenant, now)
-  return add_lease(token, now + ttl, prio .. '\n' .. now .. '\n0\n' .. node .. '\n' .. tenant, tenant)
-end
-
--- pump hands free permits to waiters: highest class first, FIFO within a
--- class, skipping a waiter whose tenant compartment is full (it waits for
--- its own compartment, as in the in-memory limiter). Ceilings never rise as
--- the class falls, so once a class's ceiling is reached no lower class can
--- be served. A granted waiter's replica is woken on its channel, except
--- self (the caller, who learns it from the script's answer).
-local function pump(now, self)
-  local st = redis.call('HMGET', S, 'inuse', 'qlen', 'c1', 'c2', 'c3', 'tlim', 'ru')
-  local inuse, qlen = num(st[1]), num(st[2])
-  if qlen <= 0 or now < num(st[7]) then return 0 end
-  local ceil = {num(st[3]), num(st[4]), num(st[5])}
-  local tlim = num(st[6])
-  local n = 0
-  for c = 1, 3 do
-    if inuse >= ceil[c] then break end
-    local heads = redis.call('ZRANGE', Q[c], 0, SCAN - 1)
-    for _, tok in ipairs(heads) do
-      if inuse >= ceil[c] then break end
-      local w = redis.call('HGET', W, tok)
-      local _, ttl, replica, node, tenant = split5(w)
-      if tenant == '' or tlim <= 0 or num(redis.call('HGET', T, tenant)) < tlim then
-        drop_waiter(tok)
-        if grant(tok, c - 1, num(ttl), node, tenant, now) then inuse = inuse + 1 end
-        n = n + 1
-        if tok ~= self then redis.call('PUBLISH', PREFIX .. 'wake:' .. replica, 'g' .. tok) end
-      end
-    end
-  end
-  return n
 end
 
 -- settle ends a lease (released, not expired) and serves the queue.

@@ -20,7 +20,6 @@ if drop_waiter(token) then
   pump(now, '')
   return {RELEASE_WAITER, '', swept, now}
 end
-if #swept > 0 then pump(now, '') end
 if redis.call('ZSCORE', ED, token) then return {RELEASE_DUPLICATE, '', swept, now} end
 if redis.call('ZSCORE', EX, token) then
   -- Ended after its lease was reclaimed.

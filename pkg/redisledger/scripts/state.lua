@@ -15,6 +15,9 @@
 -- RECOUNT_MS per bulkhead (whichever replica looks), when the bulkhead has
 -- tenants, and while there are at most RECOUNT infos (a bulkhead with more
 -- relies on the scripts counting once): reading them costs about 1 us each.
+-- The tenants' compartments (TW) have no count of their own (ZLEXCOUNT
+-- counts a tenant's range), so nothing of them can drift; TQ counts them
+-- among the waiters of W.
 local RECOUNT, RECOUNT_MS = 256, 10000
 
 local function recount(counts, infos)
@@ -74,6 +77,14 @@ for i = 2, #seen, 2 do
 end
 local swept = sweep(now)
 reconcile(now)
+-- A tenant's compartment waits only while its tenant has no free slot:
+-- every script that frees one lets the compartment in (pump). A limit that
+-- rose (another replica's settings), or counts that reconcile just put
+-- right, may leave a slot free: let in the compartments of tenants with
+-- room (while there are at most RECOUNT tenants with waiters).
+if redis.call('ZCARD', TW) > 0 and redis.call('HLEN', TQ) <= RECOUNT then
+  for _, t in ipairs(redis.call('HKEYS', TQ)) do freed[t] = true end
+end
 pump(now, '')
 local st = redis.call('HMGET', S, 'inuse', 'qlen', 'ru', 'q1', 'q2', 'q3')
 local left = num(st[3]) - now
