@@ -250,8 +250,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		grpc.ChainUnaryInterceptor(flight.interceptor),
 		grpc.ChainStreamInterceptor(long.interceptor),
 		grpc.WaitForHandlers(true), // Stop and GracefulStop return after every handler
-		// Envoy pings idle HTTP/2 connections; do not punish it for that.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		// Envoy pings its connections each second (the shipped configs'
+		// connection_keepalive, which finds a daemon that stopped
+		// answering); do not punish it for that.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 500 * time.Millisecond, PermitWithoutStream: true}),
 		// Bounds on what one client can make the daemon hold.
 		grpc.MaxRecvMsgSize(r.cfg.Listen.GRPCMaxRecvBytes),
 		grpc.MaxConcurrentStreams(uint32(r.cfg.Listen.GRPCMaxConcurrentStreams)),
