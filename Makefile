@@ -205,6 +205,7 @@ $(CYCLONEDX_DIR)/cyclonedx-gomod:
 ##                   the three programs, checksums.txt, an SBOM per binary, and the packaged chart
 release-snapshot: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod $(HELM)
 	@echo "==> release-snapshot: goreleaser release --snapshot into dist/, then the chart (about 4 min the first time on 2 cores)"
+	@git remote | grep -q . || echo "release-snapshot: WARNING: no git remote, so goreleaser reads no git state: version 0.0.0-snapshot-none, revision none (a clone has its origin)"
 	PATH="$(abspath $(CYCLONEDX_DIR)):$$PATH" $(GORELEASER) release --snapshot --clean
 	$(MAKE) --no-print-directory chart-package
 	@ls -l dist/*.tar.gz dist/*.tgz dist/checksums.txt
