@@ -41,7 +41,7 @@ build:
 	$(GO) build -o bin/ ./cmd/...
 
 ## test: format check, vet, lint, unit tests, then the end-to-end tests against a real Envoy
-test: deps envoy helm fmt-check vet lint proto-check unit fuzz e2e helm-test promtool-test
+test: deps envoy helm fmt-check vet lint proto-check release-check unit fuzz e2e helm-test promtool-test
 # In `make test` a missing helm or Prometheus fails the tests that need them.
 test: export BULKHEAD_REQUIRE_HELM := 1
 test: export BULKHEAD_REQUIRE_PROMETHEUS := 1
@@ -164,5 +164,75 @@ bench: envoy
 	ENVOY_BIN=$(ENVOY_BIN) $(GO) run ./e2e/benchharness \
 		-out $(or $(BENCH_OUT),$(if $(BENCH_QUICK),tmp/bench-quick,docs/perf)) $(if $(BENCH_QUICK),-quick)
 
+## release-check: goreleaser check on .goreleaser.yaml, actionlint on .github/workflows, the chart README's values table
+##                up to date; goreleaser and actionlint built into .bin/ if missing (first time only, about 4.5 and 0.5 min)
+.PHONY: release-check release-snapshot release chart-package chart-push chart-readme
+GORELEASER_VERSION := v2.15.1
+GORELEASER         := .bin/goreleaser-$(GORELEASER_VERSION)
+ACTIONLINT_VERSION := v1.7.12
+ACTIONLINT         := .bin/actionlint-$(ACTIONLINT_VERSION)
+# A directory, put on PATH for goreleaser's sboms step (which runs the command by name).
+CYCLONEDX_VERSION  := v1.10.0
+CYCLONEDX_DIR      := .bin/cyclonedx-gomod-$(CYCLONEDX_VERSION)
+release-check: $(GORELEASER) $(ACTIONLINT)
+	@echo "==> release-check: goreleaser check, actionlint, the chart README's values table (seconds)"
+	$(GORELEASER) check
+	$(ACTIONLINT)
+	$(GO) test -count=1 -run '^(TestChartReadmeValuesTable|TestReleaseStampsAgree)$$' ./deploy
+
+$(GORELEASER):
+	@echo "==> release-check: building goreleaser $(GORELEASER_VERSION) into .bin/ from source (first time only, about 4.5 min)"
+	rm -rf .bin/goreleaser-build && mkdir -p .bin/goreleaser-build
+	GOBIN=$(abspath .bin/goreleaser-build) GOFLAGS=-buildvcs=false $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
+	mv .bin/goreleaser-build/goreleaser $(GORELEASER) && rmdir .bin/goreleaser-build
+	@[ -f .bin/.gitignore ] || printf '*\n' > .bin/.gitignore
+
+$(ACTIONLINT):
+	@echo "==> release-check: building actionlint $(ACTIONLINT_VERSION) into .bin/ from source (first time only, under a minute)"
+	rm -rf .bin/actionlint-build && mkdir -p .bin/actionlint-build
+	GOBIN=$(abspath .bin/actionlint-build) GOFLAGS=-buildvcs=false $(GO) install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+	mv .bin/actionlint-build/actionlint $(ACTIONLINT) && rmdir .bin/actionlint-build
+	@[ -f .bin/.gitignore ] || printf '*\n' > .bin/.gitignore
+
+$(CYCLONEDX_DIR)/cyclonedx-gomod:
+	@echo "==> release: building cyclonedx-gomod $(CYCLONEDX_VERSION) into .bin/ from source (first time only, about 30 s)"
+	rm -rf .bin/cyclonedx-build && mkdir -p .bin/cyclonedx-build $(CYCLONEDX_DIR)
+	GOBIN=$(abspath .bin/cyclonedx-build) GOFLAGS=-buildvcs=false $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_VERSION)
+	mv .bin/cyclonedx-build/cyclonedx-gomod $(CYCLONEDX_DIR)/ && rmdir .bin/cyclonedx-build
+	@[ -f .bin/.gitignore ] || printf '*\n' > .bin/.gitignore
+
+## release-snapshot: everything a release ships, into dist/, published nowhere: per platform an archive of
+##                   the three programs, checksums.txt, an SBOM per binary, and the packaged chart
+release-snapshot: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod $(HELM)
+	@echo "==> release-snapshot: goreleaser release --snapshot into dist/, then the chart (about 4 min the first time on 2 cores)"
+	@git remote | grep -q . || echo "release-snapshot: WARNING: no git remote, so goreleaser reads no git state: version 0.0.0-snapshot-none, revision none (a clone has its origin)"
+	PATH="$(abspath $(CYCLONEDX_DIR)):$$PATH" $(GORELEASER) release --snapshot --clean
+	$(MAKE) --no-print-directory chart-package
+	@ls -l dist/*.tar.gz dist/*.tgz dist/checksums.txt
+
+## release: what the release workflow runs on a tag vX.Y.Z (publishes the archives to the GitHub release;
+##          needs GITHUB_TOKEN); the image and the chart's push are the workflow's own steps
+release: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod $(HELM)
+	PATH="$(abspath $(CYCLONEDX_DIR)):$$PATH" $(GORELEASER) release --clean $(GORELEASER_FLAGS)
+	$(MAKE) --no-print-directory chart-package
+
+## chart-package: charts/bulkhead packaged into dist/ with version and appVersion those of the release
+##                goreleaser made (dist/metadata.json; 0.3.1 for tag v0.3.1: the image is tagged the same)
+chart-package: $(HELM)
+	@version="$$($(PYTHON) -c 'import json; print(json.load(open("dist/metadata.json"))["version"])')"; \
+	echo "==> chart-package: charts/bulkhead as version $$version into dist/"; \
+	$(HELM) package charts/bulkhead --version "$$version" --app-version "$$version" --destination dist/
+
+## chart-push: push dist/'s packaged chart to CHART_REPO, logged in as REGISTRY_USER with REGISTRY_PASSWORD (release workflow)
+CHART_REPO ?= oci://ghcr.io/bulkhead-mesh/charts
+chart-push: $(HELM)
+	@[ -n "$${REGISTRY_USER:-}" ] && [ -n "$${REGISTRY_PASSWORD:-}" ] || { echo "chart-push: set REGISTRY_USER and REGISTRY_PASSWORD"; exit 1; }
+	printenv REGISTRY_PASSWORD | $(HELM) registry login "$(firstword $(subst /, ,$(patsubst oci://%,%,$(CHART_REPO))))" -u "$$REGISTRY_USER" --password-stdin
+	$(HELM) push dist/bulkhead-*.tgz $(CHART_REPO)
+
+## chart-readme: regenerate the values table of charts/bulkhead/README.md from values.yaml
+chart-readme:
+	$(GO) test -count=1 -run '^TestChartReadmeValuesTable$$' ./deploy -args -update
+
 clean:
-	rm -rf bin/
+	rm -rf bin/ dist/

@@ -22,7 +22,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc/envoyproctest"
 )
 
-var update = flag.Bool("update", false, "rewrite deploy/compose/envoy.yaml from envoy.Render")
+var update = flag.Bool("update", false, "rewrite the generated files the tests run check (with -run: deploy/compose/envoy.yaml, charts/bulkhead/README.md)")
 
 const composeEnvoyPath = "deploy/compose/envoy.yaml"
 

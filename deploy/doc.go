@@ -7,7 +7,12 @@
 //   - docker-compose.yaml loads with the compose-spec loader and every file
 //     it mounts or builds from exists; the Envoy config it mounts is the
 //     one envoy.Render produces for it.
-//   - The Dockerfile builds a static, non-root image of cmd/bulkhead.
+//   - The Dockerfile builds a static, non-root image of cmd/bulkhead whose
+//     --version shows the version and revision passed as build arguments;
+//     .goreleaser.yaml builds the release archives with the same flags and
+//     ldflags.
+//   - The values table of charts/bulkhead/README.md is the one generated
+//     from values.yaml's comments (-update rewrites it: make chart-readme).
 //
 // Subpackage monitoring reads the dashboard and the rules for these tests
 // and for the e2e test that runs every query against a real Prometheus.

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,20 +40,40 @@ func parseDockerfile(t *testing.T, data string) []instruction {
 	return out
 }
 
+// Values the test gives the Dockerfile's build arguments, as a release
+// does: the binaries' --version must show them.
+const (
+	testVersion  = "v9.8.7-test"
+	testRevision = "0123456789abcdef0123456789abcdef01234567"
+)
+
 // The image is multi-stage, ends on a minimal non-root base, runs the
 // daemon, and its go build lines work on this tree (run here with the
-// same environment, into a temporary directory).
+// same environment and the build arguments a release passes, into a
+// temporary directory): the daemon they build prints the stamped version.
 func TestDockerfile(t *testing.T) {
 	ins := parseDockerfile(t, string(readRepoFile(t, "Dockerfile")))
 	var froms, builds []string
 	var user, entrypoint string
+	args := map[string]string{
+		"VERSION": testVersion, "REVISION": testRevision,
+		// BuildKit's, for the platform built for.
+		"TARGETOS": "linux", "TARGETARCH": runtime.GOARCH,
+	}
 	for _, in := range ins {
 		switch in.Cmd {
+		case "ARG":
+			for _, a := range strings.Fields(in.Args) {
+				name, def, _ := strings.Cut(a, "=")
+				if _, set := args[name]; !set {
+					args[name] = strings.Trim(def, `"`)
+				}
+			}
 		case "FROM":
 			froms = append(froms, in.Args)
 		case "RUN":
 			if strings.Contains(in.Args, "go build") {
-				builds = append(builds, in.Args)
+				builds = append(builds, os.Expand(in.Args, func(k string) string { return args[k] }))
 			}
 		case "USER":
 			user = in.Args
@@ -74,6 +96,14 @@ func TestDockerfile(t *testing.T) {
 	if len(builds) == 0 {
 		t.Fatal("no go build in the Dockerfile")
 	}
+	for _, b := range builds {
+		// Reproducible: no file paths and no VCS state of the build machine.
+		for _, f := range []string{"-trimpath", "-buildvcs=false"} {
+			if !slices.Contains(shellWords(b), f) {
+				t.Errorf("RUN %s: want %s", b, f)
+			}
+		}
+	}
 	if testing.Short() {
 		t.Skip("-short: not running the go build lines")
 	}
@@ -81,21 +111,18 @@ func TestDockerfile(t *testing.T) {
 	envRE := regexp.MustCompile(`^([A-Z_]+=\S+\s+)*`)
 	for _, b := range builds {
 		env := strings.Fields(envRE.FindString(b))
-		args := strings.Fields(strings.TrimPrefix(b, envRE.FindString(b)))
-		if len(args) < 2 || args[0] != "go" || args[1] != "build" || !strings.Contains(b, "CGO_ENABLED=0") {
+		words := shellWords(strings.TrimPrefix(b, envRE.FindString(b)))
+		if len(words) < 2 || words[0] != "go" || words[1] != "build" || !strings.Contains(b, "CGO_ENABLED=0") {
 			t.Errorf("RUN %q: want CGO_ENABLED=0 go build ...", b)
 			continue
 		}
-		for i, a := range args {
+		for i, a := range words {
 			if strings.HasPrefix(a, "/out/") {
-				args[i] = filepath.Join(out, filepath.Base(a))
+				words[i] = out + strings.TrimPrefix(a, "/out") // "/out/" stays a directory
 			}
-			args[i] = strings.Trim(args[i], `"`)
 		}
-		// -ldflags="-s -w" was split by Fields: rejoin it.
-		args = rejoinQuoted(args)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		cmd := exec.CommandContext(ctx, "go", args[1:]...)
+		cmd := exec.CommandContext(ctx, "go", words[1:]...)
 		cmd.Dir = repoRoot(t)
 		cmd.Env = append(os.Environ(), env...)
 		if o, err := cmd.CombinedOutput(); err != nil {
@@ -103,23 +130,46 @@ func TestDockerfile(t *testing.T) {
 		}
 		cancel()
 	}
-	if _, err := os.Stat(filepath.Join(out, "bulkhead")); err != nil {
-		t.Errorf("the build lines did not produce bulkhead: %v", err)
+	for _, prog := range []string{"bulkhead", "bulkheadctl"} {
+		bin := filepath.Join(out, prog)
+		if _, err := os.Stat(bin); err != nil {
+			t.Errorf("the build lines did not produce %s: %v", prog, err)
+			continue
+		}
+		if runtime.GOOS != "linux" {
+			continue // built for linux: cannot run here
+		}
+		got, err := exec.Command(bin, "--version").Output()
+		want := prog + " " + testVersion + " (revision " + testRevision[:12] + ") go"
+		if err != nil || !strings.HasPrefix(string(got), want) {
+			t.Errorf("%s --version = %q, %v; want it to start %q", prog, got, err, want)
+		}
 	}
 }
 
-// rejoinQuoted joins args split inside a quoted value (-ldflags="-s -w").
-func rejoinQuoted(args []string) []string {
-	var out []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if strings.HasPrefix(a, "-ldflags=") && !strings.HasSuffix(a, "w") {
-			for i+1 < len(args) && !strings.HasSuffix(a, "w") {
-				i++
-				a += " " + args[i]
+// shellWords splits a command line at blanks outside double quotes and
+// drops the quotes (-ldflags="-s -w" is one word, -ldflags=-s -w).
+func shellWords(s string) []string {
+	var words []string
+	var cur strings.Builder
+	inWord, quoted := false, false
+	for _, r := range s {
+		switch {
+		case r == '"':
+			quoted, inWord = !quoted, true
+		case (r == ' ' || r == '\t') && !quoted:
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
 			}
+			inWord = false
+		default:
+			cur.WriteRune(r)
+			inWord = true
 		}
-		out = append(out, strings.ReplaceAll(a, `"`, ""))
 	}
-	return out
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
 }
