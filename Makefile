@@ -98,7 +98,7 @@ soak: envoy
 
 ## chaos: random fault schedules against the Redis ledger for CHAOS (make chaos CHAOS=30m), or the
 ## schedules of CHAOS_SEEDS (a comma list: make chaos CHAOS_SEEDS=123 replays one); `make test`
-## runs two fixed seeds within e2e. A summary per policy and fault closes the output.
+## runs one fixed seed within e2e. A summary per policy and fault closes the output.
 CHAOS       ?= 10m
 CHAOS_SEEDS ?=
 chaos: deps envoy

@@ -53,10 +53,10 @@ func TestChaos(t *testing.T) {
 	}
 }
 
-// chaosFixedSeeds are the schedules `make test` runs: 9, fail_closed with
-// a replica's link to Redis silent, Redis paused and an Envoy paused; 5,
-// local_share with Redis killed and started empty, then a replica killed.
-var chaosFixedSeeds = []uint64{9, 5}
+// chaosFixedSeeds are the schedules `make test` runs (each costs about
+// 33 s): 21, local_share with Redis paused and two replicas' links to it
+// silent and refused, overlapping. make chaos runs the others.
+var chaosFixedSeeds = []uint64{21}
 
 func chaosSeeds(t *testing.T) ([]uint64, time.Time) {
 	if v := os.Getenv("BULKHEAD_CHAOS_SEEDS"); v != "" {
