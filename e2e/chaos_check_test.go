@@ -23,6 +23,7 @@ import (
 // clock.
 type chaosOutcome struct {
 	class      int // 0 critical, 1 normal, 2 best_effort
+	tenant     string
 	sent, done time.Duration
 	status     int // 0: no answer
 	reason     string
@@ -77,12 +78,13 @@ func chaosLoad(ctx context.Context, up *testbed.Upstream, url string, seed uint6
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
-				o := chaosOutcome{class: class, sent: up.Elapsed()}
+				o := chaosOutcome{class: class, tenant: tenant, sent: up.Elapsed()}
 				req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 				if err == nil {
 					req.Header.Set("x-bulkhead-priority", classNames[class])
 					req.Header.Set("x-tenant", tenant)
 					req.Header.Set(testbed.HeaderDelay, delay.String())
+					req.Header.Set(testbed.HeaderTag, tenant)
 					var resp *http.Response
 					if resp, err = client.Do(req); err == nil {
 						o.status, o.reason = resp.StatusCode, resp.Header.Get(authz.HeaderReason)
@@ -172,6 +174,14 @@ type inUseSample struct {
 // within milliseconds: half a second either way).
 func checkChaos(s schedule, outs []chaosOutcome, spans []testbed.Span, inUse []inUseSample, settled time.Duration) chaosReport {
 	c := concurrencyOf(spans)
+	byTenant := map[string][]testbed.Span{}
+	for _, sp := range spans {
+		byTenant[sp.Tag] = append(byTenant[sp.Tag], sp)
+	}
+	tenants := map[string]concurrency{}
+	for t, sps := range byTenant {
+		tenants[t] = concurrencyOf(sps)
+	}
 	r := chaosReport{sched: s, sent: len(outs), byReason: map[string]int{}}
 	for _, x := range inUse {
 		if x.at >= settled {
@@ -194,16 +204,22 @@ func checkChaos(s schedule, outs []chaosOutcome, spans []testbed.Span, inUse []i
 		if o.reason == "" {
 			continue
 		}
+		// Held by its tenant's own limit (at some time while it was asked
+		// about): that is the tenant's compartment at work, so neither a
+		// refusal with capacity free nor, by another tenant's lower class,
+		// an inversion.
+		ownLimit := tenants[o.tenant].most(o.sent, o.done) >= chaosTenantLimit
 		// Its class's ceiling was never reached while it was asked about
 		// (a permit lags its request's end by milliseconds: one less).
-		if c.most(o.sent, o.done) < chaosCeiling[o.class]-1 {
+		if c.most(o.sent, o.done) < chaosCeiling[o.class]-1 && !ownLimit {
 			r.refusedFree++
 		}
 		if o.reason != "queue_full" && o.reason != "shed" && o.reason != "timeout" {
 			continue
 		}
 		for _, a := range outs {
-			if a.class > o.class && a.status == http.StatusOK && a.sent > o.sent && a.sent < o.done {
+			if a.class > o.class && a.status == http.StatusOK && a.sent > o.sent && a.sent < o.done &&
+				(a.tenant == o.tenant || !ownLimit) {
 				r.inversions++ // a lower class got in while this one waited, then was refused
 				break
 			}

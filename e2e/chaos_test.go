@@ -104,6 +104,9 @@ bulkheads:
 
 var chaosCeiling = [3]int{4, 3, 2}
 
+// chaosTenantLimit is each tenant's own limit (chaosYAML).
+const chaosTenantLimit = 3
+
 type faultKind int
 
 const (

@@ -195,7 +195,10 @@ func (u *Upstream) TrackServed() {
 }
 
 // span is a served request's time in the handler, since the epoch.
-type span struct{ start, end time.Duration }
+type span struct {
+	start, end time.Duration
+	tag        string
+}
 
 // HeaderDelay is the request header that sets that request's delay, a Go
 // duration of at most a minute, in place of SetDelay's.
@@ -203,9 +206,19 @@ const HeaderDelay = "x-upstream-delay"
 
 const maxHeaderDelay = time.Minute
 
+// HeaderTag is the request header whose value a served request's Span
+// keeps (at most maxTag bytes), so that a test can count by it: a tenant,
+// a class.
+const HeaderTag = "x-upstream-tag"
+
+const maxTag = 64
+
 // Span is a served request's time in the handler, as offsets on the
-// upstream's own clock (Elapsed).
-type Span struct{ Start, End time.Duration }
+// upstream's own clock (Elapsed), and its HeaderTag.
+type Span struct {
+	Start, End time.Duration
+	Tag        string
+}
 
 // Elapsed is the time since the upstream started: the clock of its Spans.
 func (u *Upstream) Elapsed() time.Duration { return time.Since(u.epoch) }
@@ -220,7 +233,7 @@ func (u *Upstream) ServedSpans() []Span {
 	}
 	out := make([]Span, len(u.spans))
 	for i, s := range u.spans {
-		out[i] = Span{s.start, s.end}
+		out[i] = Span{s.start, s.end, s.tag}
 	}
 	return out
 }
@@ -431,7 +444,8 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.byStatus[code]++
 	if u.tracking {
-		u.spans = append(u.spans, span{start, end})
+		tag := r.Header.Get(HeaderTag)
+		u.spans = append(u.spans, span{start, end, tag[:min(len(tag), maxTag)]})
 	}
 	u.mu.Unlock()
 }

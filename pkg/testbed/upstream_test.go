@@ -315,7 +315,8 @@ func TestUpstreamMaxServedNeedsTracking(t *testing.T) {
 	u.MaxServed()
 }
 
-// A request's own delay header wins over SetDelay, and its span is kept.
+// A request's own delay header wins over SetDelay, and its span is kept
+// with its tag.
 func TestUpstreamHeaderDelayAndSpans(t *testing.T) {
 	u, err := NewUpstream("hd", "")
 	if err != nil {
@@ -326,6 +327,7 @@ func TestUpstreamHeaderDelayAndSpans(t *testing.T) {
 	u.SetDelay(time.Minute)
 	req, _ := http.NewRequest(http.MethodGet, u.URL(), nil)
 	req.Header.Set(HeaderDelay, "30ms")
+	req.Header.Set(HeaderTag, "t1")
 	before := u.Elapsed()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -333,7 +335,7 @@ func TestUpstreamHeaderDelayAndSpans(t *testing.T) {
 	}
 	resp.Body.Close()
 	spans := u.ServedSpans()
-	if len(spans) != 1 || spans[0].Start < before || spans[0].End-spans[0].Start < 30*time.Millisecond || spans[0].End > u.Elapsed() {
+	if len(spans) != 1 || spans[0].Tag != "t1" || spans[0].Start < before || spans[0].End-spans[0].Start < 30*time.Millisecond || spans[0].End > u.Elapsed() {
 		t.Fatalf("spans %v (asked at %v, now %v), want one of at least 30ms", spans, before, u.Elapsed())
 	}
 }
