@@ -317,7 +317,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	// The servers Envoy and Prometheus talk to: the first to fail ends Run
 	// with its error. Both return nil once stopped.
 	servers, serversCtx := errgroup.WithContext(ctx)
-	servers.Go(func() error { return gs.Serve(grpcLn) })
+	servers.Go(func() error {
+		// A shutdown that came before Serve started stops it at once
+		// (ErrServerStopped, the listener closed): nothing failed.
+		if err := gs.Serve(grpcLn); !errors.Is(err, grpc.ErrServerStopped) {
+			return err
+		}
+		return nil
+	})
 	servers.Go(func() error {
 		if err := hsrv.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
 			return err
