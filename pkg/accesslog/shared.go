@@ -18,7 +18,7 @@ import (
 type Shared interface {
 	// Reachable reports whether this replica reaches the shared ledger
 	// now. While it does not, an entry the server cannot serve from its
-	// own ledger ends its stream (see stream.moved).
+	// own ledger ends its stream (see stream.move).
 	Reachable() bool
 	ReleaseAsync(bulkhead, token string, src permit.Source, done func(permit.Lease, permit.Result))
 	RenewAsync(bulkhead, token string, ttl time.Duration, node string, force bool, done func(permit.Lease, redisledger.RenewResult))
