@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
 )
 
@@ -63,8 +63,8 @@ var (
 
 // requestOps are the ledger's calls made for requests; the others are
 // periodic (ticks).
-var requestOps = []redisledger.Op{redisledger.OpAcquire, redisledger.OpRelease, redisledger.OpRenew,
-	redisledger.OpLeave, redisledger.OpReopen}
+var requestOps = []admission.Op{admission.OpAcquire, admission.OpRelease, admission.OpRenew,
+	admission.OpLeave, admission.OpReopen}
 
 // ledgerCounts are bulkhead_ledger_calls_total summed over replicas.
 type ledgerCounts struct {
@@ -109,7 +109,7 @@ func ledgerCost(replicas int, a, b reading, requests int64) *LedgerCost {
 	n := float64(requests)
 	c := &LedgerCost{Replicas: replicas, PerRequest: map[string]float64{}, TicksPerSecond: map[string]float64{},
 		Failed: int64(math.Round(b.ledger.failed - a.ledger.failed)), Commands: map[string]int64{}, CallMs: map[string]float64{}}
-	for _, op := range redisledger.Ops() {
+	for _, op := range admission.Ops() {
 		if timed := b.ledger.timed[string(op)] - a.ledger.timed[string(op)]; timed > 0 {
 			c.CallMs[string(op)] = round3((b.ledger.seconds[string(op)] - a.ledger.seconds[string(op)]) / timed * 1000)
 		}
@@ -121,8 +121,8 @@ func ledgerCost(replicas int, a, b reading, requests int64) *LedgerCost {
 		}
 	}
 	// One bulkhead is configured: a state call is one script.
-	ticks := b.ledger.calls[string(redisledger.OpState)] - a.ledger.calls[string(redisledger.OpState)] +
-		b.ledger.calls[string(redisledger.OpReplicas)] - a.ledger.calls[string(redisledger.OpReplicas)]
+	ticks := b.ledger.calls[string(admission.OpState)] - a.ledger.calls[string(admission.OpState)] +
+		b.ledger.calls[string(admission.OpReplicas)] - a.ledger.calls[string(admission.OpReplicas)]
 	c.TickScripts = int64(math.Round(ticks))
 	var scripts, inside, usec int64
 	for cmd, calls := range b.redis.calls {

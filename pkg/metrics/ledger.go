@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
 )
 
@@ -23,7 +24,7 @@ type Ledger struct {
 	failOpen    *prometheus.CounterVec
 
 	mu     sync.Mutex
-	global map[string]redisledger.Global // every replica's, by bulkhead
+	global map[string]admission.Global // every replica's, by bulkhead
 }
 
 var (
@@ -58,7 +59,7 @@ func NewLedger(reg prometheus.Registerer, backend string) (*Ledger, error) {
 		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulkhead_ledger_fail_open_total", Help: "Checks admitted without a permit because Redis did not answer (ledger.on_unavailable: fail_open).",
 		}, []string{"dependency"}),
-		global: map[string]redisledger.Global{},
+		global: map[string]admission.Global{},
 	}
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "bulkhead_ledger_info", Help: "1, labelled with the permit ledger's backend: memory or redis.",
@@ -69,25 +70,25 @@ func NewLedger(reg prometheus.Registerer, backend string) (*Ledger, error) {
 		}
 	}
 	info.WithLabelValues(backend).Set(1)
-	for _, s := range redisledger.States() {
+	for _, s := range admission.States() {
 		l.transitions.WithLabelValues(s.String())
 	}
-	for _, op := range redisledger.Ops() {
+	for _, op := range admission.Ops() {
 		for _, r := range []string{"ok", "error", "timeout", "deadline"} {
 			l.calls.WithLabelValues(string(op), r)
 		}
 		l.seconds.WithLabelValues(string(op))
 	}
-	l.setState(redisledger.Strict)
+	l.setState(admission.Strict)
 	if backend == "redis" {
-		l.setState(redisledger.Unavailable) // until Redis first answers
+		l.setState(admission.Unavailable) // until Redis first answers
 	}
 	l.replicas.Set(1)
 	return l, nil
 }
 
-func (l *Ledger) setState(s redisledger.State) {
-	for _, o := range redisledger.States() {
+func (l *Ledger) setState(s admission.State) {
+	for _, o := range admission.States() {
 		v := 0.0
 		if o == s {
 			v = 1
@@ -97,7 +98,7 @@ func (l *Ledger) setState(s redisledger.State) {
 }
 
 // LedgerCall counts and times one call to Redis.
-func (l *Ledger) LedgerCall(op redisledger.Op, d time.Duration, err error) {
+func (l *Ledger) LedgerCall(op admission.Op, d time.Duration, err error) {
 	result := "ok"
 	switch {
 	case err == nil:
@@ -120,7 +121,7 @@ func isTimeout(err error) bool {
 }
 
 // LedgerState records a change of state.
-func (l *Ledger) LedgerState(s redisledger.State) {
+func (l *Ledger) LedgerState(s admission.State) {
 	l.setState(s)
 	l.transitions.WithLabelValues(s.String()).Inc()
 }
@@ -130,16 +131,16 @@ func (l *Ledger) LedgerReplicas(n int) { l.replicas.Set(float64(n)) }
 
 // LedgerGlobal records a bulkhead's global counts, which the bulkhead
 // gauges report instead of this replica's own.
-func (l *Ledger) LedgerGlobal(bulkhead string, g redisledger.Global) {
+func (l *Ledger) LedgerGlobal(bulkhead string, g admission.Global) {
 	l.mu.Lock()
 	l.global[bulkhead] = g
 	l.mu.Unlock()
 }
 
 // Global returns a bulkhead's last global state, if known.
-func (l *Ledger) Global(bulkhead string) (redisledger.Global, bool) {
+func (l *Ledger) Global(bulkhead string) (admission.Global, bool) {
 	if l == nil {
-		return redisledger.Global{}, false
+		return admission.Global{}, false
 	}
 	l.mu.Lock()
 	v, ok := l.global[bulkhead]

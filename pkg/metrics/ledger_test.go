@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
 )
@@ -31,8 +32,8 @@ func TestLedgerCallResult(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l.LedgerCall(redisledger.OpAcquire, 0, tc.err)
-		got := callsByResult(t, reg, redisledger.OpAcquire)
+		l.LedgerCall(admission.OpAcquire, 0, tc.err)
+		got := callsByResult(t, reg, admission.OpAcquire)
 		for _, r := range []string{"ok", "error", "timeout", "deadline"} {
 			want := 0.0
 			if r == tc.want {
@@ -46,7 +47,7 @@ func TestLedgerCallResult(t *testing.T) {
 }
 
 // callsByResult reads bulkhead_ledger_calls_total of op by result.
-func callsByResult(t *testing.T, reg *prometheus.Registry, op redisledger.Op) map[string]float64 {
+func callsByResult(t *testing.T, reg *prometheus.Registry, op admission.Op) map[string]float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {

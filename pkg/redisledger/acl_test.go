@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
@@ -40,7 +41,7 @@ func TestDocumentedACL(t *testing.T) {
 	t.Cleanup(func() { user.Close() })
 	l := New(user, Config{Prefix: "bulkhead:", Replica: "r1", Timeout: time.Second, Tick: 100 * time.Millisecond}, f.obs, f.rec, nil)
 	l.tick(context.Background(), func() []string { return []string{"orders"} }, nil)
-	if l.State() != Strict {
+	if l.State() != admission.Strict {
 		t.Fatalf("state %v after a tick as the documented user, want strict", l.State())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

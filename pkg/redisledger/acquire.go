@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
@@ -34,7 +35,7 @@ const maxUnboundedWait = time.Minute
 // that passes before Redis answers is that Check's timeout: the error wraps
 // bulkhead.ErrTimeout and ErrCallerDeadline, and the replica stays as it was.
 func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
-	if State(l.state.Load()) != Strict {
+	if admission.State(l.state.Load()) != admission.Strict {
 		return "", ErrUnavailable
 	}
 	if !r.Deadline.IsZero() && !time.Now().Before(r.Deadline) {
@@ -57,7 +58,7 @@ func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
 	}
 	w := l.wake.add(token) // before the script: a wake-up may beat its answer
 	defer l.wake.remove(token)
-	res, err := l.call(ctx, r.Deadline, OpAcquire, l.sc.acquire, l.keysOf(r.Bulkhead), l.acquireArgs(token, r, wait)...)
+	res, err := l.call(ctx, r.Deadline, admission.OpAcquire, l.sc.acquire, l.keysOf(r.Bulkhead), l.acquireArgs(token, r, wait)...)
 	if err != nil {
 		// The script may have run, and granted or queued: give back what
 		// it may hold, when Redis answers, rather than at its lease's end.
@@ -141,7 +142,7 @@ func (l *Ledger) heldBack() time.Duration {
 func (l *Ledger) LocalShareOK() bool {
 	// Not while Recovering: the hand-over is under way, and a permit
 	// admitted alone then might never reach Redis.
-	if l.cfg.LocalShareFor <= 0 || l.State() != Unavailable {
+	if l.cfg.LocalShareFor <= 0 || l.State() != admission.Unavailable {
 		return false
 	}
 	out := time.Since(time.Unix(0, l.down.Load()))
@@ -174,7 +175,7 @@ func (l *Ledger) leave(ctx context.Context, name, token string, w <-chan wakeMsg
 	if keep {
 		keepArg = "1"
 	}
-	res, err := l.call(context.WithoutCancel(ctx), time.Time{}, OpLeave, l.sc.leave, l.keysOf(name), token, keepArg)
+	res, err := l.call(context.WithoutCancel(ctx), time.Time{}, admission.OpLeave, l.sc.leave, l.keysOf(name), token, keepArg)
 	if err != nil {
 		// Not known: a permit granted meanwhile expires with its lease.
 		return "", cause

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
@@ -39,7 +40,7 @@ func (l *Ledger) ReleaseAsync(name, token string, src permit.Source, done func(p
 	select {
 	case l.jobs <- job{name: name, token: token, release: true, src: src, released: done}:
 	default:
-		if l.State() == Unavailable { // not on the stream's goroutine, for a Redis known down
+		if l.State() == admission.Unavailable { // not on the stream's goroutine, for a Redis known down
 			done(permit.Lease{}, Failed)
 			return
 		}
@@ -56,7 +57,7 @@ func (l *Ledger) RenewAsync(name, token string, ttl time.Duration, node string, 
 	select {
 	case l.jobs <- job{name: name, token: token, ttl: ttl, node: node, force: force, renewed: done}:
 	default:
-		if l.State() == Unavailable {
+		if l.State() == admission.Unavailable {
 			done(permit.Lease{}, RenewFailed)
 			return
 		}
@@ -119,9 +120,9 @@ func (l *Ledger) send(jobs []job) {
 	}
 	for i, j := range jobs {
 		res, err := cmds[i].Result()
-		op := OpRenew
+		op := admission.OpRenew
 		if j.release {
-			op = OpRelease
+			op = admission.OpRelease
 		}
 		if err != nil {
 			l.unavailable(op, err)
@@ -149,9 +150,9 @@ func (l *Ledger) pipeline(ctx context.Context, jobs []job) []*redis.Cmd {
 	_, err := pipe.Exec(ctx)
 	d := time.Since(start) / time.Duration(len(jobs))
 	for i, j := range jobs {
-		op := OpRenew
+		op := admission.OpRenew
 		if j.release {
-			op = OpRelease
+			op = admission.OpRelease
 		}
 		e := cmds[i].Err()
 		if e == nil || redis.HasErrorPrefix(e, "NOSCRIPT") {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
@@ -21,7 +22,7 @@ func TestCheckDeadlineOnHealthyRedisIsNoOutage(t *testing.T) {
 		r := req("orders", s, bulkhead.Normal)
 		r.Deadline = time.Now().Add(left)
 		_, err := l.Acquire(context.Background(), r)
-		if l.State() != Strict {
+		if l.State() != admission.Strict {
 			t.Fatalf("deadline %v away (%v): state %v with Redis healthy", left, err, l.State())
 		}
 		if err != nil && !errors.Is(err, bulkhead.ErrTimeout) {
@@ -34,7 +35,7 @@ func TestCheckDeadlineOnHealthyRedisIsNoOutage(t *testing.T) {
 	if cut == 0 {
 		t.Fatal("no call was cut by its deadline: the test shows nothing")
 	}
-	if got := f.rec.cutCalls(OpAcquire); got != cut {
+	if got := f.rec.cutCalls(admission.OpAcquire); got != cut {
 		t.Errorf("%d acquire calls counted as cut by the deadline, want %d", got, cut)
 	}
 	if f.rec.wentUnavailable() {
@@ -53,16 +54,16 @@ func TestOnlyTheWholeTimeoutJudgesRedis(t *testing.T) {
 		deadline time.Duration // from the Acquire; 0: none
 		fault    func(f *fixture)
 		want     error
-		state    State
+		state    admission.State
 	}{
 		{"slow Redis, the Check's deadline first", time.Second, 50 * time.Millisecond,
-			func(f *fixture) { f.pause(300 * time.Millisecond) }, bulkhead.ErrTimeout, Strict},
+			func(f *fixture) { f.pause(300 * time.Millisecond) }, bulkhead.ErrTimeout, admission.Strict},
 		{"slow Redis, the ledger's timeout first", 50 * time.Millisecond, time.Second,
-			func(f *fixture) { f.pause(300 * time.Millisecond) }, ErrUnavailable, Unavailable},
+			func(f *fixture) { f.pause(300 * time.Millisecond) }, ErrUnavailable, admission.Unavailable},
 		{"slow Redis, no deadline", 50 * time.Millisecond, 0,
-			func(f *fixture) { f.pause(300 * time.Millisecond) }, ErrUnavailable, Unavailable},
+			func(f *fixture) { f.pause(300 * time.Millisecond) }, ErrUnavailable, admission.Unavailable},
 		{"Redis killed, no deadline", 200 * time.Millisecond, 0,
-			func(f *fixture) { f.redis.Kill() }, ErrUnavailable, Unavailable},
+			func(f *fixture) { f.redis.Kill() }, ErrUnavailable, admission.Unavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
@@ -81,8 +82,8 @@ func TestOnlyTheWholeTimeoutJudgesRedis(t *testing.T) {
 			if l.State() != tc.state {
 				t.Fatalf("state %v, want %v", l.State(), tc.state)
 			}
-			cut := f.rec.cutCalls(OpAcquire)
-			if tc.state == Strict {
+			cut := f.rec.cutCalls(admission.OpAcquire)
+			if tc.state == admission.Strict {
 				if took >= 300*time.Millisecond {
 					t.Errorf("the Check took %v: it waited for Redis past its deadline", took)
 				}
@@ -108,11 +109,11 @@ func TestKilledRedisIsFoundByTheWholeTimeout(t *testing.T) {
 	if _, err := l.Acquire(context.Background(), r); !errors.Is(err, bulkhead.ErrTimeout) {
 		t.Fatalf("Check with 50ms left: %v, want a timeout", err)
 	}
-	if l.State() != Strict {
+	if l.State() != admission.Strict {
 		t.Fatalf("state %v after a Check's deadline", l.State())
 	}
 	l.tick(context.Background(), nil, nil)
-	if l.State() != Unavailable {
+	if l.State() != admission.Unavailable {
 		t.Fatalf("state %v after a tick with the whole timeout, want unavailable", l.State())
 	}
 	if _, err := l.Acquire(context.Background(), r); !errors.Is(err, ErrUnavailable) {
@@ -141,11 +142,11 @@ func TestRecoveryLookCutByTheCheckIsNoOutage(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waiter: %v, want its context's deadline", err)
 	}
-	if l.State() != Strict || f.rec.wentUnavailable() {
+	if l.State() != admission.Strict || f.rec.wentUnavailable() {
 		t.Fatalf("state %v (reported unavailable: %v) with Redis slow but answering",
 			l.State(), f.rec.wentUnavailable())
 	}
-	if got := f.rec.cutCalls(OpState); got != 1 {
+	if got := f.rec.cutCalls(admission.OpState); got != 1 {
 		t.Fatalf("%d looks cut by the Check's deadline, want 1", got)
 	}
 }

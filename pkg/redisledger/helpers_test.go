@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
@@ -17,20 +18,20 @@ import (
 
 type fakeRec struct {
 	mu    sync.Mutex
-	calls map[Op]int
-	errs  map[Op]int
+	calls map[admission.Op]int
+	errs  map[admission.Op]int
 	// cut counts the failed calls that the caller's deadline cut short
 	// (ErrCallerDeadline), among errs.
-	cut      map[Op]int
-	states   []State
+	cut      map[admission.Op]int
+	states   []admission.State
 	replicas int
 }
 
 func newFakeRec() *fakeRec {
-	return &fakeRec{calls: map[Op]int{}, errs: map[Op]int{}, cut: map[Op]int{}}
+	return &fakeRec{calls: map[admission.Op]int{}, errs: map[admission.Op]int{}, cut: map[admission.Op]int{}}
 }
 
-func (r *fakeRec) LedgerCall(op Op, _ time.Duration, err error) {
+func (r *fakeRec) LedgerCall(op admission.Op, _ time.Duration, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls[op]++
@@ -43,7 +44,7 @@ func (r *fakeRec) LedgerCall(op Op, _ time.Duration, err error) {
 }
 
 // cutCalls returns how many calls of op the caller's deadline cut short.
-func (r *fakeRec) cutCalls(op Op) int {
+func (r *fakeRec) cutCalls(op admission.Op) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cut[op]
@@ -53,11 +54,15 @@ func (r *fakeRec) cutCalls(op Op) int {
 func (r *fakeRec) wentUnavailable() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Contains(r.states, Unavailable)
+	return slices.Contains(r.states, admission.Unavailable)
 }
-func (r *fakeRec) LedgerState(s State)         { r.mu.Lock(); r.states = append(r.states, s); r.mu.Unlock() }
-func (r *fakeRec) LedgerReplicas(n int)        { r.mu.Lock(); r.replicas = n; r.mu.Unlock() }
-func (r *fakeRec) LedgerGlobal(string, Global) {}
+func (r *fakeRec) LedgerState(s admission.State) {
+	r.mu.Lock()
+	r.states = append(r.states, s)
+	r.mu.Unlock()
+}
+func (r *fakeRec) LedgerReplicas(n int)                  { r.mu.Lock(); r.replicas = n; r.mu.Unlock() }
+func (r *fakeRec) LedgerGlobal(string, admission.Global) {}
 
 type fakeObs struct {
 	mu    sync.Mutex
@@ -106,7 +111,7 @@ func (f *fixture) replica(id string, names ...string) *Ledger {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = l.Run(ctx, func() []string { return names }, nil) }()
 	f.t.Cleanup(func() { cancel(); <-done })
-	testkit.Eventually(f.t, "ledger strict", func() bool { return l.State() == Strict })
+	testkit.Eventually(f.t, "ledger strict", func() bool { return l.State() == admission.Strict })
 	// The subscription is made by Run: wait until Redis counts it.
 	testkit.Eventually(f.t, "wake-up channel subscribed", func() bool {
 		n, err := f.rdb.PubSubNumSub(context.Background(), "test:wake:"+id).Result()
@@ -122,7 +127,7 @@ func (f *fixture) alone(cfg Config) *Ledger {
 	f.t.Helper()
 	l := New(f.rdb, cfg, f.obs, f.rec, nil)
 	l.tick(context.Background(), nil, nil)
-	if l.State() != Strict {
+	if l.State() != admission.Strict {
 		f.t.Fatalf("state %v after a tick, want strict", l.State())
 	}
 	return l

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
@@ -20,7 +21,7 @@ func (f *fixture) idle() *Ledger {
 	l := New(f.rdb, Config{Prefix: "test:", Replica: "a", Timeout: time.Second, Adopt: 2 * time.Second,
 		Tick: time.Hour}, f.obs, f.rec, nil)
 	l.tick(context.Background(), nil, nil)
-	if l.State() != Strict {
+	if l.State() != admission.Strict {
 		f.t.Fatalf("state %v", l.State())
 	}
 	return l

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
@@ -33,42 +34,15 @@ var ErrCallerDeadline = errors.New("the caller's deadline came before Redis answ
 // Recorder receives what the ledger measures; *metrics.Metrics is one.
 type Recorder interface {
 	// LedgerCall times one call to Redis by operation; err is its error.
-	LedgerCall(op Op, d time.Duration, err error)
+	LedgerCall(op admission.Op, d time.Duration, err error)
 	// LedgerState reports a change of availability.
-	LedgerState(s State)
+	LedgerState(s admission.State)
 	// LedgerReplicas reports the live replicas Redis knows of.
 	LedgerReplicas(n int)
 	// LedgerGlobal reports a bulkhead's state summed over every replica,
 	// as Redis counts it.
-	LedgerGlobal(bulkhead string, g Global)
+	LedgerGlobal(bulkhead string, g admission.Global)
 }
-
-// Global is a bulkhead's state in Redis, every replica's together.
-type Global struct {
-	InUse int
-	// Queued is indexed by bulkhead.Priority.
-	Queued [3]int
-	// Recovering: the bulkhead's recovery window holds admissions (Redis
-	// had no state for it, or a master's run id is gone).
-	Recovering bool
-}
-
-// Op names a call to Redis; its value is a metric label.
-type Op string
-
-// The operations.
-const (
-	OpAcquire  Op = "acquire"
-	OpRelease  Op = "release"
-	OpRenew    Op = "renew"
-	OpLeave    Op = "leave"
-	OpState    Op = "state"
-	OpReplicas Op = "replicas"
-	OpReopen   Op = "reopen"
-)
-
-// Ops lists every operation.
-func Ops() []Op { return []Op{OpAcquire, OpRelease, OpRenew, OpLeave, OpState, OpReplicas, OpReopen} }
 
 // Config is what a Ledger needs besides its Redis client.
 type Config struct {
@@ -111,7 +85,7 @@ type Ledger struct {
 	wake *waiters
 	keys sync.Map // bulkhead name -> []string
 
-	state atomic.Int32 // State
+	state atomic.Int32 // admission.State
 	// alone orders the registrations of permits admitted alone (AdmitAlone
 	// holds it shared) before the move to Recovering (held exclusively).
 	alone    sync.RWMutex
@@ -140,7 +114,7 @@ func New(rdb redis.UniversalClient, cfg Config, obs permit.Observer, rec Recorde
 	}
 	l := &Ledger{rdb: rdb, cfg: cfg, sc: loadScripts(), obs: obs, rec: rec, log: log, wake: newWaiters(), kick: make(chan struct{}, 1),
 		jobs: make(chan job, 4*maxBatch), presence: map[string]map[string]int64{}}
-	l.state.Store(int32(Unavailable)) // until Run has heard from Redis
+	l.state.Store(int32(admission.Unavailable)) // until Run has heard from Redis
 	l.down.Store(time.Now().UnixNano())
 	l.replicas.Store(1)
 	return l
@@ -162,7 +136,7 @@ func ms(d time.Duration) int64 { return d.Milliseconds() }
 // Redis unavailable, unless the deadline cut the call and has passed: that
 // is the Check's timeout (bulkhead.ErrTimeout and ErrCallerDeadline), and
 // says nothing of Redis. Otherwise the error wraps ErrUnavailable.
-func (l *Ledger) call(ctx context.Context, deadline time.Time, op Op, s *redis.Script, keys []string, args ...any) (any, error) {
+func (l *Ledger) call(ctx context.Context, deadline time.Time, op admission.Op, s *redis.Script, keys []string, args ...any) (any, error) {
 	start := time.Now()
 	cut := cutBy(deadline, start, l.cfg.Timeout)
 	timeout := l.cfg.Timeout
@@ -208,7 +182,7 @@ func passed(cut time.Time) bool { return !cut.IsZero() && !time.Now().Before(cut
 
 // checkTimeout is the error of a call that the Check's deadline cut short:
 // a timeout of that Check, which callers answer as such.
-func checkTimeout(op Op, err error) error {
+func checkTimeout(op admission.Op, err error) error {
 	return fmt.Errorf("%w: %w: %s: %w", bulkhead.ErrTimeout, ErrCallerDeadline, op, err)
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
@@ -206,7 +207,7 @@ func TestRedisLosingItsDataIsRebuiltFromHeartbeats(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = l.Run(ctx, func() []string { return []string{"orders"} }, nil) }()
 	t.Cleanup(func() { cancel(); <-done })
-	testkit.Eventually(t, "strict", func() bool { return l.State() == Strict })
+	testkit.Eventually(t, "strict", func() bool { return l.State() == admission.Strict })
 	s := settings(2, 4, 2*time.Second)
 	// Wait out the first recovery window of a fresh bulkhead.
 	tokA, err := l.Acquire(context.Background(), req("orders", s, bulkhead.Normal))
@@ -250,11 +251,11 @@ func TestUnavailableAndBack(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("acquire with Redis down: %v", err)
 	}
-	if a.State() != Unavailable {
+	if a.State() != admission.Unavailable {
 		t.Fatalf("state %v", a.State())
 	}
 	f.redis.Start()
-	testkit.Eventually(t, "strict again", func() bool { return a.State() == Strict })
+	testkit.Eventually(t, "strict again", func() bool { return a.State() == admission.Strict })
 	if _, err := a.Acquire(context.Background(), req("orders", s, bulkhead.Normal)); err != nil {
 		t.Fatalf("acquire after Redis came back: %v", err)
 	}
@@ -313,7 +314,7 @@ func TestRunIDChangeReopensAdoption(t *testing.T) {
 	ctx := context.Background()
 	names := func() []string { return []string{"orders"} }
 	l.tick(ctx, names, nil) // strict, run id learnt
-	if l.State() != Strict || len(l.masters) != 1 {
+	if l.State() != admission.Strict || len(l.masters) != 1 {
 		t.Fatalf("state %v, run ids %v", l.State(), l.masters)
 	}
 	tok, err := l.Acquire(ctx, req("orders", settings(2, 0, 0), bulkhead.Normal))
@@ -396,7 +397,7 @@ func TestRedisCluster(t *testing.T) {
 		done := make(chan struct{})
 		go func() { defer close(done); _ = l.Run(ctx, func() []string { return names }, nil) }()
 		t.Cleanup(func() { cancel(); <-done })
-		testkit.Eventually(t, "strict on the cluster", func() bool { return l.State() == Strict })
+		testkit.Eventually(t, "strict on the cluster", func() bool { return l.State() == admission.Strict })
 		return l
 	}
 	a, b := start("a"), start("b")
@@ -476,7 +477,7 @@ func TestDeadlinePassedIsATimeout(t *testing.T) {
 	if _, err := a.Acquire(context.Background(), r); !errors.Is(err, bulkhead.ErrTimeout) {
 		t.Fatalf("err %v, want timeout", err)
 	}
-	if a.State() != Strict {
+	if a.State() != admission.Strict {
 		t.Fatalf("state %v: a passed deadline is no sign of Redis", a.State())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
@@ -13,7 +14,7 @@ func (l *Ledger) Release(name, token string, src permit.Source) (permit.Lease, p
 		l.obs.Ignored(src, permit.Unknown)
 		return permit.Lease{}, permit.Unknown
 	}
-	res, err := l.call(context.Background(), time.Time{}, OpRelease, l.sc.release, l.keysOf(name), token,
+	res, err := l.call(context.Background(), time.Time{}, admission.OpRelease, l.sc.release, l.keysOf(name), token,
 		ms(l.cfg.Recovery), ms(l.cfg.Adopt))
 	return l.released(name, token, src, res, err)
 }
@@ -70,7 +71,7 @@ func (l *Ledger) Renew(name, token string, ttl time.Duration, node string, force
 	if !permit.ValidToken(token) {
 		return permit.Lease{}, UnknownToken
 	}
-	res, err := l.call(context.Background(), time.Time{}, OpRenew, l.sc.renew, l.keysOf(name), token, ms(ttl), node,
+	res, err := l.call(context.Background(), time.Time{}, admission.OpRenew, l.sc.renew, l.keysOf(name), token, ms(ttl), node,
 		ms(l.cfg.Recovery), ms(l.cfg.Adopt), forceArg(force))
 	return l.renewedResult(name, token, res, err)
 }

@@ -9,40 +9,16 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 )
-
-// State is the ledger's availability as this replica sees it.
-type State int32
-
-// The states. Strict: every admission is decided by Redis. Unavailable:
-// Redis failed a call that had the ledger's whole timeout; Checks get the
-// on_unavailable policy and Redis is probed each Tick/4. Recovering: Redis
-// answers again; the permits this replica admitted alone are being handed
-// to it before Strict resumes.
-const (
-	Strict State = iota
-	Unavailable
-	Recovering
-)
-
-// States lists every state.
-func States() []State { return []State{Strict, Unavailable, Recovering} }
-
-var stateNames = [...]string{"strict", "unavailable", "recovering"}
-
-func (s State) String() string {
-	if int(s) < len(stateNames) {
-		return stateNames[s]
-	}
-	return fmt.Sprintf("state(%d)", int32(s))
-}
 
 // State returns the current state.
-func (l *Ledger) State() State { return State(l.state.Load()) }
+func (l *Ledger) State() admission.State { return admission.State(l.state.Load()) }
 
 // Reachable reports whether Redis answered this replica's last calls: in
 // Strict and Recovering, not in Unavailable.
-func (l *Ledger) Reachable() bool { return l.State() != Unavailable }
+func (l *Ledger) Reachable() bool { return l.State() != admission.Unavailable }
 
 // Replicas returns the number of live replicas Redis last reported (at
 // least 1).
@@ -50,12 +26,12 @@ func (l *Ledger) Replicas() int { return int(l.replicas.Load()) }
 
 // unavailable records that a call with the whole timeout failed: the
 // first failure in Strict switches to Unavailable and is logged.
-func (l *Ledger) unavailable(op Op, err error) {
-	if l.state.CompareAndSwap(int32(Strict), int32(Unavailable)) {
+func (l *Ledger) unavailable(op admission.Op, err error) {
+	if l.state.CompareAndSwap(int32(admission.Strict), int32(admission.Unavailable)) {
 		l.down.Store(time.Now().UnixNano())
 		l.log.Error("redis ledger unavailable: applying ledger.on_unavailable until Redis answers again",
 			"op", op, "err", err)
-		l.rec.LedgerState(Unavailable)
+		l.rec.LedgerState(admission.Unavailable)
 		select {
 		case l.kick <- struct{}{}:
 		default:
@@ -107,7 +83,7 @@ func (l *Ledger) tickLoop(ctx context.Context, names func() []string, handover H
 	for {
 		l.tick(ctx, names, handover)
 		d := l.cfg.Tick
-		if l.State() != Strict {
+		if l.State() != admission.Strict {
 			d /= 4
 		}
 		t := time.NewTimer(d)
@@ -131,7 +107,7 @@ const replicaStale = 3
 const stillDownEvery = 30 * time.Second
 
 func (l *Ledger) tick(ctx context.Context, names func() []string, handover Handover) {
-	res, err := l.call(ctx, time.Time{}, OpReplicas, l.sc.replicas, []string{l.cfg.Prefix + "replicas"},
+	res, err := l.call(ctx, time.Time{}, admission.OpReplicas, l.sc.replicas, []string{l.cfg.Prefix + "replicas"},
 		l.cfg.Replica, ms(replicaStale*l.cfg.Tick))
 	if err != nil {
 		if ctx.Err() == nil && time.Since(l.downLogged) >= stillDownEvery {
@@ -146,25 +122,25 @@ func (l *Ledger) tick(ctx context.Context, names func() []string, handover Hando
 		l.replicas.Store(int32(n))
 		l.rec.LedgerReplicas(int(n))
 	}
-	if l.State() == Unavailable {
+	if l.State() == admission.Unavailable {
 		// Once no permit admitted alone is being registered, and before
 		// the hand-over looks at them (AdmitAlone).
 		l.alone.Lock()
-		l.state.Store(int32(Recovering))
+		l.state.Store(int32(admission.Recovering))
 		l.alone.Unlock()
-		l.rec.LedgerState(Recovering)
+		l.rec.LedgerState(admission.Recovering)
 		l.log.Info("redis ledger answers again: handing over the permits admitted without it")
 		if handover != nil {
 			if err := handover(ctx); err != nil {
 				l.log.Warn("hand-over to the redis ledger incomplete; retrying", "err", err)
 				l.down.Store(time.Now().UnixNano())
-				l.state.Store(int32(Unavailable))
-				l.rec.LedgerState(Unavailable)
+				l.state.Store(int32(admission.Unavailable))
+				l.rec.LedgerState(admission.Unavailable)
 				return
 			}
 		}
-		if l.state.CompareAndSwap(int32(Recovering), int32(Strict)) {
-			l.rec.LedgerState(Strict)
+		if l.state.CompareAndSwap(int32(admission.Recovering), int32(admission.Strict)) {
+			l.rec.LedgerState(admission.Strict)
 			l.log.Info("redis ledger strict again")
 		}
 	}
@@ -230,12 +206,12 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 		}
 	}
 	if err != nil && (ctx.Err() != nil || passed(cut)) {
-		l.rec.LedgerCall(OpState, time.Since(start), fmt.Errorf("%w: %s: %w", ErrCallerDeadline, OpState, err))
+		l.rec.LedgerCall(admission.OpState, time.Since(start), fmt.Errorf("%w: %s: %w", ErrCallerDeadline, admission.OpState, err))
 		return
 	}
-	l.rec.LedgerCall(OpState, time.Since(start), err)
+	l.rec.LedgerCall(admission.OpState, time.Since(start), err)
 	if err != nil {
-		l.unavailable(OpState, err)
+		l.unavailable(admission.OpState, err)
 		return
 	}
 	var lost []restore
@@ -248,7 +224,7 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 		swept, _ := a[2].([]any)
 		redisNow, _ := a[4].(int64)
 		l.expired(names[i], swept, redisNow)
-		l.rec.LedgerGlobal(names[i], Global{InUse: n(0), Queued: [3]int{n(5), n(6), n(7)}, Recovering: n(3) > 0})
+		l.rec.LedgerGlobal(names[i], admission.Global{InUse: n(0), Queued: [3]int{n(5), n(6), n(7)}, Recovering: n(3) > 0})
 		kept, _ := a[8].([]any)
 		if r := l.present(names[i], kept, n(9) == 1, redisNow); len(r.seen) > 0 {
 			lost = append(lost, r)
@@ -285,7 +261,7 @@ func (l *Ledger) checkRunID(ctx context.Context, names func() []string) {
 		"every bulkhead pauses admissions for the recovery window while heartbeats adopt the running requests",
 		"gone_run_ids", gone)
 	for _, n := range names() {
-		_, _ = l.call(ctx, time.Time{}, OpReopen, l.sc.reopen, l.keysOf(n), ms(l.cfg.Recovery), ms(l.cfg.Adopt))
+		_, _ = l.call(ctx, time.Time{}, admission.OpReopen, l.sc.reopen, l.keysOf(n), ms(l.cfg.Recovery), ms(l.cfg.Adopt))
 	}
 }
 

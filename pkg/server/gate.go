@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
 )
 
@@ -46,12 +47,12 @@ func newLedgerGate(rec redisledger.Recorder, hs *health.Server, long *streams) *
 }
 
 // LedgerState implements redisledger.Recorder.
-func (g *ledgerGate) LedgerState(s redisledger.State) {
+func (g *ledgerGate) LedgerState(s admission.State) {
 	g.Recorder.LedgerState(s)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.strict = s == redisledger.Strict
-	if s == redisledger.Unavailable {
+	g.strict = s == admission.Strict
+	if s == admission.Unavailable {
 		g.streams.sever()
 	}
 	g.publish()

@@ -10,7 +10,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
@@ -49,7 +49,7 @@ func TestUnreachableLedgerMovesTheDataPlane(t *testing.T) {
 	if _, r := check(t, rn, "auth"); r != "ledger_unavailable" {
 		t.Fatalf("Check with Redis paused: reason %q, want ledger_unavailable", r)
 	}
-	if s := rn.r.shared.ledger.State(); s != redisledger.Unavailable {
+	if s := rn.r.shared.ledger.State(); s != admission.Unavailable {
 		t.Fatalf("ledger %v after a call that timed out", s)
 	}
 	if s := serving(); s != healthpb.HealthCheckResponse_NOT_SERVING {

@@ -17,9 +17,9 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
-	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
@@ -66,7 +66,7 @@ func check(t *testing.T, rn *running, key string) (token, reason string) {
 
 func waitStrict(t *testing.T, rn *running) {
 	t.Helper()
-	testkit.Eventually(t, "shared ledger strict", func() bool { return rn.r.shared.ledger.State() == redisledger.Strict })
+	testkit.Eventually(t, "shared ledger strict", func() bool { return rn.r.shared.ledger.State() == admission.Strict })
 }
 
 func TestSharedLedgerOneLimitAcrossReplicas(t *testing.T) {
@@ -165,7 +165,7 @@ func TestSharedLedgerUnavailablePolicies(t *testing.T) {
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Fatalf("with Redis down: %q, want %q", got, tc.want)
 			}
-			if rn.r.shared.ledger.State() != redisledger.Unavailable {
+			if rn.r.shared.ledger.State() != admission.Unavailable {
 				t.Fatalf("state %v", rn.r.shared.ledger.State())
 			}
 			if got := counter(t, rn, "bulkhead_ledger_state", "unavailable"); got != 1 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
 	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
 )
@@ -144,7 +145,7 @@ func decodeCounts(v string) (sizing.Counts, error) {
 // sizing: this process's own limiters hold nothing while Redis decides.
 type globalSampler struct {
 	keys   func() []string
-	global func(name string) (redisledger.Global, bool)
+	global func(name string) (admission.Global, bool)
 }
 
 func (g globalSampler) Keys() []string { return g.keys() }
