@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/accesslog"
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
@@ -117,8 +118,9 @@ func newBenchDaemon(tb testing.TB, server string) *benchDaemon {
 			tb.Fatal(err)
 		}
 		d.ledger = permit.NewMemory(clock.Real{}, permit.WithObserver(m))
-		als := accesslog.New(d.ledger, countingRecorder{m, d.count}, nil)
-		az := authz.New(d.reg, d.ledger, m, authz.DefaultPolicy())
+		backend := admission.NewMemory(d.reg, d.ledger, permit.Heartbeat{})
+		als := accesslog.New(backend, countingRecorder{m, d.count}, nil)
+		az := authz.New(d.reg, backend, m, authz.DefaultPolicy())
 		if server == serverDecoded {
 			alsv3.RegisterAccessLogServiceServer(gs, als)
 			authv3.RegisterAuthorizationServer(gs, az)

@@ -12,37 +12,27 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
-// recordingLedger records every Release, Renew and Adopt; one token is
-// known. It refuses adoptions.
+// recordingLedger records every Release and Renew it passes on to the
+// real in-memory backend.
 type recordingLedger struct {
-	known                      string
-	released, renewed, adopted []string
+	*admission.Memory
+	released, renewed []string
 }
 
-func (l *recordingLedger) Release(token string, _ permit.Source) (permit.Lease, permit.Result) {
-	l.released = append(l.released, token)
-	if token == l.known {
-		l.known = ""
-		return permit.Lease{Token: token, Bulkhead: "catalog"}, permit.Released
-	}
-	return permit.Lease{}, permit.Unknown
+func (l *recordingLedger) Release(e admission.Entry, done admission.Done) {
+	l.released = append(l.released, e.Token)
+	l.Memory.Release(e, done)
 }
 
-func (l *recordingLedger) Renew(token string, _ time.Duration) (permit.Lease, permit.Result) {
-	l.renewed = append(l.renewed, token)
-	if token == l.known {
-		return permit.Lease{Token: token, Bulkhead: "catalog"}, permit.Renewed
-	}
-	return permit.Lease{}, permit.Unknown
-}
-
-func (l *recordingLedger) Adopt(_ permit.Releaser, token string, _ permit.Grant) (permit.Lease, error) {
-	l.adopted = append(l.adopted, token)
-	return permit.Lease{}, permit.ErrInvalidToken
+func (l *recordingLedger) Renew(e admission.Entry, done admission.Done) {
+	l.renewed = append(l.renewed, e.Token)
+	l.Memory.Renew(e, done)
 }
 
 // fakeStream delivers msgs then io.EOF.
@@ -122,9 +112,11 @@ func FuzzAccessLog(f *testing.F) {
 			t.Fatal(err)
 		}
 		for _, path := range []string{"decoded", "wire"} {
-			l := &recordingLedger{known: known}
+			h := permit.Heartbeat{Interval: time.Second, TTL: 3 * time.Second}
+			leases := permit.NewMemory(clock.Real{})
+			l := &recordingLedger{Memory: admission.NewMemory(reg, leases, h)}
 			rec := newFakeRecorder()
-			s := New(l, rec, nil, WithHeartbeat(Heartbeat{Interval: time.Second, TTL: 3 * time.Second}, reg))
+			s := New(l, rec, nil, WithHeartbeat(h))
 			var err error
 			if path == "decoded" {
 				err = s.StreamAccessLogs(&fakeStream{msgs: []*alsv3.StreamAccessLogsMessage{&msg, &msg}})
@@ -147,14 +139,15 @@ func FuzzAccessLog(f *testing.F) {
 			if !slices.Equal(l.renewed, wantRenewed) {
 				t.Fatalf("%s: renewed %q, want %q", path, l.renewed, wantRenewed)
 			}
-			for _, tok := range l.adopted {
-				if !slices.Contains(wantRenewed, tok) || tok == known {
-					t.Fatalf("%s: adoption of %q, not an unknown periodic token", path, tok)
+			for _, lease := range holders(leases, "catalog") {
+				if !slices.Contains(wantRenewed, lease.Token) {
+					t.Fatalf("%s: adoption of %q, not a periodic token", path, lease.Token)
 				}
 			}
-			if n := reg.Get("catalog").Snapshot().InUse; n != 0 {
-				t.Fatalf("%s: %d permits left taken by refused adoptions", path, n)
+			if n, held := reg.Get("catalog").Snapshot().InUse, leases.Len(); n != held {
+				t.Fatalf("%s: %d permits taken, %d held by leases", path, n, held)
 			}
+			leases.Close(permit.Shutdown)
 			if rec.streams.Load() != 0 {
 				t.Fatalf("%s: open streams = %d after the stream ended", path, rec.streams.Load())
 			}
@@ -167,4 +160,9 @@ func FuzzAccessLog(f *testing.F) {
 			}
 		}
 	})
+}
+
+func holders(l *permit.Memory, bulkhead string) []permit.Lease {
+	ls, _ := l.Holders(bulkhead, 1<<20)
+	return ls
 }

@@ -11,6 +11,7 @@ import (
 	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
@@ -23,22 +24,23 @@ type hbEnv struct {
 	reg    *bulkhead.Registry
 	ledger *permit.Memory
 	rec    *fakeRecorder
-	silent *SilentNodes
+	silent *permit.SilentNodes
 	logs   *bytes.Buffer
 	srv    *Server
 }
 
-var hb = Heartbeat{Interval: time.Second, TTL: 3 * time.Second}
+var hb = permit.Heartbeat{Interval: time.Second, TTL: 3 * time.Second}
 
-func newHBEnv(t *testing.T, h Heartbeat) *hbEnv {
+func newHBEnv(t *testing.T, h permit.Heartbeat) *hbEnv {
 	t.Helper()
 	e := &hbEnv{clk: clock.NewFake(time.Unix(1_790_000_000, 0)), reg: bulkhead.NewRegistry(), rec: newFakeRecorder(), logs: &bytes.Buffer{}}
 	if _, err := e.reg.Apply(map[string]bulkhead.Settings{"catalog": {MaxConcurrent: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	e.ledger = permit.NewMemory(e.clk)
-	e.silent = NewSilentNodes(slog.New(slog.NewTextHandler(e.logs, nil)))
-	e.srv = New(e.ledger, e.rec, nil, WithClock(e.clk), WithHeartbeat(h, e.reg), WithSilentNodes(e.silent))
+	e.silent = permit.NewSilentNodes(slog.New(slog.NewTextHandler(e.logs, nil)))
+	e.srv = New(admission.NewMemory(e.reg, e.ledger, h, admission.WithClock(e.clk)), e.rec, nil, WithClock(e.clk), WithHeartbeat(h),
+		WithSilentNodes(e.silent))
 	t.Cleanup(func() { e.ledger.Close(permit.Shutdown) })
 	return e
 }
@@ -311,25 +313,6 @@ func TestHeartbeatLatePeriodicAfterEnd(t *testing.T) {
 	}
 }
 
-func TestEndedTokensBounded(t *testing.T) {
-	var ended endedTokens
-	tok := func(i int) string { return fmt.Sprintf("%022d", i) }
-	for i := range maxEndedTokens {
-		ended.add(tok(i))
-	}
-	if !ended.has(tok(0)) || !ended.has(tok(maxEndedTokens-1)) {
-		t.Fatal("full: want every token remembered")
-	}
-	ended.add(tok(maxEndedTokens))
-	if ended.has(tok(0)) || !ended.has(tok(maxEndedTokens/2)) || !ended.has(tok(maxEndedTokens)) {
-		t.Fatal("past full: want the older half forgotten, the newer kept")
-	}
-	ended.add("short")
-	if ended.has("short") {
-		t.Fatal("a token no Grant issues was remembered")
-	}
-}
-
 // The nodes heard from are bounded: when full, the stale ones make room;
 // with none stale, a new node is not remembered.
 func TestHeardNodesBounded(t *testing.T) {
@@ -354,7 +337,7 @@ func TestHeardNodesBounded(t *testing.T) {
 
 // With heartbeats off, periodic entries do nothing.
 func TestHeartbeatOff(t *testing.T) {
-	e := newHBEnv(t, Heartbeat{})
+	e := newHBEnv(t, permit.Heartbeat{})
 	tok := e.grant(t, time.Minute, "")
 	e.periodic(t, &stream{}, tok)
 	e.periodic(t, &stream{}, "AAAAAAAAAAAAAAAAAAAAAA")

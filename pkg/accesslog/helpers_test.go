@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
@@ -114,7 +115,7 @@ func newEnv(t *testing.T, srvOpts ...func(*Server)) *env {
 		t.Fatal(err)
 	}
 	e.ledger = permit.NewMemory(clock.Real{})
-	srv := New(e.ledger, e.rec, nil)
+	srv := New(admission.NewMemory(e.reg, e.ledger, permit.Heartbeat{}), e.rec, nil)
 	for _, o := range srvOpts {
 		o(srv)
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
@@ -245,7 +246,7 @@ func TestReleaseLag(t *testing.T) {
 	}
 	ledger := permit.NewMemory(clk)
 	rec := newFakeRecorder()
-	s := New(ledger, rec, nil, WithClock(clk))
+	s := New(admission.NewMemory(reg, ledger, permit.Heartbeat{}, admission.WithClock(clk)), rec, nil, WithClock(clk))
 	ms := func(v int) *durationpb.Duration { return durationpb.New(time.Duration(v) * time.Millisecond) }
 	for _, tc := range []struct {
 		name        string

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
@@ -12,24 +13,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
-
-// Ledger releases, renews and adopts permits by token; every permit.Ledger
-// is one.
-type Ledger interface {
-	Release(token string, src permit.Source) (permit.Lease, permit.Result)
-	Renew(token string, ttl time.Duration) (permit.Lease, permit.Result)
-	Adopt(p permit.Releaser, token string, g permit.Grant) (permit.Lease, error)
-}
-
-// Bulkheads finds the bulkhead of a permit to adopt; *bulkhead.Registry is
-// one.
-type Bulkheads interface {
-	Get(key string) *bulkhead.Limiter
-}
 
 // Recorder receives what the server sees; *metrics.Metrics is one.
 type Recorder interface {
@@ -54,24 +42,14 @@ type Recorder interface {
 type Server struct {
 	alsv3.UnimplementedAccessLogServiceServer
 
-	ledger    Ledger
+	ledger    admission.Ledger
 	rec       Recorder
 	log       *slog.Logger
 	clock     clock.Clock
-	heartbeat Heartbeat
-	bulkheads Bulkheads // nil: no adoption
-	// adoptUntil ends the adoption of unknown tokens: one interval past one
-	// TTL after the server was built. A permit of an earlier process whose
-	// request still runs is heard of before then, or it has expired; later,
-	// every live permit is known or remembered, and an unknown token in a
-	// periodic entry is a forgery (or forgotten): it is not adopted.
-	adoptUntil time.Time
-	silent     *SilentNodes // nil: silent nodes are not remembered
-	calls      Calls        // nil: no one
-	nodes      *heardNodes  // the nodes that send periodic entries; nil with heartbeats off
-	ended      endedTokens  // requests ended that a late periodic entry must not adopt
-	shared     Shared       // nil: permits are this process's
-	known      Known        // with shared: the configured bulkheads
+	heartbeat permit.Heartbeat
+	silent    *permit.SilentNodes // nil: silent nodes are not remembered
+	calls     Calls               // nil: no one
+	nodes     *heardNodes         // the nodes that send periodic entries; nil with heartbeats off
 }
 
 var _ alsv3.AccessLogServiceServer = (*Server)(nil)
@@ -79,23 +57,23 @@ var _ alsv3.AccessLogServiceServer = (*Server)(nil)
 // Option configures a Server.
 type Option func(*Server)
 
-// WithHeartbeat makes periodic entries renew their permits' leases to
-// h.TTL, and adopt the permits of running requests the ledger does not hold
-// from bulkheads (nil: renew only). Default: periodic entries are ignored.
-func WithHeartbeat(h Heartbeat, bulkheads Bulkheads) Option {
-	return func(s *Server) { s.heartbeat, s.bulkheads = h, bulkheads }
+// WithHeartbeat makes periodic entries renew their permits' leases (or
+// adopt them: admission.Ledger.Renew). Default: periodic entries are
+// ignored. It must be the ledger's.
+func WithHeartbeat(h permit.Heartbeat) Option {
+	return func(s *Server) { s.heartbeat = h }
 }
 
 // WithSilentNodes sets where nodes that send no periodic entries are
 // remembered (and logged once); default: nowhere (still counted).
-func WithSilentNodes(n *SilentNodes) Option { return func(s *Server) { s.silent = n } }
+func WithSilentNodes(n *permit.SilentNodes) Option { return func(s *Server) { s.silent = n } }
 
 // WithClock sets the clock that times release lags; it must be the
 // ledger's (default: real).
 func WithClock(c clock.Clock) Option { return func(s *Server) { s.clock = c } }
 
 // New returns a server releasing through l.
-func New(l Ledger, rec Recorder, log *slog.Logger, opts ...Option) *Server {
+func New(l admission.Ledger, rec Recorder, log *slog.Logger, opts ...Option) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -103,7 +81,6 @@ func New(l Ledger, rec Recorder, log *slog.Logger, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	s.adoptUntil = s.clock.Now().Add(s.heartbeat.TTL + s.heartbeat.Interval)
 	if s.heartbeat.On() {
 		s.nodes = newHeardNodes(s.heartbeat.TTL)
 	}
@@ -128,7 +105,7 @@ func (s *Server) StreamAccessLogs(stream alsv3.AccessLogService_StreamAccessLogs
 func (s *Server) serve(recv func(*message) error, done func() error) error {
 	s.rec.StreamOpened()
 	defer s.rec.StreamClosed()
-	st := stream{}
+	st := stream{move: new(atomic.Bool)}
 	var msg message
 	for {
 		err := recv(&msg)
@@ -151,7 +128,7 @@ func (s *Server) serve(recv func(*message) error, done func() error) error {
 		for i := range msg.entries {
 			s.entry(&st, &msg.entries[i])
 		}
-		if st.move {
+		if st.move.Load() {
 			// The rest of this message is lost, as it would be here: Envoy
 			// sends its next entries on a new stream, to a replica that can
 			// renew them before their leases end (finding 0 of the fault
@@ -180,11 +157,12 @@ type stream struct {
 	node, logName string
 	sawPeriodic   bool      // a periodic entry with a token came on this stream
 	heardAt       time.Time // when this stream last recorded its node in Server.nodes
-	// move: an entry came that only the shared ledger could serve, and
-	// this replica cannot reach it. The stream ends after its message, so
+	// move: the ledger could not reach its store for an entry of this
+	// stream (permit.Unavailable). The stream ends after its message, so
 	// that Envoy's next entries renew their leases at another replica
-	// rather than wait here while the leases run out.
-	move bool
+	// rather than wait here while the leases run out. Set by the ledger's
+	// callbacks, possibly from another goroutine.
+	move *atomic.Bool
 }
 
 func (s *Server) entry(st *stream, e *entry) {
@@ -200,38 +178,42 @@ func (s *Server) entry(st *stream, e *entry) {
 	}
 }
 
+// release ends the permit of an end entry.
 func (s *Server) release(st *stream, e *entry) {
-	if s.shared != nil {
-		s.releaseShared(st, e)
-		return
-	}
-	lease, res := s.ledger.Release(e.token, permit.AccessLog)
+	// The ledger may answer from another goroutine, after the buffers of
+	// st and e are reused: the callback gets copies.
+	stc, ec := *st, *e
+	ec.bulkhead = nil
+	s.ledger.Release(admission.Entry{Bulkhead: string(e.bulkhead), Token: e.token}, func(lease permit.Lease, res permit.Result) {
+		s.released(&stc, &ec, lease, res)
+	})
+}
+
+// released records what the release of an end entry did.
+func (s *Server) released(st *stream, e *entry, lease permit.Lease, res permit.Result) {
 	switch res {
 	case permit.Released:
-		s.released(st, e, lease)
 	case permit.Expired:
 		s.rec.LogEntry(permit.EntryDuplicate)
 		if s.heartbeat.On() {
-			s.ended.add(e.token)
 			s.rec.HeartbeatProblem(permit.EndedAfterExpiry)
 			// Its request ran until now: a node that heartbeats sent
 			// periodic entries within the last TTL, this one's or others'.
 			if !s.heartbeats(st, s.clock.Now().Add(-s.heartbeat.TTL)) {
-				s.silent.mark(st.node, permit.EndedAfterExpiry, lease, 0)
+				s.silent.Mark(st.node, permit.EndedAfterExpiry, lease, 0)
 			}
 		}
+		return
 	case permit.Duplicate:
 		s.rec.LogEntry(permit.EntryDuplicate)
+		return
+	case permit.Unavailable:
+		s.unavailable(st)
+		return
 	default:
 		s.rec.LogEntry(permit.EntryUnknown)
-		if s.heartbeat.On() && s.adopting() {
-			s.ended.add(e.token)
-		}
+		return
 	}
-}
-
-// released records what an end entry that released lease tells.
-func (s *Server) released(st *stream, e *entry, lease permit.Lease) {
 	s.rec.LogEntry(permit.EntryReleased)
 	s.rec.Outcome(lease.Bulkhead, outcome(e))
 	held := s.clock.Now().Sub(lease.Acquired)
@@ -241,15 +223,18 @@ func (s *Server) released(st *stream, e *entry, lease permit.Lease) {
 	if up, ok := e.upstream(); ok {
 		s.rec.ReleaseLag(lease.Bulkhead, max(0, held-up))
 	}
-	if s.heartbeat.On() && lease.Renewed.IsZero() && held >= s.heartbeat.silentAfter() && !s.heartbeats(st, lease.Acquired) {
+	if s.heartbeat.On() && lease.Renewed.IsZero() && held >= s.heartbeat.SilentAfter() && !s.heartbeats(st, lease.Acquired) {
 		s.rec.HeartbeatProblem(permit.NoPeriodic)
-		s.silent.mark(st.node, permit.NoPeriodic, lease, held)
+		s.silent.Mark(st.node, permit.NoPeriodic, lease, held)
 	}
 }
 
-// adopting reports whether periodic entries with unknown tokens are
-// adopted now (see adoptUntil).
-func (s *Server) adopting() bool { return s.clock.Now().Before(s.adoptUntil) }
+// unavailable records an entry the ledger could not serve: it cannot reach
+// its store. The stream moves to another replica (stream.move).
+func (s *Server) unavailable(st *stream) {
+	s.rec.LogEntry(permit.EntryLedgerUnavailable)
+	st.move.Store(true)
+}
 
 // heartbeats reports whether the node of st, which carried an end entry,
 // is known to send periodic entries: one came on st, or one came from its
@@ -258,92 +243,50 @@ func (s *Server) heartbeats(st *stream, t time.Time) bool {
 	return st.sawPeriodic || s.nodes != nil && s.nodes.since(st.node, t)
 }
 
-// renew renews the lease of a request Envoy says is running, or adopts its
-// permit when the ledger does not hold it: the daemon restarted since the
-// grant, or the lease expired while the request ran.
+// renew renews the lease of a request Envoy says is running; the ledger
+// adopts its permit when it does not hold it (the daemon restarted since
+// the grant, or the lease expired while the request ran).
 func (s *Server) renew(st *stream, e *entry) {
 	st.sawPeriodic = true
 	// The node sends periodic entries (again, if it was taken for silent):
 	// recorded a few times an interval per stream at most, so that a batch
 	// of entries takes the locks once.
-	if now := s.clock.Now(); now.Sub(st.heardAt) >= s.heartbeat.Interval/4 {
-		st.heardAt = now
-		s.silent.heard(st.node)
-		if permit.ValidNodeID(st.node) {
-			s.nodes.heard(st.node, now)
-		}
-	}
-	if s.shared != nil {
-		node := ""
-		if permit.ValidNodeID(st.node) {
-			node = st.node
-		}
-		s.renewShared(st, e, node)
-		return
-	}
-	_, res := s.ledger.Renew(e.token, s.heartbeat.TTL)
-	switch res {
-	case permit.Renewed:
-		s.rec.LogEntry(permit.EntryRenewed)
-		return
-	case permit.Duplicate:
-		// Ended by its end entry (the heartbeat log is batched, the release
-		// log is not: its last periodic entry may come after it) or by a
-		// cancelled Check: nothing runs.
-		s.rec.LogEntry(permit.EntryLate)
-		return
-	case permit.Expired:
-		if s.ended.has(e.token) {
-			s.rec.LogEntry(permit.EntryLate) // its request has ended
-			return
-		}
-		s.rec.HeartbeatProblem(permit.RenewedAfterExpiry)
-	default:
-		if !s.adopting() {
-			s.rec.LogEntry(permit.EntryUnknown)
-			return
-		}
-		if s.ended.has(e.token) {
-			s.rec.LogEntry(permit.EntryLate) // its request has ended
-			return
-		}
-	}
-	s.adopt(st, e)
-}
-
-// adopt counts the running request of e in its bulkhead again, past the
-// limit if need be (it runs already), and gives its token a lease.
-func (s *Server) adopt(st *stream, e *entry) {
-	var l *bulkhead.Limiter
-	if s.bulkheads != nil && len(e.bulkhead) > 0 {
-		l = s.bulkheads.Get(string(e.bulkhead))
-	}
-	if l == nil {
-		s.rec.LogEntry(permit.EntryUnknown)
-		return
-	}
-	p, err := l.Adopt()
-	if err != nil {
-		s.rec.LogEntry(permit.EntryUnknown) // the bulkhead was removed meanwhile
-		return
-	}
 	node := ""
 	if permit.ValidNodeID(st.node) {
 		node = st.node
 	}
-	lease, err := s.ledger.Adopt(p, e.token, permit.Grant{Bulkhead: l.Name(), Priority: bulkhead.Normal, TTL: s.heartbeat.TTL, Node: node})
-	if err != nil {
-		p.Release()
-		if errors.Is(err, permit.ErrLive) {
-			s.rec.LogEntry(permit.EntryRenewed) // adopted by a concurrent entry
-			return
+	if now := s.clock.Now(); now.Sub(st.heardAt) >= s.heartbeat.Interval/4 {
+		st.heardAt = now
+		s.silent.Heard(st.node)
+		if node != "" {
+			s.nodes.heard(node, now)
 		}
-		s.rec.LogEntry(permit.EntryUnknown)
-		s.log.Debug("running request's permit not adopted", "bulkhead", l.Name(), "err", err)
-		return
 	}
-	s.rec.LogEntry(permit.EntryAdopted)
-	s.rec.Adopted(lease.Bulkhead)
+	move := st.move
+	s.ledger.Renew(admission.Entry{Bulkhead: string(e.bulkhead), Token: e.token, Node: node}, func(lease permit.Lease, res permit.Result) {
+		s.renewed(move, lease, res)
+	})
+}
+
+// renewed records what the renewal of a periodic entry did.
+func (s *Server) renewed(move *atomic.Bool, lease permit.Lease, res permit.Result) {
+	switch res {
+	case permit.Renewed:
+		s.rec.LogEntry(permit.EntryRenewed)
+	case permit.Adopted, permit.AdoptedExpired:
+		if res == permit.AdoptedExpired {
+			s.rec.HeartbeatProblem(permit.RenewedAfterExpiry)
+		}
+		s.rec.LogEntry(permit.EntryAdopted)
+		s.rec.Adopted(lease.Bulkhead)
+	case permit.Late:
+		s.rec.LogEntry(permit.EntryLate)
+	case permit.Unavailable:
+		s.rec.LogEntry(permit.EntryLedgerUnavailable)
+		move.Store(true)
+	default:
+		s.rec.LogEntry(permit.EntryUnknown)
+	}
 }
 
 // outcome classifies an ended request: a 5xx, or an upstream/local reset or

@@ -2,7 +2,7 @@
 // servers and the backends that decide admissions.
 //
 // Ledger is the contract: Admit (one Request value: the bulkhead, the
-// class, the tenant, the lease, the node, the deadline), Cancel, Release
+// class, the tenant, the lease, the node, the deadline), Release
 // and Renew (renew or adopt; one permit.Result for each), Holders. The
 // Check server (package authz) admits through it and the access-log server
 // (package accesslog) ends and renews through it; neither knows which

@@ -25,12 +25,11 @@ type Ledger interface {
 	// until r.Deadline or until ctx ends. A denial is an error for which
 	// bulkhead.ReasonOf is not ReasonNone (an answer, not a failure); an
 	// error that carries no reason means the backend cannot decide (ctx
-	// ended, the ledger is full or unreachable). A permit admitted after
-	// ctx ended is the caller's to Cancel.
-	Admit(ctx context.Context, r *Request) (Admitted, error)
-	// Cancel gives back the permit of a Check whose answer nobody waits
-	// for any more (source permit.Cancel).
-	Cancel(bulkhead, token string)
+	// ended, the ledger is full or unreachable: its errors wrap
+	// ErrUnavailable). A permit granted after ctx ended is given back
+	// (source permit.Cancel) and Admit returns ctx's error: nobody waits
+	// for the answer, and no access log will carry the token.
+	Admit(ctx context.Context, r Request) (Admitted, error)
 	// Release ends the permit e names: its request ended. Renew keeps it
 	// alive (its request runs), and adopts it when the ledger does not
 	// hold it: the daemon restarted since the grant, the store lost it, or

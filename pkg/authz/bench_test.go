@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
@@ -57,7 +58,7 @@ func newBenchStack(tb testing.TB, n, limit int) *benchStack {
 		tb.Fatal(err)
 	}
 	s.ledger = permit.NewMemory(clock.Real{}, permit.WithObserver(m))
-	s.srv = authz.New(s.reg, s.ledger, m, authz.DefaultPolicy())
+	s.srv = authz.New(s.reg, admission.NewMemory(s.reg, s.ledger, permit.Heartbeat{}), m, authz.DefaultPolicy())
 	return s
 }
 

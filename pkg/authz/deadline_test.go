@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
@@ -82,16 +83,14 @@ func TestCheckClientCancelsWhileQueued(t *testing.T) {
 	}
 }
 
-// cancellingLedger ends the Check's context right after the grant.
-type cancellingLedger struct {
-	*permit.Memory
-	cancel context.CancelFunc
-}
-
-func (c cancellingLedger) Grant(p permit.Releaser, g permit.Grant) (string, error) {
-	token, err := c.Memory.Grant(p, g)
-	c.cancel()
-	return token, err
+// cancelAfterGrant ends the Check's context right after its permit is
+// registered.
+func cancelAfterGrant(cancel context.CancelFunc) admission.MemoryOption {
+	return admission.WithRegisterGuard(func(register func()) bool {
+		register()
+		cancel()
+		return true
+	})
 }
 
 func TestCheckCancelledAfterGrantReleases(t *testing.T) {
@@ -108,7 +107,7 @@ func TestCheckCancelledAfterGrantReleases(t *testing.T) {
 			e := newEnv(t, envConfig{
 				bulkheads: map[string]bulkhead.Settings{"catalog": settings(1, 0, 0)},
 				policy:    DefaultPolicy(),
-				ledger:    func(l *permit.Memory) Ledger { return cancellingLedger{l, cancel} },
+				memOpts:   []admission.MemoryOption{cancelAfterGrant(cancel)},
 			})
 			resp, err := e.srv.Check(ctx, forKey("catalog"))
 			if status.Code(err) != codes.Canceled || resp != nil {

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
@@ -57,7 +58,7 @@ func FuzzCheck(f *testing.F) {
 		if mode&16 != 0 {
 			pol.TrustedPrioritySources = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 		}
-		srv := New(reg, ledger, newFakeRecorder(), pol)
+		srv := New(reg, admission.NewMemory(reg, ledger, permit.Heartbeat{}), newFakeRecorder(), pol)
 		ext := map[string]string{"bulkhead": key, "priority": extPrio, key: hdrVal}
 		if mode&8 != 0 {
 			delete(ext, "priority")

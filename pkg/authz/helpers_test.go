@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
@@ -111,7 +112,7 @@ type envConfig struct {
 	policy     Policy
 	limiterClk clock.Clock // nil: real
 	ledgerOpts []permit.Option
-	ledger     func(*permit.Memory) Ledger // wraps the real ledger; nil: none
+	memOpts    []admission.MemoryOption
 	opts       []Option
 }
 
@@ -126,10 +127,7 @@ func newEnv(t *testing.T, cfg envConfig) *env {
 		t.Fatalf("Apply: %v", err)
 	}
 	e.ledger = permit.NewMemory(clock.Real{}, append([]permit.Option{permit.WithObserver(e.obs)}, cfg.ledgerOpts...)...)
-	var l Ledger = e.ledger
-	if cfg.ledger != nil {
-		l = cfg.ledger(e.ledger)
-	}
+	l := admission.NewMemory(e.reg, e.ledger, permit.Heartbeat{}, cfg.memOpts...)
 	e.srv = New(e.reg, l, e.rec, cfg.policy, append([]Option{WithInputRecorder(e.rec)}, cfg.opts...)...)
 	e.client = authv3.NewAuthorizationClient(serve(t, e.srv))
 	return e

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
@@ -22,12 +23,6 @@ type Bulkheads interface {
 	Get(key string) *bulkhead.Limiter
 	// Tenants returns nil when the bulkhead has no tenant template.
 	Tenants(key string) *bulkhead.Tenants
-}
-
-// Ledger registers granted permits; *permit.Memory is one.
-type Ledger interface {
-	Grant(p permit.Releaser, g permit.Grant) (string, error)
-	Release(token string, src permit.Source) (permit.Lease, permit.Result)
 }
 
 // UnmatchedOutcome says what became of a Check that named no configured
@@ -56,14 +51,13 @@ type Server struct {
 	authv3.UnimplementedAuthorizationServer
 
 	bulkheads Bulkheads
-	ledger    Ledger
+	ledger    admission.Ledger
 	rec       Recorder
 	breakers  Breakers // nil: none
 	clock     clock.Clock
 	log       *slog.Logger
 	silent    SilentNodes   // never nil
 	inputs    InputRecorder // never nil
-	shared    *shared       // nil: permits are this process's
 	policy    atomic.Pointer[Policy]
 }
 
@@ -78,8 +72,9 @@ func WithClock(c clock.Clock) Option { return func(s *Server) { s.clock = c } }
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
-// New returns a server answering with policy pol.
-func New(b Bulkheads, l Ledger, rec Recorder, pol Policy, opts ...Option) *Server {
+// New returns a server answering with policy pol, with the bulkheads of b
+// and the permits of l.
+func New(b Bulkheads, l admission.Ledger, rec Recorder, pol Policy, opts ...Option) *Server {
 	s := &Server{bulkheads: b, ledger: l, rec: rec, clock: clock.Real{}, log: slog.New(slog.DiscardHandler), inputs: nopInputs{},
 		silent: noSilentNodes{}}
 	for _, o := range opts {
@@ -173,52 +168,37 @@ func (s *Server) check(ctx context.Context, pol *Policy, r *request) (answer, er
 	} else {
 		prio = s.priority(pol, key, r)
 	}
-	var deadline time.Time
+	req := admission.Request{Bulkhead: l, Priority: prio, Node: node, Lease: s.leaseTTL(pol, key, r.leaseTTL, node)}
 	if d, ok := ctx.Deadline(); ok {
-		deadline = d.Add(-pol.DeadlineMargin)
+		req.Deadline = d.Add(-pol.DeadlineMargin)
 	}
-	if s.shared != nil {
-		return s.checkShared(ctx, pol, l, key, r, prio, deadline, node, start)
-	}
-	return s.admitLocal(ctx, pol, local{bulkheads: s.bulkheads, ledger: s.ledger}, l, key, r, prio, deadline, node, start)
+	req.Tenants, req.Tenant = s.tenantOf(pol, key, r.tenant)
+	return s.admit(ctx, pol, req, start)
 }
 
-// local is where admitLocal takes permits from and registers them.
-type local struct {
-	bulkheads Bulkheads
-	ledger    Ledger
-}
-
-// admitLocal takes a permit from l (and from its tenant compartment in
-// in.bulkheads) and registers it in in.ledger. The error is errNotAlone
-// when in.ledger did not register it (aloneLedger): the caller answers.
-func (s *Server) admitLocal(ctx context.Context, pol *Policy, in local, l *bulkhead.Limiter, key string, r *request,
-	prio bulkhead.Priority, deadline time.Time, node string, start time.Time) (answer, error) {
-	p, err := s.acquire(ctx, pol, in.bulkheads, l, key, r.tenant, prio, deadline)
-	if err != nil {
-		if r := bulkhead.ReasonOf(err); r != bulkhead.ReasonNone {
-			return respond(denied(pol, key, r)), nil
-		}
-		// The Check's context ended while it waited: Envoy cancelled it
-		// (the client went away) or its deadline passed. Nobody listens.
-		return answer{}, status.FromContextError(err).Err()
+// admit asks the ledger for req's permit and answers with it.
+func (s *Server) admit(ctx context.Context, pol *Policy, req admission.Request, start time.Time) (answer, error) {
+	key := req.Bulkhead.Name()
+	a, err := s.ledger.Admit(ctx, req)
+	switch {
+	case err == nil && a.Unguarded:
+		return respond(allowed()), nil
+	case err == nil:
+		s.rec.Waited(key, s.clock.Now().Sub(start))
+		return answer{token: a.Token, key: key}, nil
 	}
-	token, err := in.ledger.Grant(p, permit.Grant{Bulkhead: key, Priority: prio, TTL: s.leaseTTL(pol, key, r.leaseTTL, node), Node: node})
-	if errors.Is(err, errNotAlone) {
-		p.Release()
-		return answer{}, err
+	if reason := bulkhead.ReasonOf(err); reason != bulkhead.ReasonNone {
+		return respond(denied(pol, key, reason)), nil
 	}
-	if err != nil {
-		p.Release()
-		s.log.Error("permit not registered", "bulkhead", key, "err", err)
+	if ctx.Err() != nil {
+		// The Check's context ended while it waited (Envoy cancelled it:
+		// the client went away) or just after its permit was granted, or
+		// its deadline passed. Nobody listens.
+		return answer{}, status.FromContextError(ctx.Err()).Err()
+	}
+	s.log.Error("no permit", "bulkhead", key, "err", err)
+	if errors.Is(err, permit.ErrFull) || errors.Is(err, permit.ErrClosed) {
 		return answer{}, status.Errorf(codes.ResourceExhausted, "bulkhead: %v", err)
 	}
-	if err := ctx.Err(); err != nil {
-		// Granted, but Envoy no longer waits for the answer: no access log
-		// will carry this token, so give the permit back now.
-		in.ledger.Release(token, permit.Cancel)
-		return answer{}, status.FromContextError(err).Err()
-	}
-	s.rec.Waited(key, s.clock.Now().Sub(start))
-	return answer{token: token, key: key}, nil
+	return answer{}, status.Errorf(codes.Internal, "bulkhead: %v", err)
 }

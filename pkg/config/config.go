@@ -9,6 +9,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
 // Config is the daemon's whole configuration. See the package doc for its
@@ -120,6 +121,12 @@ type Leases struct {
 	// ledger's leases); a Check beyond it cannot decide (gRPC
 	// RESOURCE_EXHAUSTED, Envoy's failure mode applies). 1..MaxPermitsCeiling.
 	MaxPermits int
+}
+
+// Heartbeat is the lease contract these settings make with Envoy's
+// periodic access log (off when HeartbeatInterval is 0).
+func (l Leases) Heartbeat() permit.Heartbeat {
+	return permit.Heartbeat{Interval: l.HeartbeatInterval, TTL: l.HeartbeatTTL}
 }
 
 // Limits caps what the configuration (and later the admin API) may create.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 )
@@ -27,7 +27,7 @@ type Ledger struct {
 	Backend LedgerBackend
 	// OnUnavailable is what a replica does while Redis does not answer
 	// (Backend Redis only).
-	OnUnavailable authz.UnavailablePolicy
+	OnUnavailable admission.UnavailablePolicy
 	// LocalShareFor bounds how long a replica cut off from Redis admits its
 	// share alone (OnUnavailable local_share); past it, it rejects.
 	LocalShareFor time.Duration

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
@@ -114,8 +115,8 @@ var scalars = []scalar{
 
 	{"ledger.backend", LedgerMemory.String(), "", restartOnly,
 		enum(func(c *Config) *LedgerBackend { return &c.Ledger.Backend }, ParseLedgerBackend, "must be memory or redis")},
-	{"ledger.on_unavailable", authz.FailClosed.String(), "", restartOnly,
-		enum(func(c *Config) *authz.UnavailablePolicy { return &c.Ledger.OnUnavailable }, authz.ParseUnavailablePolicy,
+	{"ledger.on_unavailable", admission.FailClosed.String(), "", restartOnly,
+		enum(func(c *Config) *admission.UnavailablePolicy { return &c.Ledger.OnUnavailable }, admission.ParseUnavailablePolicy,
 			"must be fail_closed, fail_open or local_share")},
 	{"ledger.local_share_for", DefaultLocalShareFor.String(), "", restartOnly,
 		duration(func(c *Config) *time.Duration { return &c.Ledger.LocalShareFor })},

@@ -235,15 +235,6 @@ func fmtSettings(s bulkhead.Settings) string {
 		s.MaxConcurrent, s.MaxQueue, s.MaxWait, s.ReserveCritical, s.ReserveNormal)
 }
 
-// heartbeatTTL is the lease of permits renewed by Envoy's periodic access
-// log, or 0 when heartbeats are off.
-func heartbeatTTL(cfg *config.Config) time.Duration {
-	if cfg.Leases.HeartbeatInterval <= 0 {
-		return 0
-	}
-	return cfg.Leases.HeartbeatTTL
-}
-
 // Policy translates a configuration into the Check policy.
 func Policy(cfg *config.Config) authz.Policy {
 	p := authz.Policy{
@@ -257,7 +248,7 @@ func Policy(cfg *config.Config) authz.Policy {
 		DeadlineMargin:         cfg.Authz.DeadlineMargin,
 		RetryAfter:             cfg.Authz.RetryAfter,
 		LeaseTTL:               make(map[string]time.Duration, len(cfg.Bulkheads)),
-		HeartbeatTTL:           heartbeatTTL(cfg),
+		HeartbeatTTL:           cfg.Leases.Heartbeat().Lease(),
 		DefaultLeaseTTL:        cfg.Leases.DefaultTTL,
 		MaxRouteLeaseTTL:       cfg.Leases.MaxRouteTTL,
 	}

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/accesslog"
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
@@ -82,8 +83,9 @@ func newFixture(t *testing.T) *fixture {
 	f.m = m
 	m.SetKinds(map[string]string{"catalog": "requests"})
 	f.ledger = permit.NewMemory(f.clk, permit.WithObserver(m))
-	f.az = authz.New(f.bh, f.ledger, m, authz.DefaultPolicy(), authz.WithClock(f.clk))
-	f.als = accesslog.New(f.ledger, m, nil)
+	backend := admission.NewMemory(f.bh, f.ledger, permit.Heartbeat{}, admission.WithClock(f.clk))
+	f.az = authz.New(f.bh, backend, m, authz.DefaultPolicy(), authz.WithClock(f.clk))
+	f.als = accesslog.New(backend, m, nil)
 	return f
 }
 

@@ -224,7 +224,9 @@ func TestNames(t *testing.T) {
 		{Released.String(), "released"},
 		{Duplicate.String(), "duplicate"},
 		{Unknown.String(), "unknown"},
-		{Result(7).String(), "result(7)"},
+		{Late.String(), "late"},
+		{Unavailable.String(), "unavailable"},
+		{Result(17).String(), "result(17)"},
 	}
 	for _, tc := range cases {
 		if tc.got != tc.want {

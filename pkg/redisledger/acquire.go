@@ -124,7 +124,7 @@ func (l *Ledger) acquireArgs(token string, r Request, wait time.Duration) []any 
 	}
 	return []any{token, int(p), ms(r.TTL), ms(wait), l.cfg.Replica, r.Node, r.Tenant,
 		r.Settings.Ceiling(bulkhead.Critical), r.Settings.Ceiling(bulkhead.Normal), r.Settings.Ceiling(bulkhead.BestEffort),
-		r.Settings.MaxQueue, tlim, tmq, maxTenants, ms(l.cfg.Recovery), ms(l.cfg.Adopt), ms(l.heldBack())}
+		r.Settings.MaxQueue, tlim, tmq, maxTenants, ms(l.cfg.Recovery), ms(l.cfg.adopt()), ms(l.heldBack())}
 }
 
 // heldBack is the acquire script's stale argument: with local shares, how

@@ -22,7 +22,7 @@ type job struct {
 	node        string
 	force       bool
 	released    func(permit.Lease, permit.Result)
-	renewed     func(permit.Lease, RenewResult)
+	renewed     func(permit.Lease, permit.Result)
 }
 
 // ReleaseAsync is Release without waiting: the release joins the next
@@ -30,38 +30,38 @@ type job struct {
 // meanwhile), and done is called with its result from the batcher's
 // goroutine. An access-log stream, whose entries come one after another,
 // then costs Redis round trips only per batch. With the queue full (or
-// before Run) the release is made at once, as Release, or fails at once
+// before Run) the release is made at once, as ReleaseToken, or fails at once
 // while Redis is unavailable.
 func (l *Ledger) ReleaseAsync(name, token string, src permit.Source, done func(permit.Lease, permit.Result)) {
 	if !permit.ValidToken(token) {
-		done(l.Release(name, token, src))
+		done(l.ReleaseToken(name, token, src))
 		return
 	}
 	select {
 	case l.jobs <- job{name: name, token: token, release: true, src: src, released: done}:
 	default:
 		if l.State() == admission.Unavailable { // not on the stream's goroutine, for a Redis known down
-			done(permit.Lease{}, Failed)
+			done(permit.Lease{}, permit.Unavailable)
 			return
 		}
-		done(l.Release(name, token, src))
+		done(l.ReleaseToken(name, token, src))
 	}
 }
 
-// RenewAsync is Renew without waiting, as ReleaseAsync is Release.
-func (l *Ledger) RenewAsync(name, token string, ttl time.Duration, node string, force bool, done func(permit.Lease, RenewResult)) {
+// RenewAsync is RenewToken without waiting, as ReleaseAsync is ReleaseToken.
+func (l *Ledger) RenewAsync(name, token string, ttl time.Duration, node string, force bool, done func(permit.Lease, permit.Result)) {
 	if !permit.ValidToken(token) {
-		done(l.Renew(name, token, ttl, node, force))
+		done(l.RenewToken(name, token, ttl, node, force))
 		return
 	}
 	select {
 	case l.jobs <- job{name: name, token: token, ttl: ttl, node: node, force: force, renewed: done}:
 	default:
 		if l.State() == admission.Unavailable {
-			done(permit.Lease{}, RenewFailed)
+			done(permit.Lease{}, permit.Unavailable)
 			return
 		}
-		done(l.Renew(name, token, ttl, node, force))
+		done(l.RenewToken(name, token, ttl, node, force))
 	}
 }
 
@@ -141,10 +141,10 @@ func (l *Ledger) pipeline(ctx context.Context, jobs []job) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(jobs))
 	for i, j := range jobs {
 		if j.release {
-			cmds[i] = l.sc.release.EvalSha(ctx, pipe, l.keysOf(j.name), j.token, ms(l.cfg.Recovery), ms(l.cfg.Adopt))
+			cmds[i] = l.sc.release.EvalSha(ctx, pipe, l.keysOf(j.name), j.token, ms(l.cfg.Recovery), ms(l.cfg.adopt()))
 		} else {
 			cmds[i] = l.sc.renew.EvalSha(ctx, pipe, l.keysOf(j.name), j.token, ms(j.ttl), j.node,
-				ms(l.cfg.Recovery), ms(l.cfg.Adopt), forceArg(j.force))
+				ms(l.cfg.Recovery), ms(l.cfg.adopt()), forceArg(j.force))
 		}
 	}
 	_, err := pipe.Exec(ctx)

@@ -13,8 +13,8 @@ func TestResultCodesMatchLua(t *testing.T) {
 		"ACQUIRE_GRANTED": acquireGranted, "ACQUIRE_QUEUED": acquireQueued, "ACQUIRE_REJECTED": acquireRejected,
 		"RELEASE_RELEASED": releaseReleased, "RELEASE_DUPLICATE": releaseDuplicate, "RELEASE_EXPIRED": releaseExpired,
 		"RELEASE_UNKNOWN": releaseUnknown, "RELEASE_WAITER": releaseWaiter,
-		"RENEW_RENEWED": int(Renewed), "RENEW_ADOPTED_EXPIRED": int(AdoptedExpired),
-		"RENEW_ADOPTED_UNKNOWN": int(AdoptedUnknown), "RENEW_LATE": int(Late), "RENEW_UNKNOWN": int(UnknownToken),
+		"RENEW_RENEWED": renewRenewed, "RENEW_ADOPTED_EXPIRED": renewAdoptedExpired,
+		"RENEW_ADOPTED_UNKNOWN": renewAdoptedUnknown, "RENEW_LATE": renewLate, "RENEW_UNKNOWN": renewUnknown,
 		"LEAVE_LEFT": leaveLeft, "LEAVE_KEPT": leaveKept, "LEAVE_GIVEN_BACK": leaveGivenBack, "LEAVE_NOT_FOUND": leaveNotFound,
 	}
 	re := regexp.MustCompile(`(?m)^local ((?:ACQUIRE|RELEASE|RENEW|LEAVE)_[A-Z_]+) = (\d+)$`)

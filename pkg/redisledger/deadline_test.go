@@ -8,6 +8,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
 // A Check with next to no time left is that Check's timeout, wherever its
@@ -127,7 +128,7 @@ func TestKilledRedisIsFoundByTheWholeTimeout(t *testing.T) {
 func TestRecoveryLookCutByTheCheckIsNoOutage(t *testing.T) {
 	f := newFixture(t)
 	l := f.alone(Config{Prefix: "test:", Replica: "a", Timeout: 2 * time.Second, Recovery: 500 * time.Millisecond,
-		Adopt: time.Second, Tick: time.Hour})
+		Heartbeat: permit.Heartbeat{Interval: 500 * time.Millisecond, TTL: 500 * time.Millisecond}, Tick: time.Hour})
 	// The Check's deadline comes after the window's end, and before Redis
 	// answers again.
 	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)

@@ -29,7 +29,7 @@ func TestDeadReplicasWaiterHoldsAPermitForItsLease(t *testing.T) {
 
 	// Replica "dead" queues a waiter, then dies: it runs the acquire
 	// script and nothing else (no leave, no wake-up read).
-	dead := New(f.rdb, Config{Prefix: "test:", Replica: "dead", Timeout: time.Second, Adopt: 2 * time.Second,
+	dead := New(f.rdb, Config{Prefix: "test:", Replica: "dead", Timeout: time.Second, Heartbeat: permit.Heartbeat{Interval: time.Second, TTL: time.Second},
 		Tick: time.Hour}, f.obs, f.rec, nil)
 	waiter, err := permit.NewToken()
 	if err != nil {
@@ -46,7 +46,7 @@ func TestDeadReplicasWaiterHoldsAPermitForItsLease(t *testing.T) {
 	// The holder's request ends: the release hands the permit to the dead
 	// replica's waiter, first in the queue.
 	released := time.Now() // the grant is at or after this, on Redis's clock (same host)
-	if _, res := l.Release("orders", holder, permit.AccessLog); res != permit.Released {
+	if _, res := l.ReleaseToken("orders", holder, permit.AccessLog); res != permit.Released {
 		t.Fatalf("release: %v", res)
 	}
 	if inuse, qlen := f.counts("orders"); inuse != 1 || qlen != 0 {

@@ -50,11 +50,11 @@ func TestRenewalWithinGraceRenews(t *testing.T) {
 			// lease lapse; nothing else waits on it.
 			time.Sleep(ttl + 50*time.Millisecond)
 			tc.first(t, l)
-			_, res := l.Renew("orders", tok, ttl, "node-a", false)
+			_, res := l.RenewToken("orders", tok, ttl, "node-a", false)
 			if late := time.Since(granted); late >= ttl+expiryGrace {
 				t.Fatalf("renewed %v after the grant, past the grace: the test shows nothing", late)
 			}
-			if res != Renewed {
+			if res != permit.Renewed {
 				t.Fatalf("renewal %v after expiry: %v, want renewed", time.Since(granted)-ttl, res)
 			}
 			if got := low(); got != 1 {

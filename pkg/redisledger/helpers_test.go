@@ -105,7 +105,7 @@ func newFixture(t *testing.T) *fixture {
 // the test ends, and waits until it is strict.
 func (f *fixture) replica(id string, names ...string) *Ledger {
 	f.t.Helper()
-	l := New(f.rdb, Config{Prefix: "test:", Replica: id, Timeout: time.Second, Recovery: 0, Adopt: 2 * time.Second,
+	l := New(f.rdb, Config{Prefix: "test:", Replica: id, Timeout: time.Second, Recovery: 0, Heartbeat: permit.Heartbeat{Interval: time.Second, TTL: time.Second},
 		Tick: 100 * time.Millisecond}, f.obs, f.rec, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -18,7 +18,7 @@ import (
 // no state script runs between a test's steps to put the counts right.
 func (f *fixture) idle() *Ledger {
 	f.t.Helper()
-	l := New(f.rdb, Config{Prefix: "test:", Replica: "a", Timeout: time.Second, Adopt: 2 * time.Second,
+	l := New(f.rdb, Config{Prefix: "test:", Replica: "a", Timeout: time.Second, Heartbeat: permit.Heartbeat{Interval: time.Second, TTL: time.Second},
 		Tick: time.Hour}, f.obs, f.rec, nil)
 	l.tick(context.Background(), nil, nil)
 	if l.State() != admission.Strict {
@@ -151,7 +151,7 @@ func TestScriptsRunTwiceCountOnce(t *testing.T) {
 		}, [2]int64{releaseWaiter, releaseDuplicate}, 2, 0},
 		{"renew adopts", func(name, token string) [2]int64 {
 			return f.twice(l, l.sc.renew, name, token, 5000, "node-a", 0, 2000, "1")
-		}, [2]int64{int64(AdoptedUnknown), int64(Renewed)}, 1, 0},
+		}, [2]int64{renewAdoptedUnknown, renewRenewed}, 1, 0},
 		{"leave", func(name, token string) [2]int64 {
 			queue(name, token)
 			return f.twice(l, l.sc.leave, name, token, "0")
@@ -184,7 +184,7 @@ func TestAcquireRunTwiceLeaksNoPermit(t *testing.T) {
 	if got := f.twice(l, l.sc.acquire, "orders", l.acquireArgs(tok, req("orders", s, bulkhead.Normal), 0)...); got != [2]int64{acquireGranted, acquireGranted} {
 		t.Fatalf("codes %v", got)
 	}
-	if _, res := l.Release("orders", tok, permit.AccessLog); res != permit.Released {
+	if _, res := l.ReleaseToken("orders", tok, permit.AccessLog); res != permit.Released {
 		t.Fatalf("release: %v", res)
 	}
 	for i := range 2 {
@@ -229,7 +229,7 @@ func TestLookReconcilesCounts(t *testing.T) {
 		t.Fatalf("after the look: inuse %d, qlen %d; want 1, 1", inuse, qlen)
 	}
 	// The release hands the permit to the waiter, as the sets say it may.
-	if _, res := l.Release("orders", held, permit.AccessLog); res != permit.Released {
+	if _, res := l.ReleaseToken("orders", held, permit.AccessLog); res != permit.Released {
 		t.Fatalf("release: %v", res)
 	}
 	if f.rdb.ZScore(ctx, k[1], waiter).Err() != nil {
@@ -258,23 +258,23 @@ func TestReleaseOfUnknownTokenIsRemembered(t *testing.T) {
 			t.Fatal(err)
 		}
 		toks[i] = tok
-		if _, res := l.Release("orders", tok, permit.AccessLog); res != permit.Unknown {
+		if _, res := l.ReleaseToken("orders", tok, permit.AccessLog); res != permit.Unknown {
 			t.Fatalf("release of an unknown token: %v", res)
 		}
 	}
-	if _, res := l.Renew("orders", toks[0], 5*time.Second, "node-a", false); res != Late {
+	if _, res := l.RenewToken("orders", toks[0], 5*time.Second, "node-a", false); res != permit.Late {
 		t.Errorf("renewal in the adoption window after the release: %v, want late", res)
 	}
-	done := make(chan RenewResult, 1)
-	l.RenewAsync("orders", toks[1], 5*time.Second, "node-a", true, func(_ permit.Lease, res RenewResult) { done <- res })
-	if res := <-done; res != Late {
+	done := make(chan permit.Result, 1)
+	l.RenewAsync("orders", toks[1], 5*time.Second, "node-a", true, func(_ permit.Lease, res permit.Result) { done <- res })
+	if res := <-done; res != permit.Late {
 		t.Errorf("forced renewal after the release: %v, want late", res)
 	}
 	res, err := l.sc.acquire.Run(ctx, f.rdb, l.keysOf("orders"), l.acquireArgs(toks[2], req("orders", settings(10, 0, 0), bulkhead.Normal), 0)...).Result()
 	if code, _, _, _ := reply(res); err != nil || code != acquireRejected {
 		t.Errorf("acquire after its release: %v %v, want rejected", code, err)
 	}
-	if _, res := l.Release("orders", toks[0], permit.AccessLog); res != permit.Duplicate {
+	if _, res := l.ReleaseToken("orders", toks[0], permit.AccessLog); res != permit.Duplicate {
 		t.Errorf("second release: %v, want duplicate", res)
 	}
 	if inuse, _ := f.counts("orders"); inuse != 0 {

@@ -22,7 +22,7 @@ import (
 // error: the caller applies its on_unavailable policy. The ledger may or
 // may not have recorded the operation (a grant that Envoy never hears of
 // expires with its lease).
-var ErrUnavailable = errors.New("redis ledger unavailable")
+var ErrUnavailable = fmt.Errorf("redis %w", admission.ErrUnavailable)
 
 // ErrCallerDeadline means a call to Redis was cut short by its caller, not
 // by Redis: a Check's own deadline came before the ledger's timeout (or
@@ -54,10 +54,15 @@ type Config struct {
 	// shorter; only a call that had the whole Timeout and failed makes the
 	// replica Unavailable.
 	Timeout time.Duration
-	// Recovery is how long a bulkhead whose state Redis lost admits no one,
-	// and Adopt how long unknown tokens in periodic entries are adopted
-	// (the heartbeat TTL plus one interval).
-	Recovery, Adopt time.Duration
+	// Recovery is how long a bulkhead whose state Redis lost admits no one.
+	Recovery time.Duration
+	// Heartbeat is the lease contract with Envoy's periodic entries: the
+	// TTL renewals extend leases to, and the adoption window
+	// (permit.Heartbeat.AdoptFor) in which unknown tokens are adopted.
+	Heartbeat permit.Heartbeat
+	// Known reports whether a bulkhead is configured: an entry naming
+	// another never reaches Redis (nil: every name is).
+	Known func(bulkhead string) bool
 	// Tick is how often the replica says it is alive, and looks at each
 	// bulkhead (expiry, the queue, the global gauges). Default 1s.
 	Tick time.Duration
@@ -69,6 +74,10 @@ type Config struct {
 	// the sum holds in a partial outage too. 0: no replica admits alone.
 	LocalShareFor time.Duration
 }
+
+// adopt is how long unknown tokens are adopted after Redis starts a
+// bulkhead's state or loses it.
+func (c Config) adopt() time.Duration { return c.Heartbeat.AdoptFor() }
 
 // stale is how long a replica that stopped looking at a bulkhead is taken
 // for one that may be admitting alone.

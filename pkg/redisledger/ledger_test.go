@@ -32,16 +32,16 @@ func TestLimitHoldsAndReleaseIsExactlyOnce(t *testing.T) {
 		t.Fatalf("fourth acquire across replicas: err %v, want queue_full", err)
 	}
 	// A release reaches the ledger from any replica, once.
-	if _, res := b.Release("orders", tokens[0], permit.AccessLog); res != permit.Released {
+	if _, res := b.ReleaseToken("orders", tokens[0], permit.AccessLog); res != permit.Released {
 		t.Fatalf("release: %v", res)
 	}
-	if _, res := a.Release("orders", tokens[0], permit.AccessLog); res != permit.Duplicate {
+	if _, res := a.ReleaseToken("orders", tokens[0], permit.AccessLog); res != permit.Duplicate {
 		t.Fatalf("second release: %v, want duplicate", res)
 	}
-	if _, res := a.Release("orders", "AAAAAAAAAAAAAAAAAAAAAA", permit.AccessLog); res != permit.Unknown {
+	if _, res := a.ReleaseToken("orders", "AAAAAAAAAAAAAAAAAAAAAA", permit.AccessLog); res != permit.Unknown {
 		t.Fatalf("unknown token: %v", res)
 	}
-	if _, res := a.Release("orders", "not a token", permit.AccessLog); res != permit.Unknown {
+	if _, res := a.ReleaseToken("orders", "not a token", permit.AccessLog); res != permit.Unknown {
 		t.Fatalf("malformed token: %v", res)
 	}
 	if got := f.inUse("orders"); got != 2 {
@@ -61,7 +61,7 @@ func TestWaiterOnOneReplicaIsWokenByReleaseOnAnother(t *testing.T) {
 	w := acquireAsync(b, req("orders", s, bulkhead.Normal))
 	f.queued("orders", 1)
 	start := time.Now()
-	if _, res := a.Release("orders", tok, permit.AccessLog); res != permit.Released {
+	if _, res := a.ReleaseToken("orders", tok, permit.AccessLog); res != permit.Released {
 		t.Fatalf("release: %v", res)
 	}
 	r := <-w
@@ -96,7 +96,7 @@ func TestGlobalPriorityAndShedding(t *testing.T) {
 	f.queued("orders", 2)
 	// The next free permit goes to the critical waiter at b before the
 	// normal one that waited longer at a.
-	if _, res := b.Release("orders", held, permit.AccessLog); res != permit.Released {
+	if _, res := b.ReleaseToken("orders", held, permit.AccessLog); res != permit.Released {
 		t.Fatalf("release: %v", res)
 	}
 	rc := <-crit
@@ -108,7 +108,7 @@ func TestGlobalPriorityAndShedding(t *testing.T) {
 		t.Fatalf("normal waiter decided before the critical one released: %+v", r)
 	default:
 	}
-	a.Release("orders", rc.token, permit.AccessLog)
+	a.ReleaseToken("orders", rc.token, permit.AccessLog)
 	if r := <-normal; r.err != nil {
 		t.Fatalf("normal: %v", r.err)
 	}
@@ -180,7 +180,7 @@ func TestLeaseExpiresOnRedisClockAndRenewKeepsIt(t *testing.T) {
 	}
 	deadline := time.Now().Add(900 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		if _, res := a.Renew("orders", kept, 300*time.Millisecond, "node-a", false); res != Renewed {
+		if _, res := a.RenewToken("orders", kept, 300*time.Millisecond, "node-a", false); res != permit.Renewed {
 			t.Fatalf("renew: %v", res)
 		}
 		time.Sleep(50 * time.Millisecond) // the heartbeat's own period
@@ -191,10 +191,10 @@ func TestLeaseExpiresOnRedisClockAndRenewKeepsIt(t *testing.T) {
 	}
 	// The expired one's end entry is told apart, and a late periodic entry
 	// after it adopts nothing.
-	if _, res := a.Release("orders", short, permit.AccessLog); res != permit.Expired {
+	if _, res := a.ReleaseToken("orders", short, permit.AccessLog); res != permit.Expired {
 		t.Fatalf("release of the expired lease: %v", res)
 	}
-	if _, res := a.Renew("orders", short, time.Second, "node-a", false); res != Late {
+	if _, res := a.RenewToken("orders", short, time.Second, "node-a", false); res != permit.Late {
 		t.Fatalf("periodic entry after the end: %v, want late", res)
 	}
 }
@@ -202,7 +202,7 @@ func TestLeaseExpiresOnRedisClockAndRenewKeepsIt(t *testing.T) {
 func TestRedisLosingItsDataIsRebuiltFromHeartbeats(t *testing.T) {
 	f := newFixture(t)
 	l := New(f.rdb, Config{Prefix: "test:", Replica: "a", Timeout: time.Second, Recovery: 300 * time.Millisecond,
-		Adopt: 2 * time.Second, Tick: 100 * time.Millisecond}, f.obs, f.rec, nil)
+		Heartbeat: permit.Heartbeat{Interval: time.Second, TTL: time.Second}, Tick: 100 * time.Millisecond}, f.obs, f.rec, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = l.Run(ctx, func() []string { return []string{"orders"} }, nil) }()
@@ -224,7 +224,7 @@ func TestRedisLosingItsDataIsRebuiltFromHeartbeats(t *testing.T) {
 	// The running requests' periodic entries adopt their permits; a new
 	// arrival waits for the recovery window and then finds the bulkhead full.
 	for _, tok := range []string{tokA, tokB} {
-		if _, res := l.Renew("orders", tok, 5*time.Second, "node-a", false); res != AdoptedUnknown {
+		if _, res := l.RenewToken("orders", tok, 5*time.Second, "node-a", false); res != permit.Adopted {
 			t.Fatalf("renew after the loss: %v, want adopted", res)
 		}
 	}
@@ -236,7 +236,7 @@ func TestRedisLosingItsDataIsRebuiltFromHeartbeats(t *testing.T) {
 	if _, err := l.Acquire(context.Background(), req("orders", short, bulkhead.Normal)); !errors.Is(err, bulkhead.ErrTimeout) {
 		t.Fatalf("arrival after rebuild: %v, want timeout (full)", err)
 	}
-	l.Release("orders", tokA, permit.AccessLog)
+	l.ReleaseToken("orders", tokA, permit.AccessLog)
 	if _, err := l.Acquire(context.Background(), req("orders", short, bulkhead.Normal)); err != nil {
 		t.Fatalf("arrival after a release: %v", err)
 	}
@@ -298,7 +298,7 @@ func TestTenantCompartmentIsGlobal(t *testing.T) {
 	if _, err := b.Acquire(context.Background(), tr("y")); err != nil {
 		t.Fatalf("tenant y behind a waiting x: %v", err)
 	}
-	a.Release("orders", x1, permit.AccessLog)
+	a.ReleaseToken("orders", x1, permit.AccessLog)
 	if r := <-x2; r.err != nil {
 		t.Fatalf("x's waiter: %v", r.err)
 	}
@@ -309,7 +309,7 @@ func TestTenantCompartmentIsGlobal(t *testing.T) {
 // its permit again.
 func TestRunIDChangeReopensAdoption(t *testing.T) {
 	f := newFixture(t)
-	l := New(f.rdb, Config{Prefix: "test:", Replica: "a", Timeout: time.Second, Adopt: 100 * time.Millisecond,
+	l := New(f.rdb, Config{Prefix: "test:", Replica: "a", Timeout: time.Second, Heartbeat: permit.Heartbeat{Interval: 50 * time.Millisecond, TTL: 50 * time.Millisecond},
 		Tick: time.Hour}, f.obs, f.rec, nil)
 	ctx := context.Background()
 	names := func() []string { return []string{"orders"} }
@@ -327,12 +327,12 @@ func TestRunIDChangeReopensAdoption(t *testing.T) {
 	f.rdb.HDel(ctx, keys[2], tok)
 	f.rdb.HIncrBy(ctx, keys[0], "inuse", -1)
 	time.Sleep(150 * time.Millisecond) // past the adoption window of the bulkhead's first use
-	if _, res := l.Renew("orders", tok, time.Second, "n", false); res != UnknownToken {
+	if _, res := l.RenewToken("orders", tok, time.Second, "n", false); res != permit.Unknown {
 		t.Fatalf("renew of a lost grant outside the window: %v, want unknown", res)
 	}
 	l.masters = map[string]bool{"a-previous-redis": true}
 	l.tick(ctx, names, nil)
-	if _, res := l.Renew("orders", tok, time.Second, "n", false); res != AdoptedUnknown {
+	if _, res := l.RenewToken("orders", tok, time.Second, "n", false); res != permit.Adopted {
 		t.Fatalf("renew after the run id changed: %v, want adopted", res)
 	}
 	if got := f.inUse("orders"); got != 1 {
@@ -412,14 +412,14 @@ func TestRedisCluster(t *testing.T) {
 			v, err := rdb.HGet(context.Background(), "test:{"+name+"}:s", "qlen").Int()
 			return err == nil && v == 1
 		})
-		if _, res := a.Release(name, tok, permit.AccessLog); res != permit.Released {
+		if _, res := a.ReleaseToken(name, tok, permit.AccessLog); res != permit.Released {
 			t.Fatalf("%s: release %v", name, res)
 		}
 		r := <-w
 		if r.err != nil {
 			t.Fatalf("%s: waiter on the other replica: %v", name, r.err)
 		}
-		b.Release(name, r.token, permit.AccessLog)
+		b.ReleaseToken(name, r.token, permit.AccessLog)
 	}
 	// The bulkheads' keys really are on more than one shard.
 	shards := map[string]bool{}
@@ -451,8 +451,8 @@ func TestAsyncReleasesAndRenewals(t *testing.T) {
 		if i%2 == 0 {
 			a.ReleaseAsync("orders", tok, permit.AccessLog, func(_ permit.Lease, r permit.Result) { results <- "release " + r.String() })
 		} else {
-			a.RenewAsync("orders", tok, time.Minute, "n", false, func(_ permit.Lease, r RenewResult) {
-				results <- fmt.Sprint("renew ", r == Renewed)
+			a.RenewAsync("orders", tok, time.Minute, "n", false, func(_ permit.Lease, r permit.Result) {
+				results <- fmt.Sprint("renew ", r == permit.Renewed)
 			})
 		}
 	}
@@ -506,11 +506,11 @@ func TestReleaseDropsWaiter(t *testing.T) {
 	if waiter == "" {
 		t.Fatal("no waiter found in Redis")
 	}
-	if _, res := l.Release("catalog", waiter, permit.Cancel); res != permit.Unknown {
+	if _, res := l.ReleaseToken("catalog", waiter, permit.Cancel); res != permit.Unknown {
 		t.Fatalf("release of a waiter: %v", res)
 	}
 	f.queued("catalog", 1)
-	if _, res := l.Release("catalog", held, permit.AccessLog); res != permit.Released {
+	if _, res := l.ReleaseToken("catalog", held, permit.AccessLog); res != permit.Released {
 		t.Fatalf("release of the holder: %v", res)
 	}
 	// The waiter left in the queue is granted; the dropped one's wait runs

@@ -8,21 +8,21 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
-// Release ends token's lease in bulkhead name.
-func (l *Ledger) Release(name, token string, src permit.Source) (permit.Lease, permit.Result) {
+// ReleaseToken ends token's lease in bulkhead name.
+func (l *Ledger) ReleaseToken(name, token string, src permit.Source) (permit.Lease, permit.Result) {
 	if !permit.ValidToken(token) {
 		l.obs.Ignored(src, permit.Unknown)
 		return permit.Lease{}, permit.Unknown
 	}
 	res, err := l.call(context.Background(), time.Time{}, admission.OpRelease, l.sc.release, l.keysOf(name), token,
-		ms(l.cfg.Recovery), ms(l.cfg.Adopt))
+		ms(l.cfg.Recovery), ms(l.cfg.adopt()))
 	return l.released(name, token, src, res, err)
 }
 
 // released interprets the release script's answer (or err).
 func (l *Ledger) released(name, token string, src permit.Source, res any, err error) (permit.Lease, permit.Result) {
 	if err != nil {
-		return permit.Lease{}, Failed
+		return permit.Lease{}, permit.Unavailable
 	}
 	code, detail, swept, at := reply(res)
 	l.expired(name, swept, at)
@@ -45,34 +45,15 @@ func (l *Ledger) released(name, token string, src permit.Source, res any, err er
 	}
 }
 
-// Failed is the result of a Release or Renew that did not reach Redis.
-const Failed permit.Result = 255
-
-// RenewResult says what a periodic entry did to the shared ledger.
-type RenewResult uint8
-
-// The results of Renew. Renewed..UnknownToken are the renew script's codes,
-// named alike in common.lua (RENEW_RENEWED..RENEW_UNKNOWN): change one side,
-// change the other (TestResultCodesMatchLua).
-const (
-	Renewed         RenewResult = iota + 1
-	AdoptedExpired              // its lease had expired while the request ran
-	AdoptedUnknown              // unknown token, adopted in the adoption window
-	Late                        // its request has ended
-	UnknownToken                // unknown, outside the adoption window
-	RenewFailed                 // Redis did not answer
-	numRenewResults = RenewFailed
-)
-
-// Renew extends token's lease to ttl from now, or adopts the running
+// RenewToken extends token's lease to ttl from now, or adopts the running
 // request's permit (past the limit if need be) when Redis lost it or it
 // expired; force adopts whatever the adoption window (a hand-over).
-func (l *Ledger) Renew(name, token string, ttl time.Duration, node string, force bool) (permit.Lease, RenewResult) {
+func (l *Ledger) RenewToken(name, token string, ttl time.Duration, node string, force bool) (permit.Lease, permit.Result) {
 	if !permit.ValidToken(token) {
-		return permit.Lease{}, UnknownToken
+		return permit.Lease{}, permit.Unknown
 	}
 	res, err := l.call(context.Background(), time.Time{}, admission.OpRenew, l.sc.renew, l.keysOf(name), token, ms(ttl), node,
-		ms(l.cfg.Recovery), ms(l.cfg.Adopt), forceArg(force))
+		ms(l.cfg.Recovery), ms(l.cfg.adopt()), forceArg(force))
 	return l.renewedResult(name, token, res, err)
 }
 
@@ -84,15 +65,23 @@ func forceArg(force bool) string {
 }
 
 // renewedResult interprets the renew script's answer (or err).
-func (l *Ledger) renewedResult(name, token string, res any, err error) (permit.Lease, RenewResult) {
+func (l *Ledger) renewedResult(name, token string, res any, err error) (permit.Lease, permit.Result) {
 	if err != nil {
-		return permit.Lease{}, RenewFailed
+		return permit.Lease{}, permit.Unavailable
 	}
 	code, detail, swept, at := reply(res)
 	l.expired(name, swept, at)
 	lease := permit.Lease{Token: token, Bulkhead: name}
-	if RenewResult(code) == Renewed {
-		lease = leaseOf(name, token, detail, at)
+	switch code {
+	case renewRenewed:
+		return leaseOf(name, token, detail, at), permit.Renewed
+	case renewAdoptedExpired:
+		return lease, permit.AdoptedExpired
+	case renewAdoptedUnknown:
+		return lease, permit.Adopted
+	case renewLate:
+		return lease, permit.Late
+	default: // renewUnknown
+		return lease, permit.Unknown
 	}
-	return lease, RenewResult(code)
 }

@@ -56,8 +56,9 @@ func read(name string) string {
 
 // The scripts' result codes (the first element of each answer), named as
 // common.lua names them (acquireGranted is ACQUIRE_GRANTED, ...): change one
-// side, change the other (TestResultCodesMatchLua). The renew script's codes
-// are the RenewResult values Renewed..UnknownToken (RENEW_RENEWED..).
+// side, change the other (TestResultCodesMatchLua). Each operation
+// translates its codes to a permit.Result in one place (released,
+// renewedResult).
 const (
 	acquireGranted  = 1 // ACQUIRE_GRANTED
 	acquireQueued   = 2 // ACQUIRE_QUEUED
@@ -69,6 +70,12 @@ const (
 	releaseUnknown   = 4 // RELEASE_UNKNOWN
 	releaseWaiter    = 5 // RELEASE_WAITER
 
+	renewRenewed        = 1 // RENEW_RENEWED
+	renewAdoptedExpired = 2 // RENEW_ADOPTED_EXPIRED
+	renewAdoptedUnknown = 3 // RENEW_ADOPTED_UNKNOWN
+	renewLate           = 4 // RENEW_LATE
+	renewUnknown        = 5 // RENEW_UNKNOWN
+
 	leaveLeft      = 1 // LEAVE_LEFT
 	leaveKept      = 2 // LEAVE_KEPT
 	leaveGivenBack = 3 // LEAVE_GIVEN_BACK
@@ -78,6 +85,9 @@ const (
 // keySuffixes are the keys of one bulkhead, in the order common.lua reads
 // KEYS.
 var keySuffixes = [...]string{"s", "p", "i", "q1", "q2", "q3", "w", "wd", "t", "tq", "ex", "ed", "r", "tw", "tm"}
+
+// keyInfo is the index in keySuffixes of I, the leases' info by token.
+const keyInfo = 2
 
 // keyReplicas is the index in keySuffixes of R, the replicas' last looks.
 const keyReplicas = 12

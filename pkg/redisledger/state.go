@@ -152,7 +152,7 @@ func (l *Ledger) tick(ctx context.Context, names func() []string, handover Hando
 // stateArgs are the state script's arguments: a replica not seen for
 // longer than the others hold its share back is forgotten.
 func (l *Ledger) stateArgs() []any {
-	return []any{ms(l.cfg.Recovery), ms(l.cfg.Adopt), l.cfg.Replica, ms(l.forget())}
+	return []any{ms(l.cfg.Recovery), ms(l.cfg.adopt()), l.cfg.Replica, ms(l.forget())}
 }
 
 // forget is how long a replica not seen stays in a bulkhead's presence
@@ -261,7 +261,7 @@ func (l *Ledger) checkRunID(ctx context.Context, names func() []string) {
 		"every bulkhead pauses admissions for the recovery window while heartbeats adopt the running requests",
 		"gone_run_ids", gone)
 	for _, n := range names() {
-		_, _ = l.call(ctx, time.Time{}, admission.OpReopen, l.sc.reopen, l.keysOf(n), ms(l.cfg.Recovery), ms(l.cfg.Adopt))
+		_, _ = l.call(ctx, time.Time{}, admission.OpReopen, l.sc.reopen, l.keysOf(n), ms(l.cfg.Recovery), ms(l.cfg.adopt()))
 	}
 }
 

@@ -107,7 +107,7 @@ func TestTenantWaitersLetNoLowerClassOvertake(t *testing.T) {
 			if code != acquireQueued || code2 != acquireQueued {
 				t.Fatalf("codes %d, %d; want queued", code, code2)
 			}
-			if _, res := l.Release("orders", held[0], permit.AccessLog); res != permit.Released {
+			if _, res := l.ReleaseToken("orders", held[0], permit.AccessLog); res != permit.Released {
 				t.Fatalf("release: %v", res)
 			}
 			if !f.granted("orders", y) || f.granted("orders", low) {
@@ -144,7 +144,7 @@ func TestArrivalWithoutTenantKeepsTheTenantLimit(t *testing.T) {
 	if code != acquireQueued || code2 != acquireQueued {
 		t.Fatalf("codes %d, %d; want queued", code, code2)
 	}
-	if _, res := l.Release("orders", held, permit.AccessLog); res != permit.Released {
+	if _, res := l.ReleaseToken("orders", held, permit.AccessLog); res != permit.Released {
 		t.Fatalf("release: %v", res)
 	}
 	if f.granted("orders", x) || !f.granted("orders", other) {
@@ -214,7 +214,7 @@ func TestCompartmentLetsInItsFirstWaiter(t *testing.T) {
 	}
 	normal, _, _ := f.enqueue(l, tenantReq("orders", s, tmpl, "x", bulkhead.Normal))
 	critical, _, _ := f.enqueue(l, tenantReq("orders", s, tmpl, "x", bulkhead.Critical))
-	if _, res := l.Release("orders", x, permit.AccessLog); res != permit.Released {
+	if _, res := l.ReleaseToken("orders", x, permit.AccessLog); res != permit.Released {
 		t.Fatalf("release: %v", res)
 	}
 	if !f.granted("orders", critical) || f.granted("orders", normal) {
@@ -252,7 +252,7 @@ func TestCompartmentWaiterFindsTheQueueFull(t *testing.T) {
 	if _, err := wake.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, res := l.Release("orders", x, permit.AccessLog); res != permit.Released {
+	if _, res := l.ReleaseToken("orders", x, permit.AccessLog); res != permit.Released {
 		t.Fatalf("release: %v", res)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -29,7 +29,7 @@ bulkheads:
 func admitAlone(t *testing.T, rn *running, srv *testkit.Redis) {
 	t.Helper()
 	waitStrict(t, rn)
-	testkit.Eventually(t, "share sized", func() bool { return rn.r.shared.shares.Get("auth") != nil })
+	testkit.Eventually(t, "share sized", func() bool { return rn.r.shared.fallback.Share("auth") != nil })
 	srv.Kill()
 	testkit.Eventually(t, "local share allowed", rn.r.shared.ledger.LocalShareOK)
 }
@@ -62,7 +62,7 @@ func TestHandoverLeavesNoPermitBehind(t *testing.T) {
 		third <- result{resp, err}
 	}()
 	testkit.Eventually(t, "a third Check waits in the local share", func() bool {
-		return rn.r.shared.shares.Get("auth").Snapshot().Queued[1] == 1
+		return rn.r.shared.fallback.Share("auth").Snapshot().Queued[1] == 1
 	})
 	srv.Start()
 	waitStrict(t, rn)

@@ -5,18 +5,15 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
@@ -25,13 +22,12 @@ import (
 )
 
 // shared is the runner's part for ledger.backend: redis: the Redis client,
-// the shared ledger, and the bulkheads at this replica's share of each
-// limit (ledger.on_unavailable: local_share).
+// the shared ledger, and the same under its unavailable policy.
 type shared struct {
-	client redis.UniversalClient
-	ledger *redisledger.Ledger
-	shares *bulkhead.Registry
-	log    *slog.Logger
+	client   redis.UniversalClient
+	ledger   *redisledger.Ledger
+	fallback *redisledger.Fallback
+	log      *slog.Logger
 	// overrides carries admin overrides to the other replicas.
 	overrides *overrideSync
 	// breakers makes the circuit breakers mesh-wide across the replicas,
@@ -42,7 +38,8 @@ type shared struct {
 }
 
 // newShared connects nothing yet: the ledger's Run does.
-func newShared(cfg *config.Config, log *slog.Logger, obs permit.Observer, rec redisledger.Recorder) (*shared, error) {
+func newShared(cfg *config.Config, hb permit.Heartbeat, known func(string) bool, log *slog.Logger, obs permit.Observer,
+	rec redisledger.Recorder) (*shared, error) {
 	client, err := newRedisClient(cfg.Ledger.Redis)
 	if err != nil {
 		return nil, err
@@ -58,7 +55,7 @@ func newShared(cfg *config.Config, log *slog.Logger, obs permit.Observer, rec re
 	}
 	log = log.With("component", "ledger", "replica", replica, "redis", where)
 	localFor := time.Duration(0)
-	if cfg.Ledger.OnUnavailable == authz.LocalShare {
+	if cfg.Ledger.OnUnavailable == admission.LocalShare {
 		localFor = cfg.Ledger.LocalShareFor
 	}
 	l := redisledger.New(client, redisledger.Config{
@@ -67,9 +64,10 @@ func newShared(cfg *config.Config, log *slog.Logger, obs permit.Observer, rec re
 		Replica:       replica,
 		Timeout:       cfg.Ledger.Redis.Timeout,
 		Recovery:      cfg.Leases.RecoveryWindow,
-		Adopt:         cfg.Leases.HeartbeatTTL + cfg.Leases.HeartbeatInterval,
+		Heartbeat:     hb,
+		Known:         known,
 	}, obs, rec, log)
-	return &shared{client: client, ledger: l, shares: bulkhead.NewRegistry(), log: log, replica: replica}, nil
+	return &shared{client: client, ledger: l, log: log, replica: replica}, nil
 }
 
 // replicaID names this process among the replicas: the host name (the
@@ -165,95 +163,8 @@ func redisTLS(c config.RedisTLS) (*tls.Config, error) {
 }
 
 // run keeps the shared ledger and the shares going until ctx ends.
-func (s *shared) run(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory) error {
-	var g errgroup.Group
-	g.Go(func() error {
-		// The shares follow the limits and the replica count.
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			s.syncShares(reg)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-			}
-		}
-	})
-	g.Go(func() error {
-		return s.ledger.Run(ctx, reg.Keys, func(ctx context.Context) error { return s.handover(ctx, reg, local) })
-	})
-	err := g.Wait()
+func (s *shared) run(ctx context.Context, reg *bulkhead.Registry) error {
+	err := s.fallback.Run(ctx, reg)
 	s.client.Close()
 	return err
-}
-
-// syncShares sizes each bulkhead's share (redisledger.Ledger.Share), with
-// its reserves; a bulkhead whose share cannot hold a best_effort permit
-// gets none (its Checks are rejected while Redis does not answer).
-func (s *shared) syncShares(reg *bulkhead.Registry) {
-	want := map[string]bulkhead.Settings{}
-	for _, snap := range reg.Snapshots() {
-		if st := s.ledger.Share(snap.Name, snap.Settings); st.Validate() == nil {
-			want[snap.Name] = st
-		}
-	}
-	if _, err := s.shares.Apply(want); err != nil {
-		s.log.Warn("local shares not resized", "err", err)
-	}
-}
-
-// minHandoverLease is the shortest lease a permit admitted alone is handed
-// over with: one whose local lease is about to end still reaches Redis.
-const minHandoverLease = time.Second
-
-// handover moves the permits this replica admitted while Redis did not
-// answer into Redis, counted there past the limit if need be (their
-// requests run), before strict admission resumes. No permit is admitted
-// alone meanwhile (redisledger.Ledger.AdmitAlone): a slot that a permit
-// handed over frees in the local share goes to no one, and passes repeat
-// until one finds nothing left. Each permit keeps the time left on its
-// lease: the heartbeat TTL would let Redis reclaim a long lease (heartbeats
-// off, or a silent node) while its request runs.
-func (s *shared) handover(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory) error {
-	moved := 0
-	for {
-		n, err := s.handoverPass(ctx, reg, local)
-		moved += n
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			break
-		}
-	}
-	if moved > 0 {
-		s.log.Info("permits admitted without redis handed over to it", "permits", moved)
-	}
-	return nil
-}
-
-// handoverPass hands over the local permits of each bulkhead of reg and
-// returns how many it found.
-func (s *shared) handoverPass(ctx context.Context, reg *bulkhead.Registry, local *permit.Memory) (int, error) {
-	found := 0
-	for _, name := range reg.Keys() {
-		leases, _ := local.Holders(name, math.MaxInt32)
-		for _, lease := range leases {
-			if ctx.Err() != nil {
-				return found, ctx.Err()
-			}
-			ttl := max(time.Until(lease.Expires), minHandoverLease)
-			if _, res := s.ledger.Renew(name, lease.Token, ttl, lease.Node, true); res == redisledger.RenewFailed {
-				return found, errors.New("redis did not answer during the hand-over")
-			}
-			if _, res := local.Release(lease.Token, permit.Handover); res != permit.Released {
-				// Its request ended after the look (its end entry
-				// released it here): end what Redis now holds.
-				s.ledger.Release(name, lease.Token, permit.Handover)
-			}
-			found++
-		}
-	}
-	return found, nil
 }

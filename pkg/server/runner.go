@@ -26,6 +26,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/accesslog"
 	"github.com/bulkhead-mesh/bulkhead/pkg/admin"
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
@@ -35,6 +36,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
 	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
 	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
@@ -139,31 +141,36 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	if err := metrics.RegisterOldest(r.promReg, r.Ledger, time.Now); err != nil {
 		return nil, err
 	}
-	silent := accesslog.NewSilentNodes(log.With("component", "leases"))
+	silent := permit.NewSilentNodes(log.With("component", "leases"))
+	hb := cfg.Leases.Heartbeat()
 	azOpts := []authz.Option{authz.WithLogger(log), authz.WithInputRecorder(m), authz.WithSilentNodes(silent)}
-	hb := accesslog.Heartbeat{Interval: cfg.Leases.HeartbeatInterval, TTL: cfg.Leases.HeartbeatTTL}
-	alsOpts := []accesslog.Option{accesslog.WithHeartbeat(hb, r.Registry), accesslog.WithSilentNodes(silent)}
+	alsOpts := []accesslog.Option{accesslog.WithHeartbeat(hb), accesslog.WithSilentNodes(silent)}
 	lm, err := metrics.NewLedger(r.promReg, cfg.Ledger.Backend.String())
 	if err != nil {
 		return nil, err
 	}
 	m.UseLedger(lm)
+	var backend admission.Ledger
 	if cfg.Ledger.Backend == config.LedgerRedis {
 		// Redis decides admissions, and keeps its own recovery window
 		// (a bulkhead whose state it lost); this process's ledger holds
 		// only the permits admitted while Redis does not answer.
 		r.gate = newLedgerGate(lm, r.health, r.streams)
-		if r.shared, err = newShared(cfg, log, m, r.gate); err != nil {
+		known := func(n string) bool { return r.Registry.Get(n) != nil }
+		if r.shared, err = newShared(cfg, hb, known, log, m, r.gate); err != nil {
 			return nil, err
 		}
-		azOpts = append(azOpts, authz.WithShared(r.shared.ledger, cfg.Ledger.OnUnavailable, r.shared.shares, lm))
-		alsOpts = append(alsOpts, accesslog.WithShared(r.shared.ledger, func(n string) bool { return r.Registry.Get(n) != nil }))
-	} else if hb.On() && cfg.Leases.RecoveryWindow > 0 {
-		// Admit no one until the requests already running have been heard
-		// of (recover, in Run): bulkheads are created paused.
-		r.recovery = cfg.Leases.RecoveryWindow
-		r.Registry.SetPaused(true)
-		m.AdmissionsPaused(true)
+		r.shared.fallback = redisledger.NewFallback(r.shared.ledger, cfg.Ledger.OnUnavailable, r.Ledger, lm)
+		backend = r.shared.fallback
+	} else {
+		backend = admission.NewMemory(r.Registry, r.Ledger, hb)
+		if hb.On() && cfg.Leases.RecoveryWindow > 0 {
+			// Admit no one until the requests already running have been
+			// heard of (recover, in Run): bulkheads are created paused.
+			r.recovery = cfg.Leases.RecoveryWindow
+			r.Registry.SetPaused(true)
+			m.AdmissionsPaused(true)
+		}
 	}
 	breakers := breaker.NewSet(clock.Real{})
 	r.sizing = sizing.New(clock.Real{})
@@ -172,7 +179,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	if err := metrics.RegisterBreakers(r.promReg, breakers); err != nil {
 		return nil, err
 	}
-	r.authz = authz.New(r.Registry, r.Ledger, m, authz.DefaultPolicy(), azOpts...)
+	r.authz = authz.New(r.Registry, backend, m, authz.DefaultPolicy(), azOpts...)
 	ctlOpts := []control.Option{control.WithOutcomes(m), control.WithBreakers(breakers), control.WithSizing(r.sizing)}
 	if r.shared != nil {
 		ctlOpts = append(ctlOpts, control.WithGlobal(func(name string) (int, [3]int, bool) {
@@ -212,13 +219,13 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	if err := admin.CheckListen(cfg.Listen.Admin, auth, r.adminTLS); err != nil {
 		return nil, err
 	}
-	r.admin = admin.New(r.Control, auth, log.With("component", "admin"), admin.WithLeases(r.Ledger), admin.WithLedger(r.ledgerInfo))
+	r.admin = admin.New(r.Control, auth, log.With("component", "admin"), admin.WithLeases(backend), admin.WithLedger(r.ledgerInfo))
 	if _, err := r.Control.Reload(cfg); err != nil {
 		return nil, err
 	}
 	m.SetKinds(kindsOf(cfg))
 	m.Reload(true)
-	r.als = accesslog.New(r.Ledger, m, log, alsOpts...)
+	r.als = accesslog.New(backend, m, log, alsOpts...)
 	return r, nil
 }
 
@@ -296,7 +303,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	var background errgroup.Group
 	background.Go(func() error { return r.Ledger.Run(sweepCtx) })
 	if r.shared != nil {
-		background.Go(func() error { return r.shared.run(sweepCtx, r.Registry, r.Ledger) })
+		background.Go(func() error { return r.shared.run(sweepCtx, r.Registry) })
 		background.Go(func() error { r.shared.overrides.run(sweepCtx, time.Second); return nil })
 		background.Go(func() error { r.shared.breakers.run(sweepCtx, breakerSyncEvery); return nil })
 		background.Go(func() error { r.shared.sizing.run(sweepCtx, time.Second); return nil })

@@ -144,7 +144,7 @@ func TestSharedLedgerUnavailablePolicies(t *testing.T) {
 			srv := testkit.StartRedis(t)
 			rn := start(t, parseConfig(t, sharedYAML(srv.Addr, tc.policy)))
 			waitStrict(t, rn)
-			testkit.Eventually(t, "share sized", func() bool { return rn.r.shared.shares.Get("auth") != nil })
+			testkit.Eventually(t, "share sized", func() bool { return rn.r.shared.fallback.Share("auth") != nil })
 			srv.Kill()
 			if tc.policy == "local_share" {
 				// Rejected until the other replicas would hold this one's

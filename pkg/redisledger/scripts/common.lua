@@ -45,7 +45,7 @@ local Q = {Q1, Q2, Q3}
 local QN = {'q1', 'q2', 'q3'}
 -- The scripts' result codes (the first element of each answer). Go names
 -- each alike in scripts.go (ACQUIRE_GRANTED is acquireGranted, RENEW_LATE is
--- Late, ...): change one side, change the other (TestResultCodesMatchLua).
+-- renewLate, ...): change one side, change the other (TestResultCodesMatchLua).
 local ACQUIRE_GRANTED = 1
 local ACQUIRE_QUEUED = 2
 local ACQUIRE_REJECTED = 3
