@@ -10,14 +10,15 @@ import (
 // is parsed; a longer one is invalid without being looked at.
 const MaxPriorityLen = 32
 
-// Input names a request input that InputRecorder.InvalidInput counts; its
-// value is the metric label.
-type Input string
+// Input names a request input that InputRecorder.InvalidInput counts. The
+// type and its values live in package bulkhead, below this package and the
+// metrics that count them.
+type Input = bulkhead.Input
 
 // The inputs InputRecorder.InvalidInput counts.
 const (
-	InputTenant Input = "tenant" // a tenant header value over MaxTenantLen
-	InputNode   Input = "node"   // NodeHeader metadata given twice or not a valid node id
+	InputTenant = bulkhead.InputTenant // a tenant header value over MaxTenantLen
+	InputNode   = bulkhead.InputNode   // NodeHeader metadata given twice or not a valid node id
 )
 
 // InputRecorder counts request inputs the server distrusted or ignored. It

@@ -31,14 +31,15 @@ type Ledger interface {
 }
 
 // UnmatchedOutcome says what became of a Check that named no configured
-// bulkhead; its value is the metric label.
-type UnmatchedOutcome string
+// bulkhead (Recorder.Unmatched). The type and its values live in package
+// bulkhead, below this package and the metrics that count them.
+type UnmatchedOutcome = bulkhead.UnmatchedOutcome
 
 // The outcomes Recorder.Unmatched counts.
 const (
-	UnmatchedAllowed   UnmatchedOutcome = "allowed"   // answered OK without a permit
-	UnmatchedDenied    UnmatchedOutcome = "denied"    // rejected, reason unknown_bulkhead
-	UnmatchedDefaulted UnmatchedOutcome = "defaulted" // served by Policy.DefaultBulkhead
+	UnmatchedAllowed   = bulkhead.UnmatchedAllowed   // answered OK without a permit
+	UnmatchedDenied    = bulkhead.UnmatchedDenied    // rejected, reason unknown_bulkhead
+	UnmatchedDefaulted = bulkhead.UnmatchedDefaulted // served by Policy.DefaultBulkhead
 )
 
 // Recorder receives what the server measures; *metrics.Metrics is one.
