@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
@@ -53,10 +54,12 @@ type OutcomeSource interface {
 // WithOutcomes makes statuses carry outcome counts from src.
 func WithOutcomes(src OutcomeSource) Option { return func(ctl *Control) { ctl.outcomes = src } }
 
-// GlobalSource gives a bulkhead's permits in use and waiters (indexed by
-// bulkhead.Priority) summed over every replica, when a shared ledger keeps
-// them; *metrics.Ledger is one (through a func).
-type GlobalSource func(name string) (inUse int, queued [3]int, ok bool)
+// GlobalSource gives a bulkhead's permits in use and waiters summed over
+// every replica, when a ledger that several replicas share keeps them;
+// *redisledger.Ledger is one.
+type GlobalSource interface {
+	Global(bulkhead string) (admission.Global, bool)
+}
 
 // WithGlobal makes statuses show every replica's permits and waiters from
 // src instead of this process's own.
@@ -152,9 +155,9 @@ func (c *Control) getLocked(name string) (Status, error) {
 
 func (c *Control) statusLocked(s bulkhead.Snapshot) Status {
 	if c.global != nil {
-		if inUse, queued, ok := c.global(s.Name); ok {
-			s.InUse = inUse
-			copy(s.Queued[:], queued[:])
+		if g, ok := c.global.Global(s.Name); ok {
+			s.InUse = g.InUse
+			copy(s.Queued[:], g.Queued[:])
 		}
 	}
 	st := Status{Snapshot: s, Kind: config.KindRequests}

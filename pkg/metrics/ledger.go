@@ -3,18 +3,16 @@ package metrics
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
-	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
 )
 
 // Ledger records the series of the permit ledger's backend: which one
-// serves, and for the shared one (Redis) its availability, its calls and
-// the bulkheads' global counts. Safe for concurrent use.
+// serves, and for the Redis one its availability and its calls. Safe for
+// concurrent use.
 type Ledger struct {
 	state       *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
@@ -22,18 +20,11 @@ type Ledger struct {
 	seconds     *prometheus.HistogramVec
 	replicas    prometheus.Gauge
 	failOpen    *prometheus.CounterVec
-
-	mu     sync.Mutex
-	global map[string]admission.Global // every replica's, by bulkhead
 }
 
-var (
-	_ redisledger.Recorder = (*Ledger)(nil)
-
-	// Redis calls take well under a millisecond on a LAN; the buckets
-	// resolve 100 µs and show a slow or remote Redis plainly.
-	callBuckets = []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1}
-)
+// Redis calls take well under a millisecond on a LAN; the buckets resolve
+// 100 µs and show a slow or remote Redis plainly.
+var callBuckets = []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1}
 
 // NewLedger registers the ledger's series on reg and says that backend
 // ("memory" or "redis") serves; with the memory backend the other series
@@ -59,7 +50,6 @@ func NewLedger(reg prometheus.Registerer, backend string) (*Ledger, error) {
 		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulkhead_ledger_fail_open_total", Help: "Checks admitted without a permit because Redis did not answer (ledger.on_unavailable: fail_open).",
 		}, []string{"dependency"}),
-		global: map[string]admission.Global{},
 	}
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "bulkhead_ledger_info", Help: "1, labelled with the permit ledger's backend: memory or redis.",
@@ -102,7 +92,7 @@ func (l *Ledger) LedgerCall(op admission.Op, d time.Duration, err error) {
 	result := "ok"
 	switch {
 	case err == nil:
-	case errors.Is(err, redisledger.ErrCallerDeadline):
+	case errors.Is(err, admission.ErrCallerDeadline):
 		result = "deadline" // the Check's timeout, not Redis's
 	case isTimeout(err):
 		result = "timeout"
@@ -128,25 +118,6 @@ func (l *Ledger) LedgerState(s admission.State) {
 
 // LedgerReplicas records the live replicas.
 func (l *Ledger) LedgerReplicas(n int) { l.replicas.Set(float64(n)) }
-
-// LedgerGlobal records a bulkhead's global counts, which the bulkhead
-// gauges report instead of this replica's own.
-func (l *Ledger) LedgerGlobal(bulkhead string, g admission.Global) {
-	l.mu.Lock()
-	l.global[bulkhead] = g
-	l.mu.Unlock()
-}
-
-// Global returns a bulkhead's last global state, if known.
-func (l *Ledger) Global(bulkhead string) (admission.Global, bool) {
-	if l == nil {
-		return admission.Global{}, false
-	}
-	l.mu.Lock()
-	v, ok := l.global[bulkhead]
-	l.mu.Unlock()
-	return v, ok
-}
 
 // FailOpen counts a Check admitted without a permit.
 func (l *Ledger) FailOpen(dependency string) { l.failOpen.WithLabelValues(dependency).Inc() }

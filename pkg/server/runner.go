@@ -147,7 +147,6 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	if err != nil {
 		return nil, err
 	}
-	m.UseLedger(lm)
 	if cfg.Ledger.Backend == config.LedgerRedis {
 		// Redis decides admissions, and keeps its own recovery window
 		// (a bulkhead whose state it lost); this process's ledger holds
@@ -156,6 +155,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		if r.shared, err = newShared(cfg, log, m, r.gate); err != nil {
 			return nil, err
 		}
+		m.UseGlobal(r.shared.ledger)
 		azOpts = append(azOpts, authz.WithShared(r.shared.ledger, cfg.Ledger.OnUnavailable, r.shared.shares, lm))
 		alsOpts = append(alsOpts, accesslog.WithShared(r.shared.ledger, func(n string) bool { return r.Registry.Get(n) != nil }))
 	} else if hb.On() && cfg.Leases.RecoveryWindow > 0 {
@@ -175,10 +175,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	r.authz = authz.New(r.Registry, r.Ledger, m, authz.DefaultPolicy(), azOpts...)
 	ctlOpts := []control.Option{control.WithOutcomes(m), control.WithBreakers(breakers), control.WithSizing(r.sizing)}
 	if r.shared != nil {
-		ctlOpts = append(ctlOpts, control.WithGlobal(func(name string) (int, [3]int, bool) {
-			g, ok := lm.Global(name)
-			return g.InUse, g.Queued, ok
-		}))
+		ctlOpts = append(ctlOpts, control.WithGlobal(r.shared.ledger))
 	}
 	if r.shared != nil {
 		r.shared.overrides = newOverrideSync(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.log)
@@ -186,7 +183,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		r.shared.breakers = newBreakerSync(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.replica, breakers, r.shared.log)
 		r.shared.sizing = newSizingShare(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.replica, r.sizing, sizingReadTimeout, r.shared.log)
 		r.sizing.SetPeers(r.shared.sizing)
-		r.sampler = globalSampler{keys: r.Registry.Keys, global: lm.Global}
+		r.sampler = globalSampler{keys: r.Registry.Keys, global: r.shared.ledger.Global}
 	} else {
 		r.sampler = sizing.LimiterSampler(r.Registry)
 	}
