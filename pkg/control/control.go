@@ -46,7 +46,7 @@ type Control struct {
 type Option func(*Control)
 
 // OutcomeSource counts how a bulkhead's admitted requests ended;
-// *metrics.Metrics is one.
+// *sizing.Observer, which hears of every end, is one.
 type OutcomeSource interface {
 	Outcomes(dependency string) (success, failure, aborted uint64)
 }

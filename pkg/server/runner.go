@@ -173,7 +173,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		return nil, err
 	}
 	r.authz = authz.New(r.Registry, r.Ledger, m, authz.DefaultPolicy(), azOpts...)
-	ctlOpts := []control.Option{control.WithOutcomes(m), control.WithBreakers(breakers), control.WithSizing(r.sizing)}
+	ctlOpts := []control.Option{control.WithOutcomes(r.sizing), control.WithBreakers(breakers), control.WithSizing(r.sizing)}
 	if r.shared != nil {
 		ctlOpts = append(ctlOpts, control.WithGlobal(r.shared.ledger))
 	}
