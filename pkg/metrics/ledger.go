@@ -10,10 +10,10 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 )
 
-// Ledger records the series of the permit ledger's backend: which one
+// LedgerMetrics records the series of the permit ledger's backend: which one
 // serves, and for the Redis one its availability and its calls. Safe for
 // concurrent use.
-type Ledger struct {
+type LedgerMetrics struct {
 	state       *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
 	calls       *prometheus.CounterVec
@@ -26,11 +26,11 @@ type Ledger struct {
 // 100 µs and show a slow or remote Redis plainly.
 var callBuckets = []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1}
 
-// NewLedger registers the ledger's series on reg and says that backend
+// NewLedgerMetrics registers the ledger's series on reg and says that backend
 // ("memory" or "redis") serves; with the memory backend the other series
 // stay at zero (strict).
-func NewLedger(reg prometheus.Registerer, backend string) (*Ledger, error) {
-	l := &Ledger{
+func NewLedgerMetrics(reg prometheus.Registerer, backend string) (*LedgerMetrics, error) {
+	l := &LedgerMetrics{
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bulkhead_ledger_state",
 			Help: "1 for the shared ledger's current state at this replica: strict (Redis decides), unavailable (ledger.on_unavailable applies), recovering (handing over permits admitted without Redis).",
@@ -77,7 +77,7 @@ func NewLedger(reg prometheus.Registerer, backend string) (*Ledger, error) {
 	return l, nil
 }
 
-func (l *Ledger) setState(s admission.State) {
+func (l *LedgerMetrics) setState(s admission.State) {
 	for _, o := range admission.States() {
 		v := 0.0
 		if o == s {
@@ -88,7 +88,7 @@ func (l *Ledger) setState(s admission.State) {
 }
 
 // LedgerCall counts and times one call to Redis.
-func (l *Ledger) LedgerCall(op admission.Op, d time.Duration, err error) {
+func (l *LedgerMetrics) LedgerCall(op admission.Op, d time.Duration, err error) {
 	result := "ok"
 	switch {
 	case err == nil:
@@ -111,13 +111,13 @@ func isTimeout(err error) bool {
 }
 
 // LedgerState records a change of state.
-func (l *Ledger) LedgerState(s admission.State) {
+func (l *LedgerMetrics) LedgerState(s admission.State) {
 	l.setState(s)
 	l.transitions.WithLabelValues(s.String()).Inc()
 }
 
 // LedgerReplicas records the live replicas.
-func (l *Ledger) LedgerReplicas(n int) { l.replicas.Set(float64(n)) }
+func (l *LedgerMetrics) LedgerReplicas(n int) { l.replicas.Set(float64(n)) }
 
 // FailOpen counts a Check admitted without a permit.
-func (l *Ledger) FailOpen(dependency string) { l.failOpen.WithLabelValues(dependency).Inc() }
+func (l *LedgerMetrics) FailOpen(dependency string) { l.failOpen.WithLabelValues(dependency).Inc() }

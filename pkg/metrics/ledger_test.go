@@ -28,7 +28,7 @@ func TestLedgerCallResult(t *testing.T) {
 		{fmt.Errorf("%w: acquire: %w", admission.ErrCallerDeadline, context.DeadlineExceeded), "deadline"},
 	} {
 		reg := prometheus.NewRegistry()
-		l, err := metrics.NewLedger(reg, "redis")
+		l, err := metrics.NewLedgerMetrics(reg, "redis")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -143,7 +143,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	azOpts := []authz.Option{authz.WithLogger(log), authz.WithInputRecorder(m), authz.WithSilentNodes(silent)}
 	hb := accesslog.Heartbeat{Interval: cfg.Leases.HeartbeatInterval, TTL: cfg.Leases.HeartbeatTTL}
 	alsOpts := []accesslog.Option{accesslog.WithHeartbeat(hb, r.Registry), accesslog.WithSilentNodes(silent)}
-	lm, err := metrics.NewLedger(r.promReg, cfg.Ledger.Backend.String())
+	lm, err := metrics.NewLedgerMetrics(r.promReg, cfg.Ledger.Backend.String())
 	if err != nil {
 		return nil, err
 	}
