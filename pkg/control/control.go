@@ -247,22 +247,15 @@ func heartbeatTTL(cfg *config.Config) time.Duration {
 	return cfg.Leases.HeartbeatTTL
 }
 
-// Policy translates a configuration into the Check policy.
+// Policy is the Check policy of a configuration: its authz section, and
+// the leases and connections its other sections give.
 func Policy(cfg *config.Config) authz.Policy {
 	p := authz.Policy{
-		PriorityHeader:         cfg.Authz.PriorityHeader,
-		TenantHeader:           cfg.Authz.TenantHeader,
-		TrustedPrioritySources: cfg.Authz.TrustedPrioritySources,
-		DefaultPriority:        cfg.Authz.DefaultPriority,
-		Unmatched:              cfg.Authz.UnknownBulkhead,
-		DefaultBulkhead:        cfg.Authz.DefaultBulkhead,
-		DenyStatus:             cfg.Authz.DenyStatus,
-		DeadlineMargin:         cfg.Authz.DeadlineMargin,
-		RetryAfter:             cfg.Authz.RetryAfter,
-		LeaseTTL:               make(map[string]time.Duration, len(cfg.Bulkheads)),
-		HeartbeatTTL:           heartbeatTTL(cfg),
-		DefaultLeaseTTL:        cfg.Leases.DefaultTTL,
-		MaxRouteLeaseTTL:       cfg.Leases.MaxRouteTTL,
+		Settings:         cfg.Authz,
+		LeaseTTL:         make(map[string]time.Duration, len(cfg.Bulkheads)),
+		HeartbeatTTL:     heartbeatTTL(cfg),
+		DefaultLeaseTTL:  cfg.Leases.DefaultTTL,
+		MaxRouteLeaseTTL: cfg.Leases.MaxRouteTTL,
 	}
 	for k, b := range cfg.Bulkheads {
 		p.LeaseTTL[k] = b.LeaseTTL
