@@ -65,7 +65,7 @@ func exportedNames(t *testing.T) map[string]bool {
 	if err := metrics.RegisterBreakers(c, oneBulkhead{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := metrics.NewLedger(c, "redis"); err != nil {
+	if _, err := metrics.NewLedgerMetrics(c, "redis"); err != nil {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}

@@ -20,7 +20,7 @@ func noBulkheads(cfg *config.Config, path string) string {
 		where = fmt.Sprintf("%s configures no bulkheads", path)
 	}
 	var what string
-	switch p := cfg.Authz.UnknownBulkhead; p {
+	switch p := cfg.Authz.Unmatched; p {
 	case authz.Allow:
 		what = "allow: each is admitted without a limit, so nothing is bounded"
 	case authz.Deny:

@@ -1,6 +1,9 @@
 package admission
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // State is a shared backend's availability as this replica sees it: the
 // one signal every part of the daemon that depends on the shared store
@@ -58,3 +61,10 @@ const (
 
 // Ops lists every operation.
 func Ops() []Op { return []Op{OpAcquire, OpRelease, OpRenew, OpLeave, OpState, OpReplicas, OpReopen} }
+
+// ErrCallerDeadline is wrapped by the error of a call to the store that its
+// caller cut short, not the store: a Check's own deadline came before the
+// backend's timeout (or the caller's context ended). It says nothing of the
+// store, so it never makes the backend Unavailable, and the metrics count
+// such a call apart from the store's timeouts.
+var ErrCallerDeadline = errors.New("the caller's deadline came before Redis answered")

@@ -47,13 +47,13 @@ func newFakeRecorder() *fakeRecorder {
 		untrusted: map[string]int{}, inputs: map[string]int{}}
 }
 
-func (r *fakeRecorder) UntrustedPriority(dep string) { r.inc(r.untrusted, dep) }
-func (r *fakeRecorder) InvalidInput(input Input)     { r.inc(r.inputs, string(input)) }
+func (r *fakeRecorder) UntrustedPriority(dep string)      { r.inc(r.untrusted, dep) }
+func (r *fakeRecorder) InvalidInput(input bulkhead.Input) { r.inc(r.inputs, string(input)) }
 
-func (r *fakeRecorder) Waited(dep string, _ time.Duration) { r.inc(r.waited, dep) }
-func (r *fakeRecorder) InvalidPriority(dep string)         { r.inc(r.invalid, dep) }
-func (r *fakeRecorder) Unmatched(o UnmatchedOutcome)       { r.inc(r.unmatched, string(o)) }
-func (r *fakeRecorder) InvalidLeaseTTL(dep string)         { r.inc(r.badTTL, dep) }
+func (r *fakeRecorder) Waited(dep string, _ time.Duration)    { r.inc(r.waited, dep) }
+func (r *fakeRecorder) InvalidPriority(dep string)            { r.inc(r.invalid, dep) }
+func (r *fakeRecorder) Unmatched(o bulkhead.UnmatchedOutcome) { r.inc(r.unmatched, string(o)) }
+func (r *fakeRecorder) InvalidLeaseTTL(dep string)            { r.inc(r.badTTL, dep) }
 
 func (r *fakeRecorder) inc(m map[string]int, k string) {
 	r.mu.Lock()

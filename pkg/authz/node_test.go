@@ -48,7 +48,7 @@ func TestCheckAttributesNode(t *testing.T) {
 			if res != permit.Released || lease.Node != tt.want {
 				t.Fatalf("lease node = %q (%v), want %q", lease.Node, res, tt.want)
 			}
-			if got := e.rec.count(e.rec.inputs, string(InputNode)); got != tt.bad {
+			if got := e.rec.count(e.rec.inputs, string(bulkhead.InputNode)); got != tt.bad {
 				t.Errorf("InvalidInput(node) recorded %d times, want %d", got, tt.bad)
 			}
 		})

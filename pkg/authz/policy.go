@@ -63,27 +63,52 @@ const (
 	DefaultMaxRouteLeaseTTL = 10 * time.Minute
 )
 
-// Policy is how the server answers. Values are immutable once passed to
-// the Server.
-type Policy struct {
+// Settings are the Check policy's own settings: the configuration's authz
+// section holds them as they are (config.Config.Authz), and Policy adds
+// what other sections give. Adding a Check setting is a field here, its
+// default (DefaultPolicy) and its row in the configuration's settings
+// table, which also validates it.
+type Settings struct {
 	// PriorityHeader is the request header that carries the class ("" to
-	// ignore headers). Envoy sends header names in lower case.
+	// ignore headers). Envoy sends header names in lower case; the
+	// configuration requires it so.
 	PriorityHeader string
 	// TenantHeader is the request header naming the tenant ("" = tenants
-	// off). Bulkheads with a tenant template then give each tenant its own
-	// sub-bulkhead inside their limit.
+	// off); it differs from PriorityHeader. Bulkheads with a tenant
+	// template then give each tenant its own sub-bulkhead inside their
+	// limit.
 	TenantHeader string
 	// DefaultPriority is used when no class is given or the given one is
 	// unknown.
 	DefaultPriority bulkhead.Priority
-	Unmatched       UnmatchedPolicy
+	// Unmatched says what to do with Checks that name no bulkhead, or one
+	// that is not configured (authz.unknown_bulkhead).
+	Unmatched UnmatchedPolicy
+	// DefaultBulkhead is where UseDefault sends such Checks: set iff
+	// Unmatched is UseDefault, and a configured bulkhead.
 	DefaultBulkhead string
-	// DenyStatus is the HTTP status of rejections.
+	// DenyStatus is the HTTP status of rejections, 400..599.
 	DenyStatus int
-	// DeadlineMargin: waits end this long before the Check's deadline.
+	// DeadlineMargin: waits end this long before the Check's deadline;
+	// [0, 1s).
 	DeadlineMargin time.Duration
-	// RetryAfter is sent as the retry-after header (whole seconds, >= 1).
+	// RetryAfter is sent as the retry-after header (whole seconds, >= 1);
+	// positive.
 	RetryAfter time.Duration
+	// TrustedPrioritySources are the downstream networks (canonical CIDR
+	// prefixes) whose PriorityHeader is honoured as sent. From any other
+	// source address (attributes.source.address of the Check, as Envoy sees
+	// the downstream) the header may only lower the class the route or
+	// DefaultPriority gives; a raise is ignored and counted
+	// (InputRecorder.UntrustedPriority). nil trusts no one.
+	TrustedPrioritySources []netip.Prefix
+}
+
+// Policy is how the server answers: its Settings, and what the leases and
+// the bulkheads of the configuration add. Values are immutable once passed
+// to the Server.
+type Policy struct {
+	Settings
 	// HeartbeatTTL, when > 0, is the lease of every permit: Envoy's
 	// periodic access log renews it while the request runs. The long
 	// leases below then apply only to permits of nodes known not to send
@@ -95,12 +120,6 @@ type Policy struct {
 	// MaxRouteLeaseTTL caps a route's own lease (context_extensions
 	// lease_ttl); <= 0 ignores route leases (each is counted as invalid).
 	MaxRouteLeaseTTL time.Duration
-	// TrustedPrioritySources are the downstream networks whose
-	// PriorityHeader is honoured as sent. From any other source address
-	// (attributes.source.address of the Check) the header may only lower
-	// the class the route or DefaultPriority gives; a raise is ignored and
-	// counted (InputRecorder.UntrustedPriority). nil trusts no one.
-	TrustedPrioritySources []netip.Prefix
 	// Connections maps a listener port to the bulkhead of the TCP
 	// connections Envoy accepts on it: a network Check (one without an
 	// HTTP request) names its bulkhead by its destination port.
@@ -117,12 +136,14 @@ type Connection struct {
 // DefaultPolicy returns the documented defaults.
 func DefaultPolicy() Policy {
 	return Policy{
-		PriorityHeader:   DefaultPriorityHeader,
-		DefaultPriority:  DefaultPriority,
-		Unmatched:        DefaultUnmatched,
-		DenyStatus:       DefaultDenyStatus,
-		DeadlineMargin:   DefaultDeadlineMargin,
-		RetryAfter:       DefaultRetryAfter,
+		Settings: Settings{
+			PriorityHeader:  DefaultPriorityHeader,
+			DefaultPriority: DefaultPriority,
+			Unmatched:       DefaultUnmatched,
+			DenyStatus:      DefaultDenyStatus,
+			DeadlineMargin:  DefaultDeadlineMargin,
+			RetryAfter:      DefaultRetryAfter,
+		},
 		DefaultLeaseTTL:  DefaultLeaseTTL,
 		MaxRouteLeaseTTL: DefaultMaxRouteLeaseTTL,
 	}

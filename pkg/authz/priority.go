@@ -10,26 +10,16 @@ import (
 // is parsed; a longer one is invalid without being looked at.
 const MaxPriorityLen = 32
 
-// Input names a request input that InputRecorder.InvalidInput counts; its
-// value is the metric label.
-type Input string
-
-// The inputs InputRecorder.InvalidInput counts.
-const (
-	InputTenant Input = "tenant" // a tenant header value over MaxTenantLen
-	InputNode   Input = "node"   // NodeHeader metadata given twice or not a valid node id
-)
-
 // InputRecorder counts request inputs the server distrusted or ignored. It
 // is optional (WithInputRecorder); label values are configured bulkhead
-// names and the Input constants only.
+// names and the bulkhead.Input constants only.
 type InputRecorder interface {
 	// UntrustedPriority counts a priority header that would have raised a
 	// request's class above the route's (or the default) from a source
 	// outside Policy.TrustedPrioritySources; the route's class was used.
 	UntrustedPriority(dependency string)
-	// InvalidInput counts an ignored value of input (InputTenant, InputNode).
-	InvalidInput(input Input)
+	// InvalidInput counts an ignored value of input (bulkhead.InputTenant, bulkhead.InputNode).
+	InvalidInput(input bulkhead.Input)
 }
 
 // WithInputRecorder sets the recorder of distrusted and ignored inputs
@@ -44,8 +34,8 @@ func WithInputRecorder(r InputRecorder) Option {
 
 type nopInputs struct{}
 
-func (nopInputs) UntrustedPriority(string) {}
-func (nopInputs) InvalidInput(Input)       {}
+func (nopInputs) UntrustedPriority(string)    {}
+func (nopInputs) InvalidInput(bulkhead.Input) {}
 
 // priority picks the class. The route's context_extensions["priority"],
 // else the default, is the base. The configured header replaces it when the

@@ -50,7 +50,7 @@ func TestRetryAfterSeconds(t *testing.T) {
 		{90 * time.Second, "90"},
 	}
 	for _, tt := range tests {
-		p := Policy{RetryAfter: tt.d}
+		p := Policy{Settings: Settings{RetryAfter: tt.d}}
 		if got := p.retryAfterSeconds(); got != tt.want {
 			t.Errorf("retry-after for %v = %q, want %q", tt.d, got, tt.want)
 		}

@@ -25,22 +25,11 @@ type Bulkheads interface {
 	Tenants(key string) *bulkhead.Tenants
 }
 
-// UnmatchedOutcome says what became of a Check that named no configured
-// bulkhead; its value is the metric label.
-type UnmatchedOutcome string
-
-// The outcomes Recorder.Unmatched counts.
-const (
-	UnmatchedAllowed   UnmatchedOutcome = "allowed"   // answered OK without a permit
-	UnmatchedDenied    UnmatchedOutcome = "denied"    // rejected, reason unknown_bulkhead
-	UnmatchedDefaulted UnmatchedOutcome = "defaulted" // served by Policy.DefaultBulkhead
-)
-
 // Recorder receives what the server measures; *metrics.Metrics is one.
 type Recorder interface {
 	Waited(dependency string, d time.Duration)
 	InvalidPriority(dependency string)
-	Unmatched(outcome UnmatchedOutcome)
+	Unmatched(outcome bulkhead.UnmatchedOutcome)
 	// InvalidLeaseTTL counts a route lease_ttl that was not a positive
 	// duration (ignored) or was above the cap (cut to it).
 	InvalidLeaseTTL(dependency string)
@@ -133,7 +122,7 @@ func (s *Server) check(ctx context.Context, pol *Policy, r *request) (answer, er
 	start := s.clock.Now()
 	node, badNode := nodeOf(ctx)
 	if badNode {
-		s.inputs.InvalidInput(InputNode)
+		s.inputs.InvalidInput(bulkhead.InputNode)
 	}
 	key := r.bulkhead
 	conn, isConn := pol.connection(r)
@@ -145,16 +134,16 @@ func (s *Server) check(ctx context.Context, pol *Policy, r *request) (answer, er
 	if l == nil {
 		switch pol.Unmatched {
 		case Allow:
-			s.rec.Unmatched(UnmatchedAllowed)
+			s.rec.Unmatched(bulkhead.UnmatchedAllowed)
 			return respond(allowed()), nil
 		case UseDefault:
 			if l = s.bulkheads.Get(pol.DefaultBulkhead); l != nil {
-				s.rec.Unmatched(UnmatchedDefaulted)
+				s.rec.Unmatched(bulkhead.UnmatchedDefaulted)
 				key = pol.DefaultBulkhead
 			}
 		}
 		if l == nil {
-			s.rec.Unmatched(UnmatchedDenied)
+			s.rec.Unmatched(bulkhead.UnmatchedDenied)
 			return respond(denied(pol, key, bulkhead.ReasonUnknownBulkhead)), nil
 		}
 	}

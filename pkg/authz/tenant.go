@@ -4,7 +4,7 @@ import "github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 
 // MaxTenantLen bounds the tenant header value, in bytes. A longer value is
 // ignored (the request is treated as naming no tenant, as if it had left
-// the header out) and counted as InputTenant.
+// the header out) and counted as bulkhead.InputTenant.
 const MaxTenantLen = 128
 
 // tenantOf returns the tenant sub-bulkheads of key and the request's tenant,
@@ -17,7 +17,7 @@ func (s *Server) tenantOf(pol *Policy, key string, id string) (*bulkhead.Tenants
 	}
 	ts := s.bulkheads.Tenants(key)
 	if ts != nil && len(id) > MaxTenantLen {
-		s.inputs.InvalidInput(InputTenant)
+		s.inputs.InvalidInput(bulkhead.InputTenant)
 		return nil, ""
 	}
 	return ts, id

@@ -97,7 +97,7 @@ func TestCheckTenantOversized(t *testing.T) {
 	if st := e.reg.Tenants("catalog").Stats(); st.Live != 0 {
 		t.Errorf("%d tenants live after oversized values, want 0", st.Live)
 	}
-	if got := e.rec.count(e.rec.inputs, string(InputTenant)); got != 3 {
+	if got := e.rec.count(e.rec.inputs, string(bulkhead.InputTenant)); got != 3 {
 		t.Errorf("InvalidInput(tenant) = %d, want 3", got)
 	}
 	resp, err := e.client.Check(ctx, checkReq(ext, map[string]string{"x-tenant": strings.Repeat("t", MaxTenantLen)}))

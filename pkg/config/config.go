@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
@@ -17,13 +16,15 @@ import (
 type Config struct {
 	Listen Listen
 	Log    Log
-	Authz  Authz
+	// Authz is the authz section: the Check policy's own settings, as the
+	// policy takes them (its defaults are authz's).
+	Authz  authz.Settings
 	Leases Leases
 	Limits Limits
 	Admin  Admin
 	Ledger Ledger
 	// Bulkheads maps each bulkhead name to its settings. It may be empty:
-	// then every request goes through Authz.UnknownBulkhead.
+	// then every request goes through Authz.Unmatched.
 	Bulkheads map[string]Bulkhead
 	// Source names where the YAML came from: the file path given to Load,
 	// the name given to Parse, or "" when Load read no file.
@@ -67,36 +68,6 @@ type Listen struct {
 type Log struct {
 	Level  slog.Level // one of debug, info, warn, error
 	Format LogFormat
-}
-
-// Authz configures the ext_authz Check path.
-type Authz struct {
-	// PriorityHeader is the lowercase request header carrying the priority;
-	// "" ignores headers.
-	PriorityHeader string
-	// DefaultPriority applies when a request names no priority.
-	DefaultPriority bulkhead.Priority
-	// UnknownBulkhead says what to do with requests naming no bulkhead or
-	// one that is not configured.
-	UnknownBulkhead authz.UnmatchedPolicy
-	// DefaultBulkhead is where authz.UseDefault sends such requests; set iff
-	// UnknownBulkhead is authz.UseDefault, and always a configured bulkhead.
-	DefaultBulkhead string
-	// DenyStatus is the HTTP status of rejections, 400..599.
-	DenyStatus int
-	// DeadlineMargin ends waits this long before the gRPC deadline; [0, 1s).
-	DeadlineMargin time.Duration
-	// RetryAfter is the retry-after value of rejections; positive.
-	RetryAfter time.Duration
-	// TenantHeader is the lowercase request header naming the tenant; ""
-	// turns tenants off. It differs from PriorityHeader.
-	TenantHeader string
-	// TrustedPrioritySources are the networks (canonical CIDR prefixes)
-	// whose requests' PriorityHeader is honoured as sent. From any other
-	// source address (the Check's attributes.source, as Envoy sees the
-	// downstream) the header may only lower the class that the route or
-	// DefaultPriority gives, never raise it. nil (the default) trusts no one.
-	TrustedPrioritySources []netip.Prefix
 }
 
 // Leases configures permit leases.

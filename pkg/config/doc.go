@@ -22,8 +22,10 @@
 // key, default, flag, the Config field it fills, and whether it takes effect
 // only at start (RestartOnly lists those a reload changed). Defaults of the
 // Check policy and of the permit ledger are the constants of the packages
-// that own them (authz, permit), and authz.unknown_bulkhead is an
-// authz.UnmatchedPolicy, so this package translates nothing. The layering
+// that own them (authz, permit), and the authz section decodes straight
+// into the Check policy's own authz.Settings, so this package translates
+// nothing: a new Check setting is a field of authz.Settings, its default
+// in authz, and its row in the table. The layering
 // goes through one private viper instance per call (defaults, file, env,
 // flags); the package uses no viper globals and has no package state. The bulkheads map is
 // decoded straight from the YAML, not through viper, because viper folds key

@@ -134,7 +134,7 @@ func FuzzParse(f *testing.F) {
 		if c.Admin.Token != "" {
 			t.Fatal("Parse set the admin token")
 		}
-		if c.Authz.UnknownBulkhead == authz.UseDefault {
+		if c.Authz.Unmatched == authz.UseDefault {
 			if _, ok := c.Bulkheads[c.Authz.DefaultBulkhead]; !ok {
 				t.Fatalf("default_bulkhead %q not configured", c.Authz.DefaultBulkhead)
 			}

@@ -101,7 +101,7 @@ bulkheads: {catalog: {max_concurrent: 1}}
 		{"BULKHEAD_LOG_FORMAT", "text", func(c *Config) bool { return c.Log.Format == LogText }},
 		{"BULKHEAD_AUTHZ_PRIORITY_HEADER", "", func(c *Config) bool { return c.Authz.PriorityHeader == "" }},
 		{"BULKHEAD_AUTHZ_DEFAULT_PRIORITY", "best_effort", func(c *Config) bool { return c.Authz.DefaultPriority == bulkhead.BestEffort }},
-		{"BULKHEAD_AUTHZ_UNKNOWN_BULKHEAD", "deny", func(c *Config) bool { return c.Authz.UnknownBulkhead == authz.Deny }},
+		{"BULKHEAD_AUTHZ_UNKNOWN_BULKHEAD", "deny", func(c *Config) bool { return c.Authz.Unmatched == authz.Deny }},
 		{"BULKHEAD_AUTHZ_DENY_STATUS", "429", func(c *Config) bool { return c.Authz.DenyStatus == 429 }},
 		{"BULKHEAD_AUTHZ_DEADLINE_MARGIN", "50ms", func(c *Config) bool { return c.Authz.DeadlineMargin == 50*time.Millisecond }},
 		{"BULKHEAD_AUTHZ_RETRY_AFTER", "5s", func(c *Config) bool { return c.Authz.RetryAfter == 5*time.Second }},
@@ -152,7 +152,7 @@ bulkheads: {catalog: {max_concurrent: 1}}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Authz.UnknownBulkhead != authz.UseDefault || c.Authz.DefaultBulkhead != "catalog" {
+		if c.Authz.Unmatched != authz.UseDefault || c.Authz.DefaultBulkhead != "catalog" {
 			t.Errorf("authz = %+v", c.Authz)
 		}
 	})

@@ -24,10 +24,10 @@ func defaults() *Config {
 		Listen: Listen{GRPC: "127.0.0.1:9001", HTTP: "127.0.0.1:9090", Admin: "127.0.0.1:9091",
 			GRPCMaxConnectionAgeGrace: 10 * time.Second, GRPCMaxRecvBytes: 4 << 20, GRPCMaxConcurrentStreams: 10000},
 		Log: Log{Level: slog.LevelInfo, Format: LogText},
-		Authz: Authz{
+		Authz: authz.Settings{
 			PriorityHeader:  "x-bulkhead-priority",
 			DefaultPriority: bulkhead.Normal,
-			UnknownBulkhead: authz.Deny,
+			Unmatched:       authz.Deny,
 			DenyStatus:      503,
 			DeadlineMargin:  25 * time.Millisecond,
 			RetryAfter:      time.Second,
@@ -84,8 +84,8 @@ bulkheads:
 					GRPCMaxRecvBytes: 65536, GRPCMaxConcurrentStreams: 100,
 					GRPCTLS: TLSFiles{CertFile: "/tls/grpc.crt", KeyFile: "/tls/grpc.key", ClientCAFile: "/tls/envoy-ca.crt"}}
 				c.Log = Log{Level: slog.LevelDebug, Format: LogJSON}
-				c.Authz = Authz{
-					DefaultPriority: bulkhead.BestEffort, UnknownBulkhead: authz.UseDefault,
+				c.Authz = authz.Settings{
+					DefaultPriority: bulkhead.BestEffort, Unmatched: authz.UseDefault,
 					DefaultBulkhead: "fallback", DenyStatus: 429, RetryAfter: 2 * time.Second,
 					TenantHeader: "x-tenant-id",
 					TrustedPrioritySources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"),
@@ -163,7 +163,7 @@ bulkheads:
 				c.Bulkheads["plain"] = Bulkhead{Settings: bulkhead.Settings{MaxConcurrent: 2}, LeaseTTL: time.Minute}
 			},
 		},
-		{"allow policy", "authz: {unknown_bulkhead: allow}\n", func(c *Config) { c.Authz.UnknownBulkhead = authz.Allow }},
+		{"allow policy", "authz: {unknown_bulkhead: allow}\n", func(c *Config) { c.Authz.Unmatched = authz.Allow }},
 		{
 			"bulkhead fields and lease_ttl",
 			`bulkheads:
@@ -273,5 +273,22 @@ func TestEnumStrings(t *testing.T) {
 	}
 	if _, err := ParseLogLevel("loud"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("ParseLogLevel(loud) error = %v, want ErrInvalid", err)
+	}
+}
+
+// The authz section is the Check policy's own settings, with the policy's
+// defaults; the leases section gives the rest of the policy's defaults.
+func TestAuthzDefaultsAreThePolicys(t *testing.T) {
+	c, err := Parse(testSource, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := authz.DefaultPolicy()
+	if !reflect.DeepEqual(c.Authz, want.Settings) {
+		t.Errorf("authz defaults = %+v, want the policy's %+v", c.Authz, want.Settings)
+	}
+	if c.Leases.DefaultTTL != want.DefaultLeaseTTL || c.Leases.MaxRouteTTL != want.MaxRouteLeaseTTL {
+		t.Errorf("leases default_ttl %v, max_route_ttl %v; want the policy's %v, %v",
+			c.Leases.DefaultTTL, c.Leases.MaxRouteTTL, want.DefaultLeaseTTL, want.MaxRouteLeaseTTL)
 	}
 }

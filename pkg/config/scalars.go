@@ -84,7 +84,7 @@ var scalars = []scalar{
 		enum(func(c *Config) *bulkhead.Priority { return &c.Authz.DefaultPriority }, bulkhead.ParsePriority,
 			"must be critical, normal or best_effort")},
 	{"authz.unknown_bulkhead", authz.DefaultUnmatched.String(), "", reloadable,
-		enum(func(c *Config) *authz.UnmatchedPolicy { return &c.Authz.UnknownBulkhead }, authz.ParseUnmatchedPolicy,
+		enum(func(c *Config) *authz.UnmatchedPolicy { return &c.Authz.Unmatched }, authz.ParseUnmatchedPolicy,
 			"must be deny, allow or default")},
 	{"authz.default_bulkhead", "", "", reloadable, text(func(c *Config) *string { return &c.Authz.DefaultBulkhead })},
 	{"authz.deny_status", authz.DefaultDenyStatus, "", reloadable, integer(func(c *Config) *int { return &c.Authz.DenyStatus })},

@@ -33,7 +33,7 @@ func TestRestartOnly(t *testing.T) {
 		{"in documented order", func(c *Config) { c.Admin.TLS.KeyFile, c.Listen.HTTP = "/k", ":0" },
 			[]string{"listen.http", "admin.tls.key_file"}},
 		{"reloadable authz", func(c *Config) {
-			c.Authz = Authz{PriorityHeader: "x-p", DefaultPriority: bulkhead.Critical, UnknownBulkhead: authz.Allow,
+			c.Authz = authz.Settings{PriorityHeader: "x-p", DefaultPriority: bulkhead.Critical, Unmatched: authz.Allow,
 				DenyStatus: 429, DeadlineMargin: 0, RetryAfter: time.Minute, TenantHeader: "x-t",
 				TrustedPrioritySources: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
 		}, nil},

@@ -129,9 +129,9 @@ func (d *decoder) defaultBulkhead(c *Config) {
 		return
 	}
 	switch {
-	case a.UnknownBulkhead == authz.UseDefault && a.DefaultBulkhead == "":
+	case a.Unmatched == authz.UseDefault && a.DefaultBulkhead == "":
 		d.ps.add(key, "is required when authz.unknown_bulkhead is default", "")
-	case a.UnknownBulkhead != authz.UseDefault && a.DefaultBulkhead != "":
+	case a.Unmatched != authz.UseDefault && a.DefaultBulkhead != "":
 		d.ps.add(key, "must be empty unless authz.unknown_bulkhead is default", d.got(key, a.DefaultBulkhead))
 	case a.DefaultBulkhead != "":
 		if _, ok := c.Bulkheads[a.DefaultBulkhead]; !ok {

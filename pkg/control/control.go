@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
@@ -45,7 +46,7 @@ type Control struct {
 type Option func(*Control)
 
 // OutcomeSource counts how a bulkhead's admitted requests ended;
-// *metrics.Metrics is one.
+// *sizing.Observer, which hears of every end, is one.
 type OutcomeSource interface {
 	Outcomes(dependency string) (success, failure, aborted uint64)
 }
@@ -53,10 +54,12 @@ type OutcomeSource interface {
 // WithOutcomes makes statuses carry outcome counts from src.
 func WithOutcomes(src OutcomeSource) Option { return func(ctl *Control) { ctl.outcomes = src } }
 
-// GlobalSource gives a bulkhead's permits in use and waiters (indexed by
-// bulkhead.Priority) summed over every replica, when a shared ledger keeps
-// them; *metrics.Ledger is one (through a func).
-type GlobalSource func(name string) (inUse int, queued [3]int, ok bool)
+// GlobalSource gives a bulkhead's permits in use and waiters summed over
+// every replica, when a ledger that several replicas share keeps them;
+// *redisledger.Ledger is one.
+type GlobalSource interface {
+	Global(bulkhead string) (admission.Global, bool)
+}
 
 // WithGlobal makes statuses show every replica's permits and waiters from
 // src instead of this process's own.
@@ -152,9 +155,9 @@ func (c *Control) getLocked(name string) (Status, error) {
 
 func (c *Control) statusLocked(s bulkhead.Snapshot) Status {
 	if c.global != nil {
-		if inUse, queued, ok := c.global(s.Name); ok {
-			s.InUse = inUse
-			copy(s.Queued[:], queued[:])
+		if g, ok := c.global.Global(s.Name); ok {
+			s.InUse = g.InUse
+			copy(s.Queued[:], g.Queued[:])
 		}
 	}
 	st := Status{Snapshot: s, Kind: config.KindRequests}
@@ -235,22 +238,15 @@ func fmtSettings(s bulkhead.Settings) string {
 		s.MaxConcurrent, s.MaxQueue, s.MaxWait, s.ReserveCritical, s.ReserveNormal)
 }
 
-// Policy translates a configuration into the Check policy.
+// Policy is the Check policy of a configuration: its authz section, and
+// the leases and connections its other sections give.
 func Policy(cfg *config.Config) authz.Policy {
 	p := authz.Policy{
-		PriorityHeader:         cfg.Authz.PriorityHeader,
-		TenantHeader:           cfg.Authz.TenantHeader,
-		TrustedPrioritySources: cfg.Authz.TrustedPrioritySources,
-		DefaultPriority:        cfg.Authz.DefaultPriority,
-		Unmatched:              cfg.Authz.UnknownBulkhead,
-		DefaultBulkhead:        cfg.Authz.DefaultBulkhead,
-		DenyStatus:             cfg.Authz.DenyStatus,
-		DeadlineMargin:         cfg.Authz.DeadlineMargin,
-		RetryAfter:             cfg.Authz.RetryAfter,
-		LeaseTTL:               make(map[string]time.Duration, len(cfg.Bulkheads)),
-		HeartbeatTTL:           cfg.Leases.Heartbeat().Lease(),
-		DefaultLeaseTTL:        cfg.Leases.DefaultTTL,
-		MaxRouteLeaseTTL:       cfg.Leases.MaxRouteTTL,
+		Settings:         cfg.Authz,
+		LeaseTTL:         make(map[string]time.Duration, len(cfg.Bulkheads)),
+		HeartbeatTTL:     cfg.Leases.Heartbeat().Lease(),
+		DefaultLeaseTTL:  cfg.Leases.DefaultTTL,
+		MaxRouteLeaseTTL: cfg.Leases.MaxRouteTTL,
 	}
 	for k, b := range cfg.Bulkheads {
 		p.LeaseTTL[k] = b.LeaseTTL

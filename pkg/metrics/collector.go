@@ -63,11 +63,13 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, s := range c.src.Snapshots() {
 		inUse, queued, recovering := s.InUse, s.QueuedTotal(), 0.0
-		if g, ok := c.m.ledger.Global(s.Name); ok {
-			// A shared ledger: every replica's permits, as Redis counts them.
-			inUse, queued = g.InUse, g.Queued[0]+g.Queued[1]+g.Queued[2]
-			if g.Recovering {
-				recovering = 1
+		if c.m.global != nil {
+			if g, ok := c.m.global.Global(s.Name); ok {
+				// The Redis ledger: every replica's permits, as Redis counts them.
+				inUse, queued = g.InUse, g.Queued[0]+g.Queued[1]+g.Queued[2]
+				if g.Recovering {
+					recovering = 1
+				}
 			}
 		}
 		gauge(descRecovering, recovering, s.Name)

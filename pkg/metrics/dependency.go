@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,14 +9,11 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
-// depSeries holds one dependency's per-request series, resolved once, and
-// its outcome counts for the admin API.
+// depSeries holds one dependency's per-request series, resolved once.
 type depSeries struct {
 	wait, hold, releaseLag             prometheus.Observer
 	success, failure, aborted, expired prometheus.Counter
 	adopted                            prometheus.Counter
-
-	successes, failures, aborts atomic.Uint64
 }
 
 // series returns the series of a dependency. The first call for a name
@@ -47,29 +43,15 @@ func (m *Metrics) Waited(dependency string, d time.Duration) {
 	m.series(dependency).wait.Observe(d.Seconds())
 }
 
-// Outcomes returns how many of a dependency's admitted requests ended in
-// success, failure and client abort (the admin API shows them).
-func (m *Metrics) Outcomes(dependency string) (success, failure, aborted uint64) {
-	v, ok := m.deps.Load(dependency)
-	if !ok {
-		return 0, 0, 0
-	}
-	d := v.(*depSeries)
-	return d.successes.Load(), d.failures.Load(), d.aborts.Load()
-}
-
 // Outcome records how an admitted request ended.
 func (m *Metrics) Outcome(dependency string, o bulkhead.Outcome) {
 	d := m.series(dependency)
 	switch o {
 	case bulkhead.Success:
-		d.successes.Add(1)
 		d.success.Inc()
 	case bulkhead.Failure:
-		d.failures.Add(1)
 		d.failure.Inc()
 	default:
-		d.aborts.Add(1)
 		d.aborted.Inc()
 	}
 }

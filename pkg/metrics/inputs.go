@@ -3,7 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
 // inputs count what the Check path found wrong with, distrusted or ignored
@@ -12,8 +12,8 @@ type inputs struct {
 	invalidPriority *counters // by dependency
 	invalidLeaseTTL *counters // by dependency
 	untrusted       *counters // by dependency
-	invalid         *counters // by authz.Input
-	unmatched       *counters // by authz.UnmatchedOutcome
+	invalid         *counters // by bulkhead.Input
+	unmatched       *counters // by bulkhead.UnmatchedOutcome
 }
 
 func newInputs() inputs {
@@ -36,7 +36,7 @@ func newInputs() inputs {
 			Name: "bulkhead_unmatched_checks_total", Help: "Checks with no or an unknown bulkhead key, by the policy's outcome.",
 		}, "outcome"),
 	}
-	for _, i := range []authz.Input{authz.InputTenant, authz.InputNode} {
+	for _, i := range bulkhead.Inputs() {
 		in.invalid.with(string(i))
 	}
 	return in
@@ -52,18 +52,18 @@ func (m *Metrics) InvalidPriority(dependency string) { m.inputs.invalidPriority.
 // InvalidLeaseTTL counts a route lease_ttl that was ignored or cut.
 func (m *Metrics) InvalidLeaseTTL(dependency string) { m.inputs.invalidLeaseTTL.with(dependency).Inc() }
 
-// UntrustedPriority implements authz.InputRecorder.
+// UntrustedPriority implements bulkhead.InputRecorder.
 func (m *Metrics) UntrustedPriority(dependency string) { m.inputs.untrusted.with(dependency).Inc() }
 
-// InvalidInput implements authz.InputRecorder.
-func (m *Metrics) InvalidInput(input authz.Input) { m.inputs.invalid.with(string(input)).Inc() }
+// InvalidInput implements bulkhead.InputRecorder.
+func (m *Metrics) InvalidInput(input bulkhead.Input) { m.inputs.invalid.with(string(input)).Inc() }
 
 // Unmatched counts a check with no or an unknown bulkhead key, by outcome.
 // Denied ones also count as rejected with reason unknown_bulkhead under
 // dependency "_unknown".
-func (m *Metrics) Unmatched(outcome authz.UnmatchedOutcome) {
+func (m *Metrics) Unmatched(outcome bulkhead.UnmatchedOutcome) {
 	m.inputs.unmatched.with(string(outcome)).Inc()
-	if outcome == authz.UnmatchedDenied {
+	if outcome == bulkhead.UnmatchedDenied {
 		m.unknownRejected.Add(1)
 	}
 }

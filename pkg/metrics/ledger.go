@@ -3,43 +3,34 @@ package metrics
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
-	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
 )
 
-// Ledger records the series of the permit ledger's backend: which one
-// serves, and for the shared one (Redis) its availability, its calls and
-// the bulkheads' global counts. Safe for concurrent use.
-type Ledger struct {
+// LedgerMetrics records the series of the permit ledger's backend: which one
+// serves, and for the Redis one its availability and its calls. Safe for
+// concurrent use.
+type LedgerMetrics struct {
 	state       *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
 	calls       *prometheus.CounterVec
 	seconds     *prometheus.HistogramVec
 	replicas    prometheus.Gauge
 	failOpen    *prometheus.CounterVec
-
-	mu     sync.Mutex
-	global map[string]admission.Global // every replica's, by bulkhead
 }
 
-var (
-	_ redisledger.Recorder = (*Ledger)(nil)
+// Redis calls take well under a millisecond on a LAN; the buckets resolve
+// 100 µs and show a slow or remote Redis plainly.
+var callBuckets = []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1}
 
-	// Redis calls take well under a millisecond on a LAN; the buckets
-	// resolve 100 µs and show a slow or remote Redis plainly.
-	callBuckets = []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1}
-)
-
-// NewLedger registers the ledger's series on reg and says that backend
+// NewLedgerMetrics registers the ledger's series on reg and says that backend
 // ("memory" or "redis") serves; with the memory backend the other series
 // stay at zero (strict).
-func NewLedger(reg prometheus.Registerer, backend string) (*Ledger, error) {
-	l := &Ledger{
+func NewLedgerMetrics(reg prometheus.Registerer, backend string) (*LedgerMetrics, error) {
+	l := &LedgerMetrics{
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bulkhead_ledger_state",
 			Help: "1 for the shared ledger's current state at this replica: strict (Redis decides), unavailable (ledger.on_unavailable applies), recovering (handing over permits admitted without Redis).",
@@ -59,7 +50,6 @@ func NewLedger(reg prometheus.Registerer, backend string) (*Ledger, error) {
 		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulkhead_ledger_fail_open_total", Help: "Checks admitted without a permit because Redis did not answer (ledger.on_unavailable: fail_open).",
 		}, []string{"dependency"}),
-		global: map[string]admission.Global{},
 	}
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "bulkhead_ledger_info", Help: "1, labelled with the permit ledger's backend: memory or redis.",
@@ -87,7 +77,7 @@ func NewLedger(reg prometheus.Registerer, backend string) (*Ledger, error) {
 	return l, nil
 }
 
-func (l *Ledger) setState(s admission.State) {
+func (l *LedgerMetrics) setState(s admission.State) {
 	for _, o := range admission.States() {
 		v := 0.0
 		if o == s {
@@ -98,11 +88,11 @@ func (l *Ledger) setState(s admission.State) {
 }
 
 // LedgerCall counts and times one call to Redis.
-func (l *Ledger) LedgerCall(op admission.Op, d time.Duration, err error) {
+func (l *LedgerMetrics) LedgerCall(op admission.Op, d time.Duration, err error) {
 	result := "ok"
 	switch {
 	case err == nil:
-	case errors.Is(err, redisledger.ErrCallerDeadline):
+	case errors.Is(err, admission.ErrCallerDeadline):
 		result = "deadline" // the Check's timeout, not Redis's
 	case isTimeout(err):
 		result = "timeout"
@@ -121,32 +111,13 @@ func isTimeout(err error) bool {
 }
 
 // LedgerState records a change of state.
-func (l *Ledger) LedgerState(s admission.State) {
+func (l *LedgerMetrics) LedgerState(s admission.State) {
 	l.setState(s)
 	l.transitions.WithLabelValues(s.String()).Inc()
 }
 
 // LedgerReplicas records the live replicas.
-func (l *Ledger) LedgerReplicas(n int) { l.replicas.Set(float64(n)) }
-
-// LedgerGlobal records a bulkhead's global counts, which the bulkhead
-// gauges report instead of this replica's own.
-func (l *Ledger) LedgerGlobal(bulkhead string, g admission.Global) {
-	l.mu.Lock()
-	l.global[bulkhead] = g
-	l.mu.Unlock()
-}
-
-// Global returns a bulkhead's last global state, if known.
-func (l *Ledger) Global(bulkhead string) (admission.Global, bool) {
-	if l == nil {
-		return admission.Global{}, false
-	}
-	l.mu.Lock()
-	v, ok := l.global[bulkhead]
-	l.mu.Unlock()
-	return v, ok
-}
+func (l *LedgerMetrics) LedgerReplicas(n int) { l.replicas.Set(float64(n)) }
 
 // FailOpen counts a Check admitted without a permit.
-func (l *Ledger) FailOpen(dependency string) { l.failOpen.WithLabelValues(dependency).Inc() }
+func (l *LedgerMetrics) FailOpen(dependency string) { l.failOpen.WithLabelValues(dependency).Inc() }

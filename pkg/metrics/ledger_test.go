@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
-	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
 )
 
 // A call that the Check's own deadline cut short is counted apart from
@@ -25,10 +25,10 @@ func TestLedgerCallResult(t *testing.T) {
 		{errors.New("NOPERM"), "error"},
 		{context.DeadlineExceeded, "timeout"},
 		{&net.OpError{Op: "read", Err: timeoutErr{}}, "timeout"},
-		{fmt.Errorf("%w: acquire: %w", redisledger.ErrCallerDeadline, context.DeadlineExceeded), "deadline"},
+		{fmt.Errorf("%w: acquire: %w", admission.ErrCallerDeadline, context.DeadlineExceeded), "deadline"},
 	} {
 		reg := prometheus.NewRegistry()
-		l, err := metrics.NewLedger(reg, "redis")
+		l, err := metrics.NewLedgerMetrics(reg, "redis")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,3 +75,44 @@ type timeoutErr struct{}
 
 func (timeoutErr) Error() string { return "i/o timeout" }
 func (timeoutErr) Timeout() bool { return true }
+
+// globalCounts is a GlobalSource that knows the bulkheads in it.
+type globalCounts map[string]admission.Global
+
+func (g globalCounts) Global(name string) (admission.Global, bool) {
+	v, ok := g[name]
+	return v, ok
+}
+
+// With a GlobalSource, the bulkhead gauges report every replica's counts
+// where it has them, and this process's own elsewhere.
+func TestGlobalCounts(t *testing.T) {
+	reg, bh := prometheus.NewRegistry(), bulkhead.NewRegistry()
+	if _, err := bh.Apply(map[string]bulkhead.Settings{"catalog": {MaxConcurrent: 10}, "orders": {MaxConcurrent: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := metrics.New(reg, bh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bh.Get("orders").Acquire(context.Background(), bulkhead.Normal); err != nil {
+		t.Fatal(err)
+	}
+	m.UseGlobal(globalCounts{"catalog": {InUse: 7, Queued: [3]int{1, 2, 3}, Recovering: true}})
+	fams := gather(t, reg)
+	for _, tt := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"bulkhead_active_calls", []string{"dependency", "catalog"}, 7},
+		{"bulkhead_queued_calls", []string{"dependency", "catalog"}, 6},
+		{"bulkhead_ledger_recovering", []string{"dependency", "catalog"}, 1},
+		{"bulkhead_active_calls", []string{"dependency", "orders"}, 1}, // not known globally: this process's
+		{"bulkhead_ledger_recovering", []string{"dependency", "orders"}, 0},
+	} {
+		if got, ok := value(fams, tt.name, tt.labels...); !ok || got != tt.want {
+			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, got, ok, tt.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
@@ -39,7 +40,7 @@ type Metrics struct {
 	duplicate, unknown prometheus.Counter   // releases that did nothing
 	reloaded, refused  prometheus.Counter   // configuration loads by result
 
-	ledger          *Ledger       // nil until UseLedger
+	global          GlobalSource  // nil: this process's counts (UseGlobal)
 	unknownRejected atomic.Uint64 // rejected with reason unknown_bulkhead, no bulkhead
 	deps            sync.Map      // dependency name -> *depSeries
 	kinds           atomic.Pointer[map[string]string]
@@ -130,10 +131,17 @@ func New(reg prometheus.Registerer, src SnapshotSource) (*Metrics, error) {
 	return m, nil
 }
 
-// UseLedger makes the bulkhead gauges (active and queued calls) report the
-// counts l has from a shared ledger, when it has them. Call it before
-// serving.
-func (m *Metrics) UseLedger(l *Ledger) { m.ledger = l }
+// GlobalSource gives a bulkhead's counts summed over every replica, when
+// a ledger that several replicas share keeps them; *redisledger.Ledger is
+// one.
+type GlobalSource interface {
+	Global(bulkhead string) (admission.Global, bool)
+}
+
+// UseGlobal makes the bulkhead gauges (active and queued calls, recovering)
+// report the counts src has of every replica, when it has them, instead of
+// this process's limiters'. Call it before serving.
+func (m *Metrics) UseGlobal(src GlobalSource) { m.global = src }
 
 // released returns the releases series of src.
 func (m *Metrics) released(src permit.Source) prometheus.Counter {

@@ -42,7 +42,7 @@ var closedSets = map[string]map[string]bool{
 	"reason":     set("queue_full", "shed", "timeout", "unknown_bulkhead", "circuit_open", "ledger_unavailable"),
 	"source":     set("access_log", "ttl", "cancel", "shutdown", "handover", "duplicate", "unknown"),
 	"outcome":    set("allowed", "denied", "defaulted"),
-	"input":      set(string(authz.InputTenant), string(authz.InputNode)),
+	"input":      set(string(bulkhead.InputTenant), string(bulkhead.InputNode)),
 	"result":     set("released", "renewed", "adopted", "duplicate", "late", "unknown", "no_token", "not_end", "ledger_unavailable", "success", "failure", "ok", "error", "timeout", "deadline"),
 	"op":         set("acquire", "release", "renew", "leave", "state", "replicas", "reopen"),
 	"state":      set("strict", "unavailable", "recovering"),
@@ -327,7 +327,7 @@ func TestOutcomes(t *testing.T) {
 	f.m.AdmissionsPaused(true)
 	f.m.UntrustedPriority("catalog")
 	f.m.UntrustedPriority("catalog")
-	f.m.InvalidInput(authz.InputNode)
+	f.m.InvalidInput(bulkhead.InputNode)
 	fams := gather(t, f.reg)
 	for _, tt := range []struct {
 		name   string

@@ -61,8 +61,7 @@ func (r *fakeRec) LedgerState(s admission.State) {
 	r.states = append(r.states, s)
 	r.mu.Unlock()
 }
-func (r *fakeRec) LedgerReplicas(n int)                  { r.mu.Lock(); r.replicas = n; r.mu.Unlock() }
-func (r *fakeRec) LedgerGlobal(string, admission.Global) {}
+func (r *fakeRec) LedgerReplicas(n int) { r.mu.Lock(); r.replicas = n; r.mu.Unlock() }
 
 type fakeObs struct {
 	mu    sync.Mutex

@@ -2,7 +2,6 @@ package redisledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -28,8 +27,9 @@ var ErrUnavailable = fmt.Errorf("redis %w", admission.ErrUnavailable)
 // by Redis: a Check's own deadline came before the ledger's timeout (or
 // the caller's context ended). It says nothing of Redis, so it never makes
 // the replica Unavailable; Acquire returns it wrapped with
-// bulkhead.ErrTimeout, as that Check's timeout.
-var ErrCallerDeadline = errors.New("the caller's deadline came before Redis answered")
+// bulkhead.ErrTimeout, as that Check's timeout. It is
+// admission.ErrCallerDeadline, which the metrics know.
+var ErrCallerDeadline = admission.ErrCallerDeadline
 
 // Recorder receives what the ledger measures; *metrics.Metrics is one.
 type Recorder interface {
@@ -39,9 +39,6 @@ type Recorder interface {
 	LedgerState(s admission.State)
 	// LedgerReplicas reports the live replicas Redis knows of.
 	LedgerReplicas(n int)
-	// LedgerGlobal reports a bulkhead's state summed over every replica,
-	// as Redis counts it.
-	LedgerGlobal(bulkhead string, g admission.Global)
 }
 
 // Config is what a Ledger needs besides its Redis client.
@@ -64,7 +61,7 @@ type Config struct {
 	// another never reaches Redis (nil: every name is).
 	Known func(bulkhead string) bool
 	// Tick is how often the replica says it is alive, and looks at each
-	// bulkhead (expiry, the queue, the global gauges). Default 1s.
+	// bulkhead (expiry, the queue, the global counts, Global). Default 1s.
 	Tick time.Duration
 	// LocalShareFor, when positive, is how long a replica cut off from
 	// Redis may admit its share of each limit alone (ledger.on_unavailable:
@@ -111,6 +108,10 @@ type Ledger struct {
 	// looked at it (replica -> seen, ms on Redis's clock); see present.
 	presMu   sync.Mutex
 	presence map[string]map[string]int64
+	// global is, per bulkhead, its counts summed over every replica as
+	// Redis last reported them to the ticker (Global).
+	globalMu sync.Mutex
+	global   map[string]admission.Global
 }
 
 // New returns a ledger on rdb. It does not contact Redis: Run does.
@@ -122,11 +123,29 @@ func New(rdb redis.UniversalClient, cfg Config, obs permit.Observer, rec Recorde
 		log = slog.New(slog.DiscardHandler)
 	}
 	l := &Ledger{rdb: rdb, cfg: cfg, sc: loadScripts(), obs: obs, rec: rec, log: log, wake: newWaiters(), kick: make(chan struct{}, 1),
-		jobs: make(chan job, 4*maxBatch), presence: map[string]map[string]int64{}}
+		jobs: make(chan job, 4*maxBatch), presence: map[string]map[string]int64{},
+		global: map[string]admission.Global{}}
 	l.state.Store(int32(admission.Unavailable)) // until Run has heard from Redis
 	l.down.Store(time.Now().UnixNano())
 	l.replicas.Store(1)
 	return l
+}
+
+// Global returns bulkhead's state summed over every replica, as Redis
+// counted it at the ticker's last look (each Tick), and false until the
+// ticker has looked at it.
+func (l *Ledger) Global(bulkhead string) (admission.Global, bool) {
+	l.globalMu.Lock()
+	defer l.globalMu.Unlock()
+	g, ok := l.global[bulkhead]
+	return g, ok
+}
+
+// setGlobal keeps bulkhead's global state for Global.
+func (l *Ledger) setGlobal(bulkhead string, g admission.Global) {
+	l.globalMu.Lock()
+	defer l.globalMu.Unlock()
+	l.global[bulkhead] = g
 }
 
 func (l *Ledger) keysOf(name string) []string {

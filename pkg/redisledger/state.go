@@ -46,7 +46,7 @@ type Handover func(ctx context.Context) error
 // Run keeps the ledger going until ctx ends: it listens for wake-ups of
 // this replica's waiters, says each Tick that the replica is alive (the
 // count local_share divides by), looks at each bulkhead of names (expiry,
-// the queue, the global gauges), and moves between states. handover may be
+// the queue, the global counts), and moves between states. handover may be
 // nil.
 func (l *Ledger) Run(ctx context.Context, names func() []string, handover Handover) error {
 	var g errgroup.Group
@@ -175,7 +175,7 @@ func (l *Ledger) depart(names []string) {
 
 // look runs the state script of each bulkhead, pipelined: it reclaims
 // expired leases, serves queues (a recovery window that ended, permits
-// that expired) and reports the global gauges. Its time limit is four
+// that expired) and keeps the global counts (Global). Its time limit is four
 // timeouts, cut to ctx's deadline: a waiter looks with its Check's context,
 // so a slow Redis does not hold that Check past its deadline, and a look
 // that ctx ended (that deadline, or the Check gone) is no sign of Redis.
@@ -224,7 +224,7 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 		swept, _ := a[2].([]any)
 		redisNow, _ := a[4].(int64)
 		l.expired(names[i], swept, redisNow)
-		l.rec.LedgerGlobal(names[i], admission.Global{InUse: n(0), Queued: [3]int{n(5), n(6), n(7)}, Recovering: n(3) > 0})
+		l.setGlobal(names[i], admission.Global{InUse: n(0), Queued: [3]int{n(5), n(6), n(7)}, Recovering: n(3) > 0})
 		kept, _ := a[8].([]any)
 		if r := l.present(names[i], kept, n(9) == 1, redisNow); len(r.seen) > 0 {
 			lost = append(lost, r)

@@ -78,8 +78,8 @@ bulkheads:
 	}{
 		{"bulkhead_untrusted_priority_total", "catalog", 1},
 		{"bulkhead_invalid_priority_total", "catalog", 4},
-		{"bulkhead_invalid_inputs_total", string(authz.InputTenant), 1},
-		{"bulkhead_invalid_inputs_total", string(authz.InputNode), 1},
+		{"bulkhead_invalid_inputs_total", string(bulkhead.InputTenant), 1},
+		{"bulkhead_invalid_inputs_total", string(bulkhead.InputNode), 1},
 	} {
 		if got := counter(t, rn, c.name, c.label); got != c.want {
 			t.Errorf("%s{%s} = %v, want %v", c.name, c.label, got, c.want)

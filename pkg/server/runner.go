@@ -145,11 +145,10 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	hb := cfg.Leases.Heartbeat()
 	azOpts := []authz.Option{authz.WithLogger(log), authz.WithInputRecorder(m), authz.WithSilentNodes(silent)}
 	alsOpts := []accesslog.Option{accesslog.WithHeartbeat(hb), accesslog.WithSilentNodes(silent)}
-	lm, err := metrics.NewLedger(r.promReg, cfg.Ledger.Backend.String())
+	lm, err := metrics.NewLedgerMetrics(r.promReg, cfg.Ledger.Backend.String())
 	if err != nil {
 		return nil, err
 	}
-	m.UseLedger(lm)
 	var backend admission.Ledger
 	if cfg.Ledger.Backend == config.LedgerRedis {
 		// Redis decides admissions, and keeps its own recovery window
@@ -160,6 +159,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		if r.shared, err = newShared(cfg, hb, known, log, m, r.gate); err != nil {
 			return nil, err
 		}
+		m.UseGlobal(r.shared.ledger)
 		r.shared.fallback = redisledger.NewFallback(r.shared.ledger, cfg.Ledger.OnUnavailable, r.Ledger, lm)
 		backend = r.shared.fallback
 	} else {
@@ -180,12 +180,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		return nil, err
 	}
 	r.authz = authz.New(r.Registry, backend, m, authz.DefaultPolicy(), azOpts...)
-	ctlOpts := []control.Option{control.WithOutcomes(m), control.WithBreakers(breakers), control.WithSizing(r.sizing)}
+	ctlOpts := []control.Option{control.WithOutcomes(r.sizing), control.WithBreakers(breakers), control.WithSizing(r.sizing)}
 	if r.shared != nil {
-		ctlOpts = append(ctlOpts, control.WithGlobal(func(name string) (int, [3]int, bool) {
-			g, ok := lm.Global(name)
-			return g.InUse, g.Queued, ok
-		}))
+		ctlOpts = append(ctlOpts, control.WithGlobal(r.shared.ledger))
 	}
 	if r.shared != nil {
 		r.shared.overrides = newOverrideSync(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.log)
@@ -193,7 +190,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		r.shared.breakers = newBreakerSync(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.replica, breakers, r.shared.log)
 		r.shared.sizing = newSizingShare(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.replica, r.sizing, sizingReadTimeout, r.shared.log)
 		r.sizing.SetPeers(r.shared.sizing)
-		r.sampler = globalSampler{keys: r.Registry.Keys, global: lm.Global}
+		r.sampler = globalSampler{keys: r.Registry.Keys, global: r.shared.ledger.Global}
 	} else {
 		r.sampler = sizing.LimiterSampler(r.Registry)
 	}

@@ -26,6 +26,11 @@
 // It refuses (ErrTooLittleTraffic) when the window holds fewer than
 // Params.MinRequests ended requests.
 //
+// The Observer also counts how each bulkhead's requests ended (success,
+// failure, client abort) since it was first observed: it hears of every
+// end, and the admin API shows the counts (Outcomes). The metrics count the
+// same ends for Prometheus on their own; they store nothing others read.
+//
 // With Peers (several replicas enforcing one limit, each hearing only its
 // share of the access logs), the requests that ended at the other replicas
 // are added to this one's, second by second, before any of the above; a

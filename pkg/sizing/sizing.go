@@ -109,6 +109,9 @@ type bucket struct {
 type history struct {
 	mu      sync.Mutex
 	buckets [numBuckets]bucket
+	// outcomes count the requests ended since the bulkhead was first
+	// observed, by bulkhead.Outcome (any other counts as Aborted).
+	outcomes [3]uint64
 }
 
 func (h *history) at(now time.Time) *bucket {
@@ -200,14 +203,32 @@ func (o *Observer) history(name string) *history {
 }
 
 // Ended records a request of bulkhead name that held its permit for held
-// (every outcome counts: a permit was held).
-func (o *Observer) Ended(name string, _ bulkhead.Outcome, held time.Duration) {
+// (every outcome counts: a permit was held), and counts its outcome.
+func (o *Observer) Ended(name string, outcome bulkhead.Outcome, held time.Duration) {
 	h := o.history(name)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	b := h.at(o.clock.Now())
 	b.requests++
 	b.hold += max(held, 0)
+	if outcome > bulkhead.Aborted {
+		outcome = bulkhead.Aborted
+	}
+	h.outcomes[outcome]++
+}
+
+// Outcomes returns how many of bulkhead name's requests ended in success,
+// failure and client abort since it was first observed (the admin API
+// shows them). A bulkhead that is gone is forgotten (Run), and counts from
+// zero if it comes back, like its limiter's own counters.
+func (o *Observer) Outcomes(name string) (success, failure, aborted uint64) {
+	h := o.get(name)
+	if h == nil {
+		return 0, 0, 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.outcomes[bulkhead.Success], h.outcomes[bulkhead.Failure], h.outcomes[bulkhead.Aborted]
 }
 
 // Sample records that bulkhead name has inUse permits in use now, and had

@@ -209,3 +209,29 @@ func TestPeers(t *testing.T) {
 		t.Error("suggested from this replica's half while the peers could not be read")
 	}
 }
+
+// Outcome counts run since the bulkhead was first observed, past History,
+// and go with the bulkhead.
+func TestOutcomes(t *testing.T) {
+	fc := clock.NewFake(epoch)
+	o := New(fc)
+	if s, f, a := o.Outcomes("catalog"); s+f+a != 0 {
+		t.Fatalf("outcomes before any request = %d %d %d", s, f, a)
+	}
+	o.Ended("catalog", bulkhead.Success, time.Millisecond)
+	o.Ended("catalog", bulkhead.Failure, time.Millisecond)
+	fc.Advance(2 * History) // past every bucket
+	o.Ended("catalog", bulkhead.Failure, time.Millisecond)
+	o.Ended("catalog", bulkhead.Aborted, time.Millisecond)
+	o.Ended("orders", bulkhead.Success, time.Millisecond)
+	if s, f, a := o.Outcomes("catalog"); s != 1 || f != 2 || a != 1 {
+		t.Errorf("catalog outcomes = %d %d %d, want 1 2 1", s, f, a)
+	}
+	o.Retain(map[string]bool{"orders": true})
+	if s, f, a := o.Outcomes("catalog"); s+f+a != 0 {
+		t.Errorf("outcomes of a bulkhead gone = %d %d %d, want none", s, f, a)
+	}
+	if s, f, a := o.Outcomes("orders"); s != 1 || f+a != 0 {
+		t.Errorf("orders outcomes = %d %d %d, want 1 0 0", s, f, a)
+	}
+}

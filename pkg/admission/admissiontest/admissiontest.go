@@ -16,7 +16,6 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
-	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // Heartbeat is the lease contract every backend under test is built with.
@@ -180,7 +179,7 @@ func queueGrantsOnRelease(t *testing.T, newBackend New) {
 		a, err := b.Ledger.Admit(context.Background(), r)
 		waiter <- result{a, err}
 	}()
-	testkit.Eventually(t, "a waiter queued", func() bool { return queued(t, b, "catalog") })
+	eventually(t, "a waiter queued", func() bool { return queued(t, b, "catalog") })
 	select {
 	case got := <-waiter:
 		t.Fatalf("the waiter was answered while the permit was held: %+v, %v", got.a, got.err)
@@ -269,7 +268,7 @@ func expiryReclaims(t *testing.T, newBackend New) {
 	r := request(t, b, "catalog", bulkhead.Normal)
 	r.Lease = 300 * time.Millisecond
 	tok := admit(t, b, r)
-	testkit.Eventually(t, "the expired lease reclaimed", func() bool {
+	eventually(t, "the expired lease reclaimed", func() bool {
 		a, err := b.Ledger.Admit(context.Background(), r)
 		if err == nil {
 			_, res := release(t, b, "catalog", a.Token)
@@ -353,5 +352,16 @@ func holders(t *testing.T, newBackend New) {
 	}
 	if leases, n := b.Ledger.Holders("catalog", 1); n != 2 || len(leases) != 1 || leases[0].Token != first {
 		t.Fatalf("Holders(max 1) = %+v of %d, want the oldest of 2", leases, n)
+	}
+}
+
+// eventually polls cond until it holds, for at most 5 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
