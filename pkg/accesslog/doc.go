@@ -3,7 +3,11 @@
 // HTTPAccessLogEntry when each request ends; the permit token the ext_authz
 // answer put in dynamic metadata comes back in
 // common_properties.metadata.filter_metadata["envoy.filters.http.ext_authz"]
-// and the permit is released through the ledger (exactly once).
+// and the permit is released through the ledger (exactly once). The ledger
+// is the admission contract (admission.Ledger): this process's, or the
+// Redis ledger many replicas share; the server does not know which, and
+// takes each answer (one permit.Result) through a callback (answer.go),
+// which a shared ledger may call later, from its batcher.
 //
 // Only DownstreamEnd entries release: periodic entries renew (see below),
 // upstream entries of the same request are ignored. Entries without a
@@ -31,7 +35,8 @@
 // # Heartbeat leases
 //
 // The stream is at most once, so every permit is a lease, and Envoy keeps it
-// alive (WithHeartbeat): with access_log_flush_interval set on its HTTP
+// alive (WithHeartbeat; the rules are permit.Heartbeat's): with
+// access_log_flush_interval set on its HTTP
 // connection manager, Envoy logs every request in flight once an interval
 // (DownstreamPeriodic), carrying the same ext_authz metadata as the end
 // entry. Each such entry renews its permit's lease to Heartbeat.TTL; a
@@ -40,18 +45,15 @@
 // whatever its node id, with or without x-bulkhead-node, and a request of
 // any length keeps its permit while its Envoy lives.
 //
-// A periodic entry whose token the ledger does not hold is adopted: the
-// request was admitted by an earlier process (the daemon restarted) or its
-// lease expired while it ran. Its bulkhead (the metadata's "bulkhead" key)
-// counts it in use at once (bulkhead.Limiter.Adopt: never queued or
-// rejected, it runs already) and its end entry releases it. Unknown tokens
-// are adopted only for one TTL and one interval after the server was built:
-// later every live permit is known or remembered, and an unknown token is a
-// forgery or forgotten. Envoy batches periodic entries and sends end entries
-// at once, so a request's last periodic entry can come after its end entry:
-// the tokens of end entries the ledger could not match (unknown in that
-// period, or already reclaimed) are remembered (endedTokens), and a late
-// periodic entry of one is a duplicate, never an adoption.
+// A periodic entry whose token the ledger does not hold is adopted by the
+// ledger (admission.Ledger.Renew): the request was admitted by an earlier
+// process (the daemon restarted) or its lease expired while it ran. Its
+// bulkhead (the metadata's "bulkhead" key) counts it in use at once (never
+// queued or rejected, it runs already) and its end entry releases it.
+// Unknown tokens are adopted only within the adoption window
+// (permit.Heartbeat.AdoptFor); a request's last periodic entry, batched,
+// can come after its end entry, and the ledger answers it Late, never an
+// adoption (permit.EndedTokens, and the Redis ledger's ended set).
 //
 // Misconfiguration is loud (Recorder.HeartbeatProblem, SilentNodes): an end
 // entry for a permit already reclaimed (permit.EndedAfterExpiry), or a
@@ -62,9 +64,13 @@
 // the permit was held (within the last TTL for one already reclaimed). The
 // shipped Envoy config sends periodic entries on a logger and streams of
 // their own, batched, so the node, not the stream, is what heartbeats. It is logged once, and its later Checks that carry
-// x-bulkhead-node get the long lease (authz.SilentNodes) until it sends a
-// periodic entry again.
+// x-bulkhead-node get the long lease (permit.SilentNodes, read by the Check
+// server) until it sends a periodic entry again.
 //
-// Server and SilentNodes are safe for concurrent use. Server handles any
+// An entry the ledger could not serve because it cannot reach its store
+// (permit.Unavailable) ends its stream after its message, so that Envoy's
+// next entries renew their leases at a replica that can.
+//
+// Server is safe for concurrent use. Server handles any
 // number of streams concurrently; it starts no goroutine.
 package accesslog

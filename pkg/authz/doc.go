@@ -2,10 +2,13 @@
 // (envoy.service.auth.v3.Authorization). A Check names its bulkhead in the
 // route's context_extensions["bulkhead"]; its priority comes from a
 // configured request header or context_extensions["priority"]. The server
-// takes a permit from that bulkhead, waiting at most until the gRPC deadline
-// less a margin, registers it in the permit ledger, and answers OK with the
-// permit token in dynamic_metadata, or a DeniedHttpResponse (503 by
-// default, retry-after, x-bulkhead-reason, a JSON body).
+// asks the ledger (admission.Ledger: this process's limiters, or the Redis
+// ledger many replicas share; the server does not know which) for a permit
+// of that bulkhead, waiting at most until the gRPC deadline less a margin,
+// and answers OK with the permit token in dynamic_metadata, or a
+// DeniedHttpResponse (503 by default, retry-after, x-bulkhead-reason, a
+// JSON body). Every decision of a Check is in check.go; one Request value
+// carries them into the ledger.
 //
 // The permit is registered with the Envoy node named by the Check's gRPC
 // metadata x-bulkhead-node (NodeHeader; missing or invalid: no node), shown
@@ -41,9 +44,10 @@
 // connection, and the access log of the connection brings the permit back.
 //
 // A denial is an answer, never a gRPC error. gRPC errors mean "cannot
-// decide" (the Check was cancelled, or the ledger is full) so that Envoy's
-// failure mode applies. A permit granted to a Check whose context ended
-// before it could answer is released at once (source "cancel").
+// decide" (the Check was cancelled, or the ledger is full or cannot reach
+// its store under a policy that does not answer) so that Envoy's failure
+// mode applies. A permit granted to a Check whose context ended before it
+// could answer is released by the ledger at once (source "cancel").
 //
 // Register serves the Server to Envoy without decoding whole CheckRequests:
 // the gRPC server, built with wire.ServerCodec, hands the handler the

@@ -149,22 +149,6 @@ func DefaultPolicy() Policy {
 	}
 }
 
-func (p *Policy) leaseTTL(key string) time.Duration {
-	if d, ok := p.LeaseTTL[key]; ok && d > 0 {
-		return d
-	}
-	return p.DefaultLeaseTTL
-}
-
-func (p *Policy) retryAfterSeconds() string { return retryAfterValue(p.RetryAfter) }
-
-// retryAfterValue is d as a retry-after header value: whole seconds,
-// rounded up, at least 1.
-func retryAfterValue(d time.Duration) string {
-	s := int64((d + time.Second - 1) / time.Second)
-	return fmt.Sprint(max(s, 1))
-}
-
 func (p Policy) normalised() Policy {
 	p.PriorityHeader = strings.ToLower(p.PriorityHeader)
 	p.TenantHeader = strings.ToLower(p.TenantHeader)

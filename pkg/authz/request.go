@@ -47,11 +47,6 @@ type optional struct {
 
 var _ wire.Unmarshaler = (*request)(nil)
 
-// newRequest returns a request that keeps the headers pol names.
-func newRequest(pol *Policy) *request {
-	return &request{priorityHeader: pol.PriorityHeader, tenantHeader: pol.TenantHeader}
-}
-
 // requestOf reads req as pol says.
 func requestOf(pol *Policy, req *authv3.CheckRequest) *request {
 	r := newRequest(pol)
@@ -252,3 +247,16 @@ func (r *request) destinationAddress(b []byte) error {
 	}
 	return ad.Err()
 }
+
+// ExtLeaseTTL is the context_extensions key of a route's own lease TTL, a Go
+// duration ("90s"); it is capped at Policy.MaxRouteLeaseTTL.
+const ExtLeaseTTL = "lease_ttl"
+
+// MaxTenantLen bounds the tenant header value, in bytes. A longer value is
+// ignored (the request is treated as naming no tenant, as if it had left
+// the header out) and counted as bulkhead.InputTenant.
+const MaxTenantLen = 128
+
+// MaxPriorityLen bounds a priority value (header or context_extensions) that
+// is parsed; a longer one is invalid without being looked at.
+const MaxPriorityLen = 32

@@ -2,19 +2,15 @@ package authz
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
-	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
 // Bulkheads finds a bulkhead, and its tenant sub-bulkheads, by key;
@@ -91,103 +87,68 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	return a.message(), nil
 }
 
-// answer is what a Check answers: a granted permit's token and bulkhead,
-// or, when no permit was granted, resp.
-type answer struct {
-	token, key string
-	resp       *authv3.CheckResponse
+// NodeHeader is the gRPC metadata key, on the Check RPC itself (not a
+// request header of the client, which a client could forge), naming the
+// Envoy node that asks. Envoy sends it when its ext_authz grpc_service has
+//
+//	initial_metadata: [{key: x-bulkhead-node, value: "<node.id>"}]
+//
+// It should equal the node.id that Envoy's access-log streams carry in
+// their Identifier: the lease shows it as the permit's holder, and a node
+// seen not to send periodic access-log entries gets the long lease for its
+// permits (SilentNodes). Without it everything works the same, but permits
+// name no holder until adopted.
+const NodeHeader = "x-bulkhead-node"
+
+// SilentNodes tells which Envoy nodes were seen not to send periodic
+// access-log entries; *accesslog.SilentNodes is one.
+type SilentNodes interface {
+	Silent(node string) bool
 }
 
-func respond(resp *authv3.CheckResponse) answer { return answer{resp: resp} }
+// WithSilentNodes sets the nodes whose permits get the long lease instead
+// of the heartbeat lease (default: none).
+func WithSilentNodes(n SilentNodes) Option { return func(s *Server) { s.silent = n } }
 
-// message is the answer as a CheckResponse.
-func (a answer) message() *authv3.CheckResponse {
-	if a.resp != nil {
-		return a.resp
-	}
-	return admitted(a.token, a.key)
+type noSilentNodes struct{}
+
+func (noSilentNodes) Silent(string) bool { return false }
+
+// Breakers says whether a bulkhead's circuit breaker lets a Check through;
+// *breaker.Set is one. When it does not, retryAfter is how long until it
+// lets requests through again.
+type Breakers interface {
+	Allow(key string) (ok bool, retryAfter time.Duration)
 }
 
-// encoded is the answer as the wire codec sends it: an admission encoded
-// directly, anything else as its CheckResponse.
-func (a answer) encoded() any {
-	if a.resp != nil {
-		return a.resp
-	}
-	return encodeAdmitted(a.token, a.key)
+// WithBreakers makes Checks ask b first, before any permit is taken
+// (default: no breakers).
+func WithBreakers(b Breakers) Option { return func(s *Server) { s.breakers = b } }
+
+// InputRecorder counts request inputs the server distrusted or ignored. It
+// is optional (WithInputRecorder); label values are configured bulkhead
+// names and the bulkhead.Input constants only.
+type InputRecorder interface {
+	// UntrustedPriority counts a priority header that would have raised a
+	// request's class above the route's (or the default) from a source
+	// outside Policy.TrustedPrioritySources; the route's class was used.
+	UntrustedPriority(dependency string)
+	// InvalidInput counts an ignored value of input (bulkhead.InputTenant, bulkhead.InputNode).
+	InvalidInput(input bulkhead.Input)
 }
 
-// check answers r under pol.
-func (s *Server) check(ctx context.Context, pol *Policy, r *request) (answer, error) {
-	start := s.clock.Now()
-	node, badNode := nodeOf(ctx)
-	if badNode {
-		s.inputs.InvalidInput(bulkhead.InputNode)
-	}
-	key := r.bulkhead
-	conn, isConn := pol.connection(r)
-	if isConn {
-		key = conn.Bulkhead
-	}
-
-	l := s.bulkheads.Get(key)
-	if l == nil {
-		switch pol.Unmatched {
-		case Allow:
-			s.rec.Unmatched(bulkhead.UnmatchedAllowed)
-			return respond(allowed()), nil
-		case UseDefault:
-			if l = s.bulkheads.Get(pol.DefaultBulkhead); l != nil {
-				s.rec.Unmatched(bulkhead.UnmatchedDefaulted)
-				key = pol.DefaultBulkhead
-			}
+// WithInputRecorder sets the recorder of distrusted and ignored inputs
+// (default: none).
+func WithInputRecorder(r InputRecorder) Option {
+	return func(s *Server) {
+		if r != nil {
+			s.inputs = r
 		}
-		if l == nil {
-			s.rec.Unmatched(bulkhead.UnmatchedDenied)
-			return respond(denied(pol, key, bulkhead.ReasonUnknownBulkhead)), nil
-		}
 	}
-
-	if resp, refused := s.circuit(pol, l, key); refused {
-		return respond(resp), nil
-	}
-	var prio bulkhead.Priority
-	if isConn {
-		prio = s.connectionPriority(conn, r)
-	} else {
-		prio = s.priority(pol, key, r)
-	}
-	req := admission.Request{Bulkhead: l, Priority: prio, Node: node, Lease: s.leaseTTL(pol, key, r.leaseTTL, node)}
-	if d, ok := ctx.Deadline(); ok {
-		req.Deadline = d.Add(-pol.DeadlineMargin)
-	}
-	req.Tenants, req.Tenant = s.tenantOf(pol, key, r.tenant)
-	return s.admit(ctx, pol, req, start)
 }
 
-// admit asks the ledger for req's permit and answers with it.
-func (s *Server) admit(ctx context.Context, pol *Policy, req admission.Request, start time.Time) (answer, error) {
-	key := req.Bulkhead.Name()
-	a, err := s.ledger.Admit(ctx, req)
-	switch {
-	case err == nil && a.Unguarded:
-		return respond(allowed()), nil
-	case err == nil:
-		s.rec.Waited(key, s.clock.Now().Sub(start))
-		return answer{token: a.Token, key: key}, nil
-	}
-	if reason := bulkhead.ReasonOf(err); reason != bulkhead.ReasonNone {
-		return respond(denied(pol, key, reason)), nil
-	}
-	if ctx.Err() != nil {
-		// The Check's context ended while it waited (Envoy cancelled it:
-		// the client went away) or just after its permit was granted, or
-		// its deadline passed. Nobody listens.
-		return answer{}, status.FromContextError(ctx.Err()).Err()
-	}
-	s.log.Error("no permit", "bulkhead", key, "err", err)
-	if errors.Is(err, permit.ErrFull) || errors.Is(err, permit.ErrClosed) {
-		return answer{}, status.Errorf(codes.ResourceExhausted, "bulkhead: %v", err)
-	}
-	return answer{}, status.Errorf(codes.Internal, "bulkhead: %v", err)
-}
+type nopInputs struct{}
+
+func (nopInputs) UntrustedPriority(string) {}
+
+func (nopInputs) InvalidInput(bulkhead.Input) {}

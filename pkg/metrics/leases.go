@@ -60,7 +60,7 @@ func (m *Metrics) AdmissionsPaused(paused bool) {
 }
 
 // OldestSource tells when each bulkhead's oldest live permit was acquired;
-// every permit.Ledger is one.
+// *permit.Memory is one.
 type OldestSource interface {
 	Oldest() map[string]time.Time
 }

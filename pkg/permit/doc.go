@@ -5,7 +5,7 @@
 // # Flow
 //
 // The ext_authz server acquires a permit from a bulkhead and hands it to
-// Ledger.Grant, which returns an unguessable token (128 bits from
+// Memory.Grant, which returns an unguessable token (128 bits from
 // crypto/rand, 22 characters of unpadded URL-safe base64). Envoy carries the
 // token in dynamic metadata (MetadataNamespace, MetadataToken) into its
 // access log. Because Envoy's access-log stream is at most once, every grant
@@ -24,9 +24,19 @@
 //     bulkhead counts the running request again.
 //
 // Close releases everything at shutdown. The ledger does not interpret
-// permits: it calls Releaser.Release once and ignores its result. Ledger is
-// the interface every backend keeps (package ledgertest is its contract);
-// Memory is the in-process one.
+// permits: it calls Releaser.Release once and ignores its result. Memory is
+// the lease store of the in-process admission backend (package admission),
+// and of the permits a Redis replica admits alone.
+//
+// # Lease rules
+//
+// The rules every part of the daemon applies to leases live here, once:
+// Heartbeat (whether periodic entries renew leases, the adoption window,
+// when a permit never renewed shows that its Envoy sends no periodic
+// entries), SilentNodes (the nodes seen not to, whose permits get the long
+// lease) and EndedTokens (requests ended that a late periodic entry must
+// not adopt). Result is the one outcome of a release or a renewal, in
+// every backend.
 //
 // # Exactly once
 //
@@ -61,7 +71,7 @@
 //
 // # Concurrency and memory
 //
-// A Ledger is safe for concurrent use. There is no process-wide lock: leases
+// A Memory is safe for concurrent use. There is no process-wide lock: leases
 // live in N shards (WithShards, 64 by default, a power of two) chosen from
 // the token's bytes, and each shard has its own mutex, map and
 // indexed min-heap on expiry (so removing any lease is O(log n) and the heap

@@ -10,14 +10,14 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
-// A lease's life in a Ledger (here the in-memory one, on a fake clock): a
+// A lease's life in the lease store (on a fake clock): a
 // granted permit is renewed by its request's periodic access log, expires
 // when nothing renews it, is adopted when the log shows its request still
 // runs, and is released by the final access log, exactly once.
-func ExampleLedger() {
+func ExampleMemory() {
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clk := clock.NewFake(start)
-	var ledger permit.Ledger = permit.NewMemory(clk)
+	ledger := permit.NewMemory(clk)
 	limiter, err := bulkhead.New("catalog", bulkhead.Settings{MaxConcurrent: 2})
 	if err != nil {
 		panic(err)

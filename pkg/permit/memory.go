@@ -18,7 +18,7 @@ const maxKeyTries = 3
 // which only a broken random source does.
 var errKeyReused = errors.New("token: crypto/rand repeated used 128-bit keys")
 
-// Memory is the in-memory Ledger: one process holds every lease. It is safe
+// Memory is the in-memory lease store: one process holds every lease. It is safe
 // for concurrent use; see the package documentation for its guarantees.
 type Memory struct {
 	clk      clock.Clock

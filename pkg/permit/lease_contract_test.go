@@ -1,9 +1,8 @@
-// Package ledgertest is the contract every permit.Ledger backend keeps,
-// as a test suite: call Run from a backend's tests with a constructor.
-//
-// The suite drives the ledger's clock by hand, so a backend under test
-// must read time from the clock.Fake it is given.
-package ledgertest
+package permit_test
+
+// The lease store's contract (Grant, Adopt, Release, Renew, Sweep, Holders,
+// Close), on a clock driven by hand. The admission contract above it,
+// which every backend keeps, is package admission/admissiontest.
 
 import (
 	"errors"
@@ -16,17 +15,14 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
-// New returns an empty ledger that reads time from clk. The suite closes it.
-type New func(t *testing.T, clk *clock.Fake) permit.Ledger
 
-// Start is the fake clock's start in every test.
-var Start = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+// start is the fake clock's start in every test.
+var start = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// Run runs the contract against ledgers made by newLedger.
-func Run(t *testing.T, newLedger New) {
+func TestMemoryLeaseContract(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		fn   func(*testing.T, permit.Ledger, *clock.Fake)
+		fn   func(*testing.T, *permit.Memory, *clock.Fake)
 	}{
 		{"ReleaseOnce", releaseOnce},
 		{"UnknownTokens", unknownTokens},
@@ -40,27 +36,27 @@ func Run(t *testing.T, newLedger New) {
 		{"Close", closeEndsAll},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := clock.NewFake(Start)
-			l := newLedger(t, clk)
+			clk := clock.NewFake(start)
+			l := permit.NewMemory(clk)
 			t.Cleanup(func() { l.Close(permit.Shutdown) })
 			tc.fn(t, l, clk)
 		})
 	}
 }
 
-// Permit counts its releases; a ledger must release each permit it took
-// exactly once.
-type Permit struct{ n atomic.Int32 }
+// countingPermit counts its releases; a ledger must release each permit it
+// took exactly once.
+type countingPermit struct{ n atomic.Int32 }
 
 // Release implements permit.Releaser.
-func (p *Permit) Release() bool { return p.n.Add(1) == 1 }
+func (p *countingPermit) Release() bool { return p.n.Add(1) == 1 }
 
-// Releases is how many times the permit was released.
-func (p *Permit) Releases() int { return int(p.n.Load()) }
+// releases is how many times the permit was released.
+func (p *countingPermit) releases() int { return int(p.n.Load()) }
 
-func grant(t *testing.T, l permit.Ledger, bh string, ttl time.Duration) (*Permit, string) {
+func grant(t *testing.T, l *permit.Memory, bh string, ttl time.Duration) (*countingPermit, string) {
 	t.Helper()
-	p := new(Permit)
+	p := new(countingPermit)
 	tok, err := l.Grant(p, permit.Grant{Bulkhead: bh, Priority: bulkhead.Normal, TTL: ttl, Node: "envoy-1"})
 	if err != nil {
 		t.Fatalf("Grant: %v", err)
@@ -68,14 +64,14 @@ func grant(t *testing.T, l permit.Ledger, bh string, ttl time.Duration) (*Permit
 	return p, tok
 }
 
-func wantReleases(t *testing.T, p *Permit, n int) {
+func wantReleases(t *testing.T, p *countingPermit, n int) {
 	t.Helper()
-	if got := p.Releases(); got != n {
+	if got := p.releases(); got != n {
 		t.Fatalf("permit released %d times, want %d", got, n)
 	}
 }
 
-func releaseOnce(t *testing.T, l permit.Ledger, _ *clock.Fake) {
+func releaseOnce(t *testing.T, l *permit.Memory, _ *clock.Fake) {
 	p, tok := grant(t, l, "catalog", time.Minute)
 	if l.Len() != 1 {
 		t.Fatalf("Len = %d, want 1", l.Len())
@@ -97,7 +93,7 @@ func releaseOnce(t *testing.T, l permit.Ledger, _ *clock.Fake) {
 	}
 }
 
-func unknownTokens(t *testing.T, l permit.Ledger, _ *clock.Fake) {
+func unknownTokens(t *testing.T, l *permit.Memory, _ *clock.Fake) {
 	for _, tok := range []string{"", "x", "AAAAAAAAAAAAAAAAAAAAAA", "!!!!!!!!!!!!!!!!!!!!!!", "AAAAAAAAAAAAAAAAAAAAAAA"} {
 		if _, r := l.Release(tok, permit.AccessLog); r != permit.Unknown {
 			t.Errorf("Release(%q) = %v, want unknown", tok, r)
@@ -108,7 +104,7 @@ func unknownTokens(t *testing.T, l permit.Ledger, _ *clock.Fake) {
 	}
 }
 
-func expiryReleasesOnce(t *testing.T, l permit.Ledger, clk *clock.Fake) {
+func expiryReleasesOnce(t *testing.T, l *permit.Memory, clk *clock.Fake) {
 	p, tok := grant(t, l, "catalog", 3*time.Second)
 	clk.Advance(2999 * time.Millisecond)
 	if n := l.Sweep(); n != 0 {
@@ -128,7 +124,7 @@ func expiryReleasesOnce(t *testing.T, l permit.Ledger, clk *clock.Fake) {
 	wantReleases(t, p, 1)
 }
 
-func renewKeepsAlive(t *testing.T, l permit.Ledger, clk *clock.Fake) {
+func renewKeepsAlive(t *testing.T, l *permit.Memory, clk *clock.Fake) {
 	p, tok := grant(t, l, "catalog", 3*time.Second)
 	// Renewed every second for a minute: never expires.
 	for range 60 {
@@ -138,7 +134,7 @@ func renewKeepsAlive(t *testing.T, l permit.Ledger, clk *clock.Fake) {
 			t.Fatalf("Renew = %+v, %v", lease, r)
 		}
 		if n := l.Sweep(); n != 0 {
-			t.Fatalf("renewed lease expired at %v", clk.Now().Sub(Start))
+			t.Fatalf("renewed lease expired at %v", clk.Now().Sub(start))
 		}
 	}
 	wantReleases(t, p, 0)
@@ -149,16 +145,16 @@ func renewKeepsAlive(t *testing.T, l permit.Ledger, clk *clock.Fake) {
 	wantReleases(t, p, 1)
 }
 
-func renewNeverShortens(t *testing.T, l permit.Ledger, clk *clock.Fake) {
+func renewNeverShortens(t *testing.T, l *permit.Memory, clk *clock.Fake) {
 	_, tok := grant(t, l, "catalog", time.Minute)
 	clk.Advance(time.Second)
 	lease, r := l.Renew(tok, 3*time.Second)
-	if r != permit.Renewed || !lease.Expires.Equal(Start.Add(time.Minute)) {
+	if r != permit.Renewed || !lease.Expires.Equal(start.Add(time.Minute)) {
 		t.Fatalf("Renew = %+v, %v: want the minute lease kept", lease, r)
 	}
 }
 
-func adoptUnknown(t *testing.T, l permit.Ledger, clk *clock.Fake) {
+func adoptUnknown(t *testing.T, l *permit.Memory, clk *clock.Fake) {
 	// A token another process granted: valid, never seen here.
 	other, tok := grant(t, l, "catalog", time.Minute)
 	if _, r := l.Release(tok, permit.AccessLog); r != permit.Released {
@@ -166,7 +162,7 @@ func adoptUnknown(t *testing.T, l permit.Ledger, clk *clock.Fake) {
 	}
 	wantReleases(t, other, 1)
 	tok2 := anotherToken(t, l)
-	p := new(Permit)
+	p := new(countingPermit)
 	lease, err := l.Adopt(p, tok2, permit.Grant{Bulkhead: "catalog", TTL: 3 * time.Second})
 	if err != nil || !lease.Adopted || lease.Token != tok2 || !lease.Acquired.Equal(clk.Now()) {
 		t.Fatalf("Adopt = %+v, %v", lease, err)
@@ -186,7 +182,7 @@ func adoptUnknown(t *testing.T, l permit.Ledger, clk *clock.Fake) {
 // anotherToken returns a valid token that l never issued, by granting
 // and releasing in a scratch ledger-independent way: a fresh grant's token
 // with its first character changed within the alphabet.
-func anotherToken(t *testing.T, l permit.Ledger) string {
+func anotherToken(t *testing.T, l *permit.Memory) string {
 	t.Helper()
 	p, tok := grant(t, l, "scratch", time.Minute)
 	l.Release(tok, permit.Shutdown)
@@ -200,13 +196,13 @@ func anotherToken(t *testing.T, l permit.Ledger) string {
 	return string(b)
 }
 
-func adoptAfterExpiry(t *testing.T, l permit.Ledger, clk *clock.Fake) {
+func adoptAfterExpiry(t *testing.T, l *permit.Memory, clk *clock.Fake) {
 	p, tok := grant(t, l, "catalog", 3*time.Second)
 	clk.Advance(3 * time.Second)
 	l.Sweep()
 	wantReleases(t, p, 1)
 	// The request is still running: its next periodic entry adopts it.
-	q := new(Permit)
+	q := new(countingPermit)
 	if _, err := l.Adopt(q, tok, permit.Grant{Bulkhead: "catalog", TTL: 3 * time.Second}); err != nil {
 		t.Fatalf("Adopt after expiry: %v", err)
 	}
@@ -217,9 +213,9 @@ func adoptAfterExpiry(t *testing.T, l permit.Ledger, clk *clock.Fake) {
 	wantReleases(t, p, 1)
 }
 
-func adoptRefused(t *testing.T, l permit.Ledger, _ *clock.Fake) {
+func adoptRefused(t *testing.T, l *permit.Memory, _ *clock.Fake) {
 	p, tok := grant(t, l, "catalog", time.Minute)
-	q := new(Permit)
+	q := new(countingPermit)
 	if _, err := l.Adopt(q, tok, permit.Grant{Bulkhead: "catalog", TTL: time.Second}); !errors.Is(err, permit.ErrLive) {
 		t.Fatalf("Adopt of a live token: %v, want ErrLive", err)
 	}
@@ -237,7 +233,7 @@ func adoptRefused(t *testing.T, l permit.Ledger, _ *clock.Fake) {
 	wantReleases(t, p, 1)
 }
 
-func holders(t *testing.T, l permit.Ledger, clk *clock.Fake) {
+func holders(t *testing.T, l *permit.Memory, clk *clock.Fake) {
 	var toks []string
 	for range 5 {
 		_, tok := grant(t, l, "catalog", time.Minute)
@@ -261,12 +257,12 @@ func holders(t *testing.T, l permit.Ledger, clk *clock.Fake) {
 		t.Fatalf("Holders of an empty bulkhead = %v, %d", got, total)
 	}
 	oldest := l.Oldest()
-	if !oldest["catalog"].Equal(Start) || !oldest["orders"].Equal(Start.Add(5*time.Second)) || len(oldest) != 2 {
+	if !oldest["catalog"].Equal(start) || !oldest["orders"].Equal(start.Add(5*time.Second)) || len(oldest) != 2 {
 		t.Fatalf("Oldest = %v", oldest)
 	}
 }
 
-func closeEndsAll(t *testing.T, l permit.Ledger, _ *clock.Fake) {
+func closeEndsAll(t *testing.T, l *permit.Memory, _ *clock.Fake) {
 	p1, _ := grant(t, l, "catalog", time.Minute)
 	p2, _ := grant(t, l, "orders", time.Minute)
 	if n := l.Close(permit.Shutdown); n != 2 {
@@ -274,7 +270,7 @@ func closeEndsAll(t *testing.T, l permit.Ledger, _ *clock.Fake) {
 	}
 	wantReleases(t, p1, 1)
 	wantReleases(t, p2, 1)
-	if _, err := l.Grant(new(Permit), permit.Grant{Bulkhead: "catalog", TTL: time.Minute}); !errors.Is(err, permit.ErrClosed) {
+	if _, err := l.Grant(new(countingPermit), permit.Grant{Bulkhead: "catalog", TTL: time.Minute}); !errors.Is(err, permit.ErrClosed) {
 		t.Fatalf("Grant after Close: %v, want ErrClosed", err)
 	}
 	if l.Len() != 0 {
