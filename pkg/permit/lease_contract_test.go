@@ -15,7 +15,6 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
-
 // start is the fake clock's start in every test.
 var start = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
