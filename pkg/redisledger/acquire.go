@@ -205,3 +205,39 @@ func rejection(detail any) error {
 		return bulkhead.ErrQueueFull
 	}
 }
+
+// Admit implements admission.Ledger: Acquire in the bulkhead's global
+// queue, each decision also counted in the limiter's own counters
+// (bulkhead.Limiter.CountShared), so that this replica's statuses cover
+// what it served. Its errors wrap admission.ErrUnavailable when Redis
+// cannot decide.
+func (l *Ledger) Admit(ctx context.Context, r admission.Request) (admission.Admitted, error) {
+	lim := r.Bulkhead
+	name := lim.Name()
+	req := Request{Bulkhead: name, Priority: r.Priority, Settings: lim.Settings(), Node: r.Node, Deadline: r.Deadline,
+		TTL: r.Lease}
+	if r.Tenants != nil && r.Tenant != "" {
+		tmpl := r.Tenants.Template()
+		req.Tenant, req.TenantSettings, req.MaxTenants = r.Tenant, &tmpl, r.Tenants.Max()
+	}
+	token, err := l.Acquire(ctx, req)
+	if err == nil {
+		if err := ctx.Err(); err != nil {
+			// Granted, but nobody waits for the answer.
+			l.ReleaseToken(name, token, permit.Cancel)
+			lim.CountShared(r.Priority, bulkhead.ReasonNone, true)
+			return admission.Admitted{}, err
+		}
+		lim.CountShared(r.Priority, bulkhead.ReasonNone, false)
+		return admission.Admitted{Token: token}, nil
+	}
+	if reason := bulkhead.ReasonOf(err); reason != bulkhead.ReasonNone {
+		lim.CountShared(r.Priority, reason, false)
+		return admission.Admitted{}, err
+	}
+	if !errors.Is(err, ErrUnavailable) && ctx.Err() != nil {
+		lim.CountShared(r.Priority, bulkhead.ReasonNone, true)
+		return admission.Admitted{}, ctx.Err()
+	}
+	return admission.Admitted{}, err
+}

@@ -164,3 +164,36 @@ func (l *Ledger) pipeline(ctx context.Context, jobs []job) []*redis.Cmd {
 	}
 	return cmds
 }
+
+// Release implements admission.Ledger: the release joins the next
+// pipeline (ReleaseAsync). An entry naming no configured bulkhead never
+// reaches Redis (Unknown); while Redis is unreachable the answer is
+// Unavailable at once.
+func (l *Ledger) Release(e admission.Entry, done admission.Done) {
+	if !l.serves(e, done) {
+		return
+	}
+	l.ReleaseAsync(e.Bulkhead, e.Token, permit.AccessLog, done)
+}
+
+// Renew implements admission.Ledger as Release does: the renewal (or the
+// adoption, which the renew script decides) joins the next pipeline.
+func (l *Ledger) Renew(e admission.Entry, done admission.Done) {
+	if !l.serves(e, done) {
+		return
+	}
+	l.RenewAsync(e.Bulkhead, e.Token, l.cfg.Heartbeat.TTL, e.Node, false, done)
+}
+
+// serves reports whether e goes to Redis, or answers done itself.
+func (l *Ledger) serves(e admission.Entry, done admission.Done) bool {
+	switch {
+	case l.cfg.Known != nil && !l.cfg.Known(e.Bulkhead):
+		done(permit.Lease{}, permit.Unknown)
+		return false
+	case !l.Reachable():
+		done(permit.Lease{}, permit.Unavailable)
+		return false
+	}
+	return true
+}

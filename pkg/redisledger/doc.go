@@ -3,6 +3,12 @@
 // bulkhead for the whole mesh, whichever replica a Check or an access-log
 // entry reaches.
 //
+// Ledger keeps the admission contract (admission.Ledger: Admit in
+// acquire.go, Release and Renew through the batcher in batch.go, Holders),
+// and Fallback wraps it with the unavailable policy (fail closed, fail
+// open, the local share and its hand-over): the servers are given the
+// Fallback and do not know it is Redis.
+//
 // # Model
 //
 // Everything a bulkhead's admission depends on lives in Redis under one hash
@@ -58,9 +64,10 @@
 // # Availability
 //
 // A call that fails or outlives the ledger's timeout switches the replica
-// to Unavailable: Checks get the on_unavailable policy without calling
-// Redis, and Run probes Redis each Tick/4. When it answers, the Handover
-// moves the permits admitted without it into Redis, and Strict resumes;
+// to Unavailable: Checks get the on_unavailable policy (Fallback) without
+// calling Redis, and Run probes Redis each Tick/4. When it answers, the
+// Handover moves the permits admitted without it into Redis, and Strict
+// resumes;
 // no permit is admitted alone from then on (AdmitAlone). With local
 // shares, a replica that stopped looking at a bulkhead has its share held
 // back by the others, and a replica cut off admits the same share
@@ -71,6 +78,8 @@
 // Only calls that had the whole timeout judge Redis: a Redis that is gone
 // is found by the next of them (the ticker's, at the latest one Tick on).
 //
-// A Ledger is safe for concurrent use. Run owns its goroutines (the wake-up
-// subscriber and the ticker) and returns when its context ends.
+// A Ledger and a Fallback are safe for concurrent use. Run owns its
+// goroutines (the wake-up subscriber, the batcher and the ticker; the
+// Fallback's adds the local shares' sizing) and returns when its context
+// ends.
 package redisledger

@@ -43,7 +43,11 @@ type Fallback struct {
 	alone  *admission.Memory
 }
 
-var _ admission.Ledger = (*Fallback)(nil)
+// Both keep the admission contract; the servers are given the Fallback.
+var (
+	_ admission.Ledger = (*Ledger)(nil)
+	_ admission.Ledger = (*Fallback)(nil)
+)
 
 // NewFallback wraps l with policy; leases keeps the permits admitted alone
 // (LocalShare), and its owner sweeps it.

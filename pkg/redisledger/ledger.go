@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -267,4 +268,29 @@ func leaseOf(name, token string, info any, redisNow int64) permit.Lease {
 	}
 	lease.Node = f[3]
 	return lease
+}
+
+// Holders implements admission.Ledger: the leases of bulkhead held across
+// every replica, read from Redis (none while it does not answer).
+func (l *Ledger) Holders(name string, max int) ([]permit.Lease, int) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
+	defer cancel()
+	var info *redis.MapStringStringCmd
+	var now *redis.TimeCmd
+	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		now = p.Time(ctx)
+		info = p.HGetAll(ctx, l.keysOf(name)[keyInfo])
+		return nil
+	})
+	if err != nil {
+		return nil, 0
+	}
+	at := now.Val().UnixMilli()
+	leases := make([]permit.Lease, 0, len(info.Val()))
+	for token, v := range info.Val() {
+		leases = append(leases, leaseOf(name, token, v, at))
+	}
+	sort.Slice(leases, func(i, j int) bool { return leases[i].Acquired.Before(leases[j].Acquired) })
+	n := len(leases)
+	return leases[:min(max, n)], n
 }
