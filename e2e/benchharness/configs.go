@@ -47,6 +47,11 @@ const (
 	HeartbeatOn     = "bulkhead-heartbeat-on"
 	HeartbeatSingle = "bulkhead-heartbeat-single-log"
 	HeartbeatOff    = "bulkhead-heartbeat-off"
+	// With -baseline, Bulkhead and RedisOne again, each right after its
+	// twin, with a daemon built from another revision: a change's cost,
+	// before and after in one run.
+	Baseline         = "bulkhead-baseline"
+	RedisOneBaseline = "bulkhead-redis-baseline"
 )
 
 // The sidecars, by what configSpec.sidecar names: the no-op server bare or
@@ -62,6 +67,8 @@ const (
 	sidecarRedisOne        = "daemon-redis"
 	sidecarRedisTwo        = "daemon-redis-2"
 	sidecarShedding        = "daemon-shedding"
+	sidecarBaseline        = "daemon-baseline"
+	sidecarRedisBaseline   = "daemon-redis-baseline"
 )
 
 // routeName is the upstream cluster, the bulkhead key and the metric label.
@@ -105,6 +112,8 @@ type configSpec struct {
 	// replicas behind the one Envoy, on a redis-server of the
 	// configuration's own. Not run at the floor's rates either.
 	redisReplicas int
+	// baseline: the daemon is the -baseline binary.
+	baseline bool
 }
 
 // configSpecs returns the configurations in run order; the floor is first
@@ -144,6 +153,26 @@ func configSpecs(diagnostic bool) []configSpec {
 		)
 	}
 	return specs
+}
+
+// withBaseline adds Baseline after Bulkhead and RedisOneBaseline after
+// RedisOne: the same configurations, the daemon the -baseline binary.
+func withBaseline(specs []configSpec) []configSpec {
+	var out []configSpec
+	for _, s := range specs {
+		out = append(out, s)
+		switch s.Name {
+		case Bulkhead:
+			b := s
+			b.Name, b.Title, b.sidecar, b.baseline = Baseline, s.Title+"; the -baseline daemon", sidecarBaseline, true
+			out = append(out, b)
+		case RedisOne:
+			b := s
+			b.Name, b.Title, b.sidecar, b.baseline = RedisOneBaseline, s.Title+"; the -baseline daemon", sidecarRedisBaseline, true
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // heartbeatSpecs are the heartbeat phase's configurations: on, on with a

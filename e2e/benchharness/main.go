@@ -33,6 +33,7 @@ type options struct {
 	loops      bool
 	configs    string
 	envoyBin   string
+	baseline   string
 	plan       Plan
 }
 
@@ -51,6 +52,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	hbRounds := fs.Int("heartbeat-rounds", 0, "heartbeat phase rounds per setting (default: the plan's)")
 	fs.StringVar(&o.configs, "configs", "", "comma-separated configurations to measure (default: all; the floor is always measured)")
 	fs.StringVar(&o.envoyBin, "envoy", "", "Envoy binary (default: $ENVOY_BIN, .venv/bin/envoy, then PATH)")
+	fs.StringVar(&o.baseline, "baseline", "", "a bulkhead daemon built from another revision: also measure it (bulkhead-baseline, "+
+		"bulkhead-redis-baseline) in the same run, interleaved with the one built from this tree")
 	delay := fs.Duration("upstream-delay", 0, "the upstream's fixed service time")
 	conns := fs.Int("closed-connections", 0, "closed-loop connections (default: the plan's)")
 	rounds := fs.Int("rounds", 0, "closed-loop rounds (default: the plan's)")
@@ -178,6 +181,9 @@ func runHarness(ctx context.Context, log *slog.Logger, o options, dir string, re
 	if o.loops {
 		specs = configSpecs(o.diagnostic)
 	}
+	if o.baseline != "" {
+		specs = withBaseline(specs)
+	}
 	if o.configs != "" {
 		keep := strings.Split(o.configs, ",")
 		specs = slices.DeleteFunc(specs, func(s configSpec) bool { return s.Name != Floor && !slices.Contains(keep, s.Name) })
@@ -190,7 +196,7 @@ func runHarness(ctx context.Context, log *slog.Logger, o options, dir string, re
 	for _, s := range slices.Concat(specs, heartbeat) {
 		res.Configs = append(res.Configs, ConfigInfo{Name: s.Name, Title: s.Title})
 	}
-	e, err := startEnv(ctx, log, dir, bin, o.plan.UpstreamDelay, specs, heartbeat)
+	e, err := startEnv(ctx, log, dir, bin, o.baseline, o.plan.UpstreamDelay, specs, heartbeat)
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ type env struct {
 	log      *slog.Logger
 	dir      string
 	envoyBin string
+	baseline string // the -baseline daemon ("" for none)
 	upstream *upstream
 	// sidecars by configSpec.sidecar; only those some configuration calls.
 	sidecars map[string]*child
@@ -78,8 +79,9 @@ func (s *stack) metricsURLs() []string {
 // startEnv builds the daemon and the no-op server, then starts everything:
 // specs are the configurations of the closed and open loops, heartbeat
 // those of the heartbeat phase. On error, whatever was started is stopped.
-func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin string, delay time.Duration, specs, heartbeat []configSpec) (_ *env, err error) {
-	e := &env{log: log, dir: dir, envoyBin: envoyBin, sidecars: map[string]*child{},
+func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin, baseline string, delay time.Duration,
+	specs, heartbeat []configSpec) (_ *env, err error) {
+	e := &env{log: log, dir: dir, envoyBin: envoyBin, baseline: baseline, sidecars: map[string]*child{},
 		replicas: map[string][]*child{}, redis: map[string]*redisServer{}}
 	defer func() {
 		if err != nil {
@@ -165,7 +167,11 @@ func (e *env) startSidecar(ctx context.Context, spec configSpec, i int, redisAdd
 	if err := os.WriteFile(cfg, []byte(daemonConfig(spec.sidecar, redisAddr)), 0o600); err != nil {
 		return nil, err
 	}
-	return startChild(ctx, name, filepath.Join(e.dir, "bulkhead"), e.dir, []string{"grpc", "http"}, "--config", cfg)
+	bin := filepath.Join(e.dir, "bulkhead")
+	if spec.baseline {
+		bin = e.baseline
+	}
+	return startChild(ctx, name, bin, e.dir, []string{"grpc", "http"}, "--config", cfg)
 }
 
 // startStack starts spec's Envoy in front of upstream and smoke-tests it.
