@@ -37,6 +37,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
+	"github.com/bulkhead-mesh/bulkhead/pkg/replication"
 	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
 	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
@@ -77,9 +78,9 @@ type Runner struct {
 	admin    *admin.Server
 	adminTLS *creds.TLS // nil without admin.tls
 	als      *accesslog.Server
-	recovery time.Duration // admissions pause this long at start; 0: none
-	shared   *shared       // nil with ledger.backend memory
-	gate     *ledgerGate   // nil with ledger.backend memory
+	recovery time.Duration     // admissions pause this long at start; 0: none
+	shared   *shared           // nil with ledger.backend memory
+	gate     *replication.Gate // nil with ledger.backend memory
 	health   *health.Server
 	streams  *streams // the long-lived streaming RPCs
 	ready    atomic.Bool
@@ -154,7 +155,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		// Redis decides admissions, and keeps its own recovery window
 		// (a bulkhead whose state it lost); this process's ledger holds
 		// only the permits admitted while Redis does not answer.
-		r.gate = newLedgerGate(lm, r.health, r.streams)
+		r.gate = replication.NewGate(lm, r.health, r.streams.sever)
 		known := func(n string) bool { return r.Registry.Get(n) != nil }
 		if r.shared, err = newShared(cfg, hb, known, log, m, r.gate); err != nil {
 			return nil, err
@@ -341,7 +342,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.log.Error("address file not written", "path", r.addressFile, "err", err)
 	}
 	if r.gate != nil {
-		r.gate.serve() // serving while the shared ledger is strict
+		r.gate.Serve() // serving while the shared ledger is strict
 	} else {
 		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	}
