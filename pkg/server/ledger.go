@@ -22,13 +22,7 @@ type shared struct {
 	ledger   *redisledger.Ledger
 	fallback *redisledger.Fallback
 	log      *slog.Logger
-	// overrides carries admin overrides to the other replicas.
-	overrides *overrideSync
-	// breakers makes the circuit breakers mesh-wide across the replicas,
-	// sizing the suggestions.
-	breakers *breakerSync
-	sizing   *sizingShare
-	replica  string // this replica's id in Redis
+	store    replication.Store // client's, with the key prefix and this replica's id
 }
 
 // newShared connects nothing yet: the ledger's Run does.
@@ -52,7 +46,7 @@ func newShared(cfg *config.Config, hb permit.Heartbeat, known func(string) bool,
 		Heartbeat:     hb,
 		Known:         known,
 	}, obs, rec, log)
-	return &shared{client: st.Client, ledger: l, log: log, replica: st.Replica}, nil
+	return &shared{client: st.Client, ledger: l, log: log, store: st}, nil
 }
 
 // run keeps the shared ledger and the shares going until ctx ends.

@@ -78,9 +78,10 @@ type Runner struct {
 	admin    *admin.Server
 	adminTLS *creds.TLS // nil without admin.tls
 	als      *accesslog.Server
-	recovery time.Duration     // admissions pause this long at start; 0: none
-	shared   *shared           // nil with ledger.backend memory
-	gate     *replication.Gate // nil with ledger.backend memory
+	recovery time.Duration           // admissions pause this long at start; 0: none
+	shared   *shared                 // nil with ledger.backend memory
+	repl     *replication.Replicator // nil with ledger.backend memory
+	gate     *replication.Gate       // nil with ledger.backend memory
 	health   *health.Server
 	streams  *streams // the long-lived streaming RPCs
 	ready    atomic.Bool
@@ -182,23 +183,16 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	}
 	r.authz = authz.New(r.Registry, backend, m, authz.DefaultPolicy(), azOpts...)
 	ctlOpts := []control.Option{control.WithOutcomes(r.sizing), control.WithBreakers(breakers), control.WithSizing(r.sizing)}
+	r.sampler = sizing.LimiterSampler(r.Registry)
 	if r.shared != nil {
-		ctlOpts = append(ctlOpts, control.WithGlobal(r.shared.ledger))
-	}
-	if r.shared != nil {
-		r.shared.overrides = newOverrideSync(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.log)
-		ctlOpts = append(ctlOpts, control.WithOverrideSink(r.shared.overrides.sink))
-		r.shared.breakers = newBreakerSync(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.replica, breakers, r.shared.log)
-		r.shared.sizing = newSizingShare(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.replica, r.sizing, sizingReadTimeout, r.shared.log)
-		r.sizing.SetPeers(r.shared.sizing)
-		r.sampler = globalSampler{keys: r.Registry.Keys, global: r.shared.ledger.Global}
-	} else {
-		r.sampler = sizing.LimiterSampler(r.Registry)
+		// Control applies what the replicator hears (Run), and tells it of
+		// the overrides made here (the sink).
+		r.repl = replication.New(r.shared.store, r.shared.ledger.State, breakers, r.sizing, replication.WithLogger(r.shared.log))
+		r.sizing.SetPeers(r.repl.Peers())
+		r.sampler = replication.NewGlobalSampler(r.Registry.Keys, r.shared.ledger.Global)
+		ctlOpts = append(ctlOpts, control.WithOverrideSink(r.repl.Override), control.WithGlobal(r.shared.ledger))
 	}
 	r.Control = control.New(r.Registry, r.authz, log, ctlOpts...)
-	if r.shared != nil {
-		r.shared.overrides.ctl = r.Control
-	}
 	var aopts []admin.AuthOption
 	if cfg.Admin.TokenFile != "" {
 		aopts = append(aopts, admin.WithTokenFile(cfg.Admin.TokenFile))
@@ -302,9 +296,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	background.Go(func() error { return r.Ledger.Run(sweepCtx) })
 	if r.shared != nil {
 		background.Go(func() error { return r.shared.run(sweepCtx, r.Registry) })
-		background.Go(func() error { r.shared.overrides.run(sweepCtx, time.Second); return nil })
-		background.Go(func() error { r.shared.breakers.run(sweepCtx, breakerSyncEvery); return nil })
-		background.Go(func() error { r.shared.sizing.run(sweepCtx, time.Second); return nil })
+		background.Go(func() error { return r.repl.Run(sweepCtx, r.Control) })
 	}
 	background.Go(func() error { return r.recover(sweepCtx) }) // nil when the window passes or sweepCtx ends
 	background.Go(func() error { return r.sizing.Run(sweepCtx, r.sampler, peakInterval) })
