@@ -74,7 +74,7 @@ type Runner struct {
 	Metrics  *metrics.Metrics
 	promReg  *prometheus.Registry
 	authz    *authz.Server
-	grpcTLS  *grpcTLS // nil without listen.grpc_tls
+	grpcTLS  *creds.TLS // nil without listen.grpc_tls
 	admin    *admin.Server
 	adminTLS *creds.TLS // nil without admin.tls
 	als      *accesslog.Server
@@ -132,11 +132,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	r.Metrics = m
 	r.promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.Listen.GRPCTLS.Enabled() {
-		t, err := r.listenerTLS("grpc", "listen.grpc_tls", cfg.Listen.GRPCTLS)
-		if err != nil {
+		if r.grpcTLS, err = r.listenerTLS("grpc", "listen.grpc_tls", cfg.Listen.GRPCTLS); err != nil {
 			return nil, err
 		}
-		r.grpcTLS = &grpcTLS{t}
 	}
 	r.Ledger = permit.NewMemory(clock.Real{}, permit.WithObserver(m), permit.WithSweepInterval(cfg.Leases.SweepInterval),
 		permit.WithMaxLeases(cfg.Leases.MaxPermits))
@@ -228,21 +226,17 @@ func (r *Runner) Run(ctx context.Context) error {
 	if listen == nil {
 		listen = func(_, addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
 	}
-	grpcLn, err := listen("grpc", r.cfg.Listen.GRPC)
-	if err != nil {
-		return fmt.Errorf("listen.grpc: %w", err)
+	var lns [3]net.Listener // grpc, http, admin
+	for i, l := range [...]struct{ name, addr string }{{"grpc", r.cfg.Listen.GRPC}, {"http", r.cfg.Listen.HTTP}, {"admin", r.cfg.Listen.Admin}} {
+		var err error
+		if lns[i], err = listen(l.name, l.addr); err != nil {
+			for _, ln := range lns[:i] {
+				ln.Close()
+			}
+			return fmt.Errorf("listen.%s: %w", l.name, err)
+		}
 	}
-	httpLn, err := listen("http", r.cfg.Listen.HTTP)
-	if err != nil {
-		grpcLn.Close()
-		return fmt.Errorf("listen.http: %w", err)
-	}
-	adminLn, err := listen("admin", r.cfg.Listen.Admin)
-	if err != nil {
-		grpcLn.Close()
-		httpLn.Close()
-		return fmt.Errorf("listen.admin: %w", err)
-	}
+	grpcLn, httpLn, adminLn := lns[0], lns[1], lns[2]
 
 	flight, long := newInflight(), r.streams
 	gopts := []grpc.ServerOption{
@@ -264,7 +258,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		wire.ServerCodec(),
 	}
 	if r.grpcTLS != nil {
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(r.grpcTLS.serverConfig())))
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(r.grpcTLS.ServerConfig("h2")))) // gRPC requires HTTP/2 by ALPN
 	}
 	if age := r.cfg.Listen.GRPCMaxConnectionAge; age > 0 {
 		gopts = append(gopts, grpc.KeepaliveParams(keepalive.ServerParameters{
@@ -299,7 +293,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		background.Go(func() error { return r.repl.Run(sweepCtx, r.Control) })
 	}
 	background.Go(func() error { return r.recover(sweepCtx) }) // nil when the window passes or sweepCtx ends
-	background.Go(func() error { return r.sizing.Run(sweepCtx, r.sampler, peakInterval) })
+	background.Go(func() error { return r.sizing.Run(sweepCtx, r.sampler, sizing.SampleEvery) })
 	if r.watchPath != "" {
 		background.Go(func() error {
 			if err := config.Watch(sweepCtx, r.watchPath, r.watchFlags, r.reload); err != nil {
