@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
@@ -15,14 +15,15 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/replication"
 )
 
-// shared is the runner's part for ledger.backend: redis: the Redis client,
-// the shared ledger, and the same under its unavailable policy.
+// shared is the runner's part for ledger.backend: redis: the Redis store,
+// the shared ledger, the same under its unavailable policy, and the
+// replication of what the ledger does not hold.
 type shared struct {
-	client   redis.UniversalClient
+	store    replication.Store
 	ledger   *redisledger.Ledger
 	fallback *redisledger.Fallback
+	repl     *replication.Replicator
 	log      *slog.Logger
-	store    replication.Store // client's, with the key prefix and this replica's id
 }
 
 // newShared connects nothing yet: the ledger's Run does.
@@ -46,12 +47,16 @@ func newShared(cfg *config.Config, hb permit.Heartbeat, known func(string) bool,
 		Heartbeat:     hb,
 		Known:         known,
 	}, obs, rec, log)
-	return &shared{client: st.Client, ledger: l, log: log, store: st}, nil
+	return &shared{store: st, ledger: l, log: log}, nil
 }
 
-// run keeps the shared ledger and the shares going until ctx ends.
-func (s *shared) run(ctx context.Context, reg *bulkhead.Registry) error {
-	err := s.fallback.Run(ctx, reg)
-	s.client.Close()
+// run keeps the shared ledger and the replication going until ctx ends,
+// then closes the client they share.
+func (s *shared) run(ctx context.Context, reg *bulkhead.Registry, apply replication.Applier) error {
+	var g errgroup.Group
+	g.Go(func() error { return s.fallback.Run(ctx, reg) })
+	g.Go(func() error { return s.repl.Run(ctx, apply) })
+	err := g.Wait()
+	s.store.Client.Close()
 	return err
 }

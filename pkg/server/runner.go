@@ -78,10 +78,9 @@ type Runner struct {
 	admin    *admin.Server
 	adminTLS *creds.TLS // nil without admin.tls
 	als      *accesslog.Server
-	recovery time.Duration           // admissions pause this long at start; 0: none
-	shared   *shared                 // nil with ledger.backend memory
-	repl     *replication.Replicator // nil with ledger.backend memory
-	gate     *replication.Gate       // nil with ledger.backend memory
+	recovery time.Duration     // admissions pause this long at start; 0: none
+	shared   *shared           // nil with ledger.backend memory
+	gate     *replication.Gate // nil with ledger.backend memory
 	health   *health.Server
 	streams  *streams // the long-lived streaming RPCs
 	ready    atomic.Bool
@@ -185,10 +184,11 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	if r.shared != nil {
 		// Control applies what the replicator hears (Run), and tells it of
 		// the overrides made here (the sink).
-		r.repl = replication.New(r.shared.store, r.shared.ledger.State, breakers, r.sizing, replication.WithLogger(r.shared.log))
-		r.sizing.SetPeers(r.repl.Peers())
+		repl := replication.New(r.shared.store, r.shared.ledger.State, breakers, r.sizing, replication.WithLogger(r.shared.log))
+		r.shared.repl = repl
+		r.sizing.SetPeers(repl.Peers())
 		r.sampler = replication.NewGlobalSampler(r.Registry.Keys, r.shared.ledger.Global)
-		ctlOpts = append(ctlOpts, control.WithOverrideSink(r.repl.Override), control.WithGlobal(r.shared.ledger))
+		ctlOpts = append(ctlOpts, control.WithOverrideSink(repl.Override), control.WithGlobal(r.shared.ledger))
 	}
 	r.Control = control.New(r.Registry, r.authz, log, ctlOpts...)
 	var aopts []admin.AuthOption
@@ -289,8 +289,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	var background errgroup.Group
 	background.Go(func() error { return r.Ledger.Run(sweepCtx) })
 	if r.shared != nil {
-		background.Go(func() error { return r.shared.run(sweepCtx, r.Registry) })
-		background.Go(func() error { return r.repl.Run(sweepCtx, r.Control) })
+		background.Go(func() error { return r.shared.run(sweepCtx, r.Registry, r.Control) })
 	}
 	background.Go(func() error { return r.recover(sweepCtx) }) // nil when the window passes or sweepCtx ends
 	background.Go(func() error { return r.sizing.Run(sweepCtx, r.sampler, sizing.SampleEvery) })
