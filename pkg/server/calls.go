@@ -7,10 +7,6 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
-// peakInterval is how often the sizing observer samples each bulkhead's
-// peak of permits in use.
-const peakInterval = 250 * time.Millisecond
-
 // calls tells every one of its members of each request the access log
 // releases: the circuit breakers and the sizing observer.
 type calls []accesslog.Calls

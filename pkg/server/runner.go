@@ -37,6 +37,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
+	"github.com/bulkhead-mesh/bulkhead/pkg/replication"
 	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
 	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
@@ -73,13 +74,13 @@ type Runner struct {
 	Metrics  *metrics.Metrics
 	promReg  *prometheus.Registry
 	authz    *authz.Server
-	grpcTLS  *grpcTLS // nil without listen.grpc_tls
+	grpcTLS  *creds.TLS // nil without listen.grpc_tls
 	admin    *admin.Server
 	adminTLS *creds.TLS // nil without admin.tls
 	als      *accesslog.Server
-	recovery time.Duration // admissions pause this long at start; 0: none
-	shared   *shared       // nil with ledger.backend memory
-	gate     *ledgerGate   // nil with ledger.backend memory
+	recovery time.Duration     // admissions pause this long at start; 0: none
+	shared   *shared           // nil with ledger.backend memory
+	gate     *replication.Gate // nil with ledger.backend memory
 	health   *health.Server
 	streams  *streams // the long-lived streaming RPCs
 	ready    atomic.Bool
@@ -130,11 +131,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	r.Metrics = m
 	r.promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.Listen.GRPCTLS.Enabled() {
-		t, err := r.listenerTLS("grpc", "listen.grpc_tls", cfg.Listen.GRPCTLS)
-		if err != nil {
+		if r.grpcTLS, err = r.listenerTLS("grpc", "listen.grpc_tls", cfg.Listen.GRPCTLS); err != nil {
 			return nil, err
 		}
-		r.grpcTLS = &grpcTLS{t}
 	}
 	r.Ledger = permit.NewMemory(clock.Real{}, permit.WithObserver(m), permit.WithSweepInterval(cfg.Leases.SweepInterval),
 		permit.WithMaxLeases(cfg.Leases.MaxPermits))
@@ -154,7 +153,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		// Redis decides admissions, and keeps its own recovery window
 		// (a bulkhead whose state it lost); this process's ledger holds
 		// only the permits admitted while Redis does not answer.
-		r.gate = newLedgerGate(lm, r.health, r.streams)
+		r.gate = replication.NewGate(lm, r.health, r.streams.sever)
 		known := func(n string) bool { return r.Registry.Get(n) != nil }
 		if r.shared, err = newShared(cfg, hb, known, log, m, r.gate); err != nil {
 			return nil, err
@@ -181,23 +180,17 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	}
 	r.authz = authz.New(r.Registry, backend, m, authz.DefaultPolicy(), azOpts...)
 	ctlOpts := []control.Option{control.WithOutcomes(r.sizing), control.WithBreakers(breakers), control.WithSizing(r.sizing)}
+	r.sampler = sizing.LimiterSampler(r.Registry)
 	if r.shared != nil {
-		ctlOpts = append(ctlOpts, control.WithGlobal(r.shared.ledger))
-	}
-	if r.shared != nil {
-		r.shared.overrides = newOverrideSync(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.log)
-		ctlOpts = append(ctlOpts, control.WithOverrideSink(r.shared.overrides.sink))
-		r.shared.breakers = newBreakerSync(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.replica, breakers, r.shared.log)
-		r.shared.sizing = newSizingShare(r.shared.client, cfg.Ledger.Redis.Prefix, r.shared.replica, r.sizing, sizingReadTimeout, r.shared.log)
-		r.sizing.SetPeers(r.shared.sizing)
-		r.sampler = globalSampler{keys: r.Registry.Keys, global: r.shared.ledger.Global}
-	} else {
-		r.sampler = sizing.LimiterSampler(r.Registry)
+		// Control applies what the replicator hears (Run), and tells it of
+		// the overrides made here (the sink).
+		repl := replication.New(r.shared.store, r.shared.ledger.State, breakers, r.sizing, replication.WithLogger(r.shared.log))
+		r.shared.repl = repl
+		r.sizing.SetPeers(repl.Peers())
+		r.sampler = replication.NewGlobalSampler(r.Registry.Keys, r.shared.ledger.Global)
+		ctlOpts = append(ctlOpts, control.WithOverrideSink(repl.Override), control.WithGlobal(r.shared.ledger))
 	}
 	r.Control = control.New(r.Registry, r.authz, log, ctlOpts...)
-	if r.shared != nil {
-		r.shared.overrides.ctl = r.Control
-	}
 	var aopts []admin.AuthOption
 	if cfg.Admin.TokenFile != "" {
 		aopts = append(aopts, admin.WithTokenFile(cfg.Admin.TokenFile))
@@ -233,21 +226,17 @@ func (r *Runner) Run(ctx context.Context) error {
 	if listen == nil {
 		listen = func(_, addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
 	}
-	grpcLn, err := listen("grpc", r.cfg.Listen.GRPC)
-	if err != nil {
-		return fmt.Errorf("listen.grpc: %w", err)
+	var lns [3]net.Listener // grpc, http, admin
+	for i, l := range [...]struct{ name, addr string }{{"grpc", r.cfg.Listen.GRPC}, {"http", r.cfg.Listen.HTTP}, {"admin", r.cfg.Listen.Admin}} {
+		var err error
+		if lns[i], err = listen(l.name, l.addr); err != nil {
+			for _, ln := range lns[:i] {
+				ln.Close()
+			}
+			return fmt.Errorf("listen.%s: %w", l.name, err)
+		}
 	}
-	httpLn, err := listen("http", r.cfg.Listen.HTTP)
-	if err != nil {
-		grpcLn.Close()
-		return fmt.Errorf("listen.http: %w", err)
-	}
-	adminLn, err := listen("admin", r.cfg.Listen.Admin)
-	if err != nil {
-		grpcLn.Close()
-		httpLn.Close()
-		return fmt.Errorf("listen.admin: %w", err)
-	}
+	grpcLn, httpLn, adminLn := lns[0], lns[1], lns[2]
 
 	flight, long := newInflight(), r.streams
 	gopts := []grpc.ServerOption{
@@ -269,7 +258,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		wire.ServerCodec(),
 	}
 	if r.grpcTLS != nil {
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(r.grpcTLS.serverConfig())))
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(r.grpcTLS.ServerConfig("h2")))) // gRPC requires HTTP/2 by ALPN
 	}
 	if age := r.cfg.Listen.GRPCMaxConnectionAge; age > 0 {
 		gopts = append(gopts, grpc.KeepaliveParams(keepalive.ServerParameters{
@@ -300,13 +289,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	var background errgroup.Group
 	background.Go(func() error { return r.Ledger.Run(sweepCtx) })
 	if r.shared != nil {
-		background.Go(func() error { return r.shared.run(sweepCtx, r.Registry) })
-		background.Go(func() error { r.shared.overrides.run(sweepCtx, time.Second); return nil })
-		background.Go(func() error { r.shared.breakers.run(sweepCtx, breakerSyncEvery); return nil })
-		background.Go(func() error { r.shared.sizing.run(sweepCtx, time.Second); return nil })
+		background.Go(func() error { return r.shared.run(sweepCtx, r.Registry, r.Control) })
 	}
 	background.Go(func() error { return r.recover(sweepCtx) }) // nil when the window passes or sweepCtx ends
-	background.Go(func() error { return r.sizing.Run(sweepCtx, r.sampler, peakInterval) })
+	background.Go(func() error { return r.sizing.Run(sweepCtx, r.sampler, sizing.SampleEvery) })
 	if r.watchPath != "" {
 		background.Go(func() error {
 			if err := config.Watch(sweepCtx, r.watchPath, r.watchFlags, r.reload); err != nil {
@@ -341,7 +327,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.log.Error("address file not written", "path", r.addressFile, "err", err)
 	}
 	if r.gate != nil {
-		r.gate.serve() // serving while the shared ledger is strict
+		r.gate.Serve() // serving while the shared ledger is strict
 	} else {
 		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	}

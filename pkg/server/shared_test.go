@@ -220,3 +220,22 @@ func TestSharedLedgerOverridesReachEveryReplica(t *testing.T) {
 	resp.Body.Close()
 	testkit.Eventually(t, "the reset reached every replica", func() bool { return limit(a) == 2 && limit(c) == 2 })
 }
+
+// A replica that stops takes its circuit breaker windows out of Redis
+// before it closes the client (the others stop counting them at once).
+func TestSharedStopLeavesNoBreakerWindow(t *testing.T) {
+	srv := testkit.StartRedis(t)
+	yaml := strings.Replace(sharedYAML(srv.Addr, "fail_closed"), "max_queue: 0}", "max_queue: 0, circuit_breaker: {failure_ratio: 0.5}}", 1)
+	rn := start(t, parseConfig(t, yaml))
+	waitStrict(t, rn)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	key, replica := "bulkhead:{auth}:breaker", rn.r.shared.store.Replica
+	testkit.Eventually(t, "breaker window shared", func() bool { return rdb.HExists(context.Background(), key, replica).Val() })
+	if _, err := rn.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := rdb.HExists(context.Background(), key, replica).Result(); err != nil || ok {
+		t.Errorf("this replica's breaker window after it stopped: %v %v, want gone", ok, err)
+	}
+}

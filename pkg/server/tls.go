@@ -1,20 +1,11 @@
 package server
 
 import (
-	"crypto/tls"
 	"fmt"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 )
-
-// grpcTLS is the gRPC listener's TLS (listen.grpc_tls): the files, followed
-// as they rotate, served with the listener's one protocol.
-type grpcTLS struct{ *creds.TLS }
-
-// serverConfig is the listener's TLS configuration: gRPC requires HTTP/2
-// by ALPN.
-func (g *grpcTLS) serverConfig() *tls.Config { return g.ServerConfig("h2") }
 
 // listenerTLS loads the TLS files of the listener named listener ("grpc",
 // "admin"), configured at setting, and registers their series; the files

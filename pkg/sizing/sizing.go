@@ -357,6 +357,10 @@ func (l limiterSampler) InUse(key string) (int, int, bool) {
 	return lim.Snapshot().InUse, peak, true
 }
 
+// SampleEvery is how often the daemon has Run sample each bulkhead's peak
+// of permits in use.
+const SampleEvery = 250 * time.Millisecond
+
 // Run samples each bulkhead's permits in use every interval, and forgets
 // bulkheads that are gone, until ctx ends. It returns nil.
 func (o *Observer) Run(ctx context.Context, sm Sampler, every time.Duration) error {

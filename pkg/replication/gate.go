@@ -1,4 +1,4 @@
-package server
+package replication
 
 import (
 	"sync"
@@ -10,9 +10,9 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
 )
 
-// ledgerGate keeps the data plane away from a replica that cannot reach
-// the shared ledger. The periodic access-log entries of running requests
-// are the only evidence that they still run: kept by a replica that cannot
+// Gate keeps the data plane away from a replica that cannot reach the
+// shared ledger. The periodic access-log entries of running requests are
+// the only evidence that they still run: kept by a replica that cannot
 // renew their leases in Redis, the leases run out while the requests run
 // and the other replicas admit past the limit (seen: 8 in flight on a
 // limit of 5, with the default fail_closed). So, whatever
@@ -23,50 +23,55 @@ import (
 //     the rotation within an interval, and its Checks and new access-log
 //     streams go to the other replicas;
 //   - when the ledger becomes unavailable, every access-log stream is
-//     closed, so that Envoy's next entries open new streams, to a replica
-//     that renews (or adopts) them within the lease; a stream that later
-//     brings an entry only the shared ledger could serve is closed too
-//     (accesslog.Shared.Reachable).
+//     closed (sever), so that Envoy's next entries open new streams, to a
+//     replica that renews (or adopts) them within the lease; a stream that
+//     later brings an entry only the shared ledger could serve is closed
+//     too (accesslog.Shared.Reachable).
 //
 // It is the ledger's recorder: the ledger reports each change of state to
-// it, and it passes every report on to the metrics. Safe for concurrent use.
-type ledgerGate struct {
+// it, and it passes every report on to the recorder it wraps (the
+// metrics). Safe for concurrent use.
+type Gate struct {
 	redisledger.Recorder
-	health  *health.Server
-	streams *streams
+	health *health.Server
+	sever  func()
 
 	mu      sync.Mutex
-	serving bool // Run serves: the health check follows the ledger
+	serving bool // Serve was called: the health check follows the ledger
 	strict  bool
 }
 
-var _ redisledger.Recorder = (*ledgerGate)(nil)
+var _ redisledger.Recorder = (*Gate)(nil)
 
-func newLedgerGate(rec redisledger.Recorder, hs *health.Server, long *streams) *ledgerGate {
-	return &ledgerGate{Recorder: rec, health: hs, streams: long}
+// NewGate returns the gate of the data plane served with hs: sever ends
+// every access-log stream running when it is called (the server owns the
+// streams). The health check stays as it is until Serve.
+func NewGate(rec redisledger.Recorder, hs *health.Server, sever func()) *Gate {
+	return &Gate{Recorder: rec, health: hs, sever: sever}
 }
 
 // LedgerState implements redisledger.Recorder.
-func (g *ledgerGate) LedgerState(s admission.State) {
+func (g *Gate) LedgerState(s admission.State) {
 	g.Recorder.LedgerState(s)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.strict = s == admission.Strict
 	if s == admission.Unavailable {
-		g.streams.sever()
+		g.sever()
 	}
 	g.publish()
 }
 
-// serve makes the health check follow the ledger from now on.
-func (g *ledgerGate) serve() {
+// Serve makes the health check follow the ledger from now on: SERVING
+// while it is strict, NOT_SERVING otherwise.
+func (g *Gate) Serve() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.serving = true
 	g.publish()
 }
 
-func (g *ledgerGate) publish() {
+func (g *Gate) publish() {
 	if !g.serving {
 		return
 	}

@@ -1,4 +1,4 @@
-package server
+package replication
 
 import (
 	"context"
@@ -35,8 +35,7 @@ func TestOverrideOrderIsRedisNotReplicaClocks(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := newOverrideSync(rdb, "test:", log)
-		o.ctl = control.New(reg, nil, log, control.WithClock(clk), control.WithOverrideSink(o.sink))
-		return replica{o, reg, o.ctl}
+		return replica{o, reg, control.New(reg, nil, log, control.WithClock(clk), control.WithOverrideSink(o.sink))}
 	}
 	// sync is one round of the replica's loop: the change made there, if
 	// any, written, then the others' read.
@@ -46,8 +45,12 @@ func TestOverrideOrderIsRedisNotReplicaClocks(t *testing.T) {
 			r.sync.take(ev)
 		default:
 		}
-		r.sync.flush(ctx)
-		r.sync.pull(ctx)
+		if err := r.sync.flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.sync.pull(ctx, r.ctl); err != nil {
+			t.Fatal(err)
+		}
 	}
 	limit := func(r replica) int { return r.reg.Get("orders").Settings().MaxConcurrent }
 	resize := func(r replica, n int) {

@@ -1,9 +1,10 @@
-package server
+package replication
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -15,17 +16,19 @@ import (
 
 // overrideSync carries admin overrides between replicas through Redis, so
 // that a resize sent to one replica applies at every one: each change made
-// here is written to the hash <key_prefix>overrides (bulkhead -> record),
-// and every replica applies, each second, the records written after the
-// last it applied. The order is Redis's, never the replicas' clocks: each
+// here is written to the hash <key_prefix>overrides (bulkhead -> record)
+// at once (or, while Redis does not answer, when it answers again), and
+// every replica applies, each second, the records written after the last
+// it applied. The order is Redis's, never the replicas' clocks: each
 // write stamps its record with Redis's TIME (above the stamp of the record
 // it replaces), so the change written last wins at every replica,
 // whichever replica took it. A replica that starts applies the overrides
 // in force.
+//
+// sink may be called from any goroutine; the rest belongs to Run's.
 type overrideSync struct {
 	rdb     redis.UniversalClient
 	key     string
-	ctl     *control.Control
 	log     *slog.Logger
 	events  chan overrideEvent
 	pending map[string]overrideRecord // made here, not yet in Redis (pull leaves these alone)
@@ -89,29 +92,14 @@ func (o *overrideSync) sink(name string, ov *control.Override) {
 	}
 }
 
-// run syncs until ctx ends.
-func (o *overrideSync) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		o.flush(ctx)
-		o.pull(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case ev := <-o.events:
-			o.take(ev)
-		case <-t.C:
-		}
-	}
-}
-
 // take records a change made here, to be written by the next flush.
 func (o *overrideSync) take(ev overrideEvent) {
 	o.pending[ev.name] = ev.rec
 }
 
-func (o *overrideSync) flush(ctx context.Context) {
+// flush writes the changes made here; one that Redis did not take is
+// kept for the next flush.
+func (o *overrideSync) flush(ctx context.Context) error {
 	for name, rec := range o.pending {
 		b, err := json.Marshal(rec)
 		if err != nil {
@@ -120,17 +108,20 @@ func (o *overrideSync) flush(ctx context.Context) {
 		}
 		stamp, err := writeOverride.Run(ctx, o.rdb, []string{o.key}, name, b).Int64()
 		if err != nil {
-			return // Redis away: retried next time
+			return fmt.Errorf("admin override of %s: %w", name, err)
 		}
 		delete(o.pending, name)
 		o.applied[name] = stamp
 	}
+	return nil
 }
 
-func (o *overrideSync) pull(ctx context.Context) {
+// pull applies to apply the records written at the other replicas since
+// the last it applied.
+func (o *overrideSync) pull(ctx context.Context, apply Applier) error {
 	all, err := o.rdb.HGetAll(ctx, o.key).Result()
 	if err != nil {
-		return
+		return fmt.Errorf("admin overrides: %w", err)
 	}
 	for name, raw := range all {
 		var rec overrideRecord
@@ -145,9 +136,10 @@ func (o *overrideSync) pull(ctx context.Context) {
 		if rec.Settings != nil {
 			ov = &control.Override{Settings: *rec.Settings, Actor: rec.Actor, At: time.Unix(0, rec.At)}
 		}
-		if err := o.ctl.ApplyRemote(name, ov); err != nil && !errors.Is(err, control.ErrNotFound) {
+		if err := apply.ApplyRemote(name, ov); err != nil && !errors.Is(err, control.ErrNotFound) {
 			o.log.Warn("override made at another replica not applied", "bulkhead", name, "err", err)
 		}
 		o.applied[name] = rec.order()
 	}
+	return nil
 }

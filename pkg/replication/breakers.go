@@ -1,4 +1,4 @@
-package server
+package replication
 
 import (
 	"context"
@@ -14,61 +14,44 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
 )
 
-// breakerSync makes each bulkhead's circuit breaker mesh-wide when several
-// replicas share the Redis ledger. Each replica reads only the access-log
-// streams that reach it, so its breaker sees only their outcomes. Every
-// tick each replica writes its own window and last state change per
-// breaker to the hash <key_prefix>{<bulkhead>}:breaker (one field per
-// replica, in the bulkhead's slot), reads the others', and merges them in
+// breakerSync makes each bulkhead's circuit breaker mesh-wide. Each
+// replica reads only the access-log streams that reach it, so its breaker
+// sees only their outcomes. Every round each replica writes its own window
+// and last state change per breaker to the hash
+// <key_prefix>{<bulkhead>}:breaker (one field per replica, in the
+// bulkhead's slot), reads the others', and merges them in
 // (breaker.Breaker.Merge): the windows add up toward opening, and one
 // replica's opening, or closing after its probes succeeded, is every
-// replica's within a tick, as is an operator's mode (bulkheadctl circuit:
+// replica's within a round, as is an operator's mode (bulkheadctl circuit:
 // the newest wins, and a replica that starts takes the one in force from
 // the others). Each replica lets its own half-open probes through (up to
 // half_open_probes each).
 //
 // A replica's field carries the time it was written, and a field older
-// than the breaker's window and two ticks is left out (its replica
+// than the breaker's window and two rounds is left out (its replica
 // stopped); the hash expires when no replica writes it. While Redis does
 // not answer, each breaker decides on its own outcomes: the peers' windows
-// are dropped at the first failed sync, not kept as they last were.
+// are dropped (drop) when the store becomes unavailable, or a round trip
+// fails, not kept as they last were.
 type breakerSync struct {
-	rdb     redis.UniversalClient
-	prefix  string
-	replica string
-	set     *breaker.Set
-	log     *slog.Logger
-	now     func() time.Time
-	failing bool // the last sync failed (logged once until one succeeds)
-}
-
-func newBreakerSync(rdb redis.UniversalClient, prefix, replica string, set *breaker.Set, log *slog.Logger) *breakerSync {
-	return &breakerSync{rdb: rdb, prefix: prefix, replica: replica, set: set, log: log, now: time.Now}
+	store Store
+	set   *breaker.Set
+	log   *slog.Logger
 }
 
 // breakerSyncEvery is how often breakers are shared: how late a failure at
 // one replica counts at the others, at most.
 const breakerSyncEvery = 250 * time.Millisecond
 
-func (s *breakerSync) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			s.leave()
-			return
-		case <-t.C:
-			s.sync(ctx, every)
-		}
-	}
+func (s *breakerSync) key(name string) string {
+	return redisledger.Key(s.store.Prefix, name, "breaker")
 }
 
-func (s *breakerSync) key(name string) string { return redisledger.Key(s.prefix, name, "breaker") }
-
 // sync shares every breaker's window and last change, and merges the
-// others': one pipelined round trip for all of them.
-func (s *breakerSync) sync(ctx context.Context, every time.Duration) {
+// others' (rounds are every apart, now is the time of this one): one
+// pipelined round trip for all of them. When it fails, the peers' windows
+// are dropped and its error returned.
+func (s *breakerSync) sync(ctx context.Context, now time.Time, every time.Duration) error {
 	type item struct {
 		name   string
 		b      *breaker.Breaker
@@ -77,35 +60,26 @@ func (s *breakerSync) sync(ctx context.Context, every time.Duration) {
 		all    *redis.MapStringStringCmd
 	}
 	var items []item
-	now := s.now()
-	pipe := s.rdb.Pipeline()
+	pipe := s.store.Client.Pipeline()
 	s.set.Each(func(name string, b *breaker.Breaker) {
 		snap := b.Snapshot()
 		window := snap.Settings.Window
 		key := s.key(name)
-		pipe.HSet(ctx, key, s.replica, encodeShare(b.Local(), now))
+		pipe.HSet(ctx, key, s.store.Replica, encodeShare(b.Local(), now))
 		pipe.PExpire(ctx, key, window+4*every)
 		items = append(items, item{name: name, b: b, window: window, mode: snap.Mode, all: pipe.HGetAll(ctx, key)})
 	})
 	if len(items) == 0 {
-		return
+		return nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		if ctx.Err() == nil && !s.failing {
-			s.log.Warn("circuit breakers not shared with the other replicas until Redis answers: each decides on its own outcomes", "err", err)
-		}
-		s.failing = true
-		s.set.Each(func(_ string, b *breaker.Breaker) { b.Merge(nil) })
-		return
-	}
-	if s.failing {
-		s.log.Info("circuit breakers shared with the other replicas again")
-		s.failing = false
+		s.drop()
+		return fmt.Errorf("circuit breakers: %w", err)
 	}
 	for _, it := range items {
 		var peers []breaker.Share
 		for replica, v := range it.all.Val() {
-			if replica == s.replica {
+			if replica == s.store.Replica {
 				continue
 			}
 			sh, written, err := decodeShare(v)
@@ -123,15 +97,19 @@ func (s *breakerSync) sync(ctx context.Context, every time.Duration) {
 			s.log.Info("circuit breaker mode set at another replica", "bulkhead", it.name, "before", it.mode.String(), "after", m.String())
 		}
 	}
+	return nil
 }
+
+// drop makes each breaker decide on its own outcomes alone.
+func (s *breakerSync) drop() { s.set.Each(func(_ string, b *breaker.Breaker) { b.Merge(nil) }) }
 
 // leave removes this replica's fields, so that the others stop counting
 // its window at once (a graceful stop).
 func (s *breakerSync) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	pipe := s.rdb.Pipeline()
-	s.set.Each(func(name string, _ *breaker.Breaker) { pipe.HDel(ctx, s.key(name), s.replica) })
+	pipe := s.store.Client.Pipeline()
+	s.set.Each(func(name string, _ *breaker.Breaker) { pipe.HDel(ctx, s.key(name), s.store.Replica) })
 	_, _ = pipe.Exec(ctx) // best effort: the fields age out anyway
 }
 

@@ -1,4 +1,4 @@
-package server
+package replication
 
 import (
 	"context"
@@ -16,85 +16,66 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
 )
 
-// sizingShare makes `bulkheadctl suggest` mesh-wide when several replicas
-// share the Redis ledger. Each replica hears only the access-log streams
-// that reach it, so it knows only its share of each bulkhead's requests:
-// sized from that alone, a suggestion would fall short by the number of
-// replicas. Every second each replica writes the requests that ended here
-// in the last two seconds (the current one grows until it is over) to
-// <key_prefix>{<bulkhead>}:sizing:<unix second>, one field per replica
-// ("requests hold_us"), kept for sizing.History; a suggestion adds up the
-// others' fields of the seconds in its window (sizing.Peers). A suggestion
-// asked while Redis does not answer is refused, not made from one share.
+// sizingShare makes `bulkheadctl suggest` mesh-wide. Each replica hears
+// only the access-log streams that reach it, so it knows only its share of
+// each bulkhead's requests: sized from that alone, a suggestion would fall
+// short by the number of replicas. Every second each replica writes the
+// requests that ended here in the last two seconds (the current one grows
+// until it is over) to <key_prefix>{<bulkhead>}:sizing:<unix second>, one
+// field per replica ("requests hold_us"), kept for sizing.History; a
+// suggestion adds up the others' fields of the seconds in its window
+// (sizing.Peers). A suggestion asked while Redis does not answer is
+// refused, not made from one share. Safe for concurrent use (Ended is
+// called by the admin API, write by Run).
 type sizingShare struct {
-	rdb     redis.UniversalClient
-	prefix  string
-	replica string
+	store   Store
 	obs     *sizing.Observer
+	state   func() admission.State
 	log     *slog.Logger
 	timeout time.Duration // of a suggestion's read
-	failing bool          // the last write failed (logged once until one succeeds)
-}
-
-func newSizingShare(rdb redis.UniversalClient, prefix, replica string, obs *sizing.Observer, timeout time.Duration,
-	log *slog.Logger) *sizingShare {
-	return &sizingShare{rdb: rdb, prefix: prefix, replica: replica, obs: obs, timeout: timeout, log: log}
 }
 
 var _ sizing.Peers = (*sizingShare)(nil)
 
-func (s *sizingShare) key(name string, sec int64) string {
-	return redisledger.Key(s.prefix, name, "sizing:"+strconv.FormatInt(sec, 10))
-}
+// ErrUnavailable is the answer of what needs the other replicas while the
+// Redis ledger does not answer.
+var ErrUnavailable = errors.New("the redis ledger does not answer")
 
-func (s *sizingShare) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.write(ctx, time.Now().Unix())
-		}
-	}
+func (s *sizingShare) key(name string, sec int64) string {
+	return redisledger.Key(s.store.Prefix, name, "sizing:"+strconv.FormatInt(sec, 10))
 }
 
 // write shares the requests that ended here in the second now and the one
 // before it.
-func (s *sizingShare) write(ctx context.Context, now int64) {
-	pipe := s.rdb.Pipeline()
+func (s *sizingShare) write(ctx context.Context, now int64) error {
+	pipe := s.store.Client.Pipeline()
 	n := 0
 	for _, name := range s.obs.Names() {
 		for sec, c := range s.obs.Local(name, now-1, now) {
 			key := s.key(name, sec)
-			pipe.HSet(ctx, key, s.replica, fmt.Sprintf("%d %d", c.Requests, c.Hold.Microseconds()))
+			pipe.HSet(ctx, key, s.store.Replica, fmt.Sprintf("%d %d", c.Requests, c.Hold.Microseconds()))
 			pipe.Expire(ctx, key, sizing.History+time.Minute)
 			n++
 		}
 	}
 	if n == 0 {
-		return
+		return nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		if ctx.Err() == nil && !s.failing {
-			s.log.Warn("requests ended here not shared with the other replicas until Redis answers: suggestions are refused meanwhile", "err", err)
-		}
-		s.failing = true
-		return
+		return fmt.Errorf("sizing counts: %w", err)
 	}
-	if s.failing {
-		s.log.Info("requests ended here shared with the other replicas again")
-		s.failing = false
-	}
+	return nil
 }
 
 // Ended returns the requests of bulkhead name that ended at the other
 // replicas, by second, in [from, to]: one pipelined read.
 func (s *sizingShare) Ended(name string, from, to int64) (map[int64]sizing.Counts, error) {
+	if s.state() == admission.Unavailable {
+		return nil, ErrUnavailable
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	pipe := s.rdb.Pipeline()
+	pipe := s.store.Client.Pipeline()
 	cmds := make(map[int64]*redis.MapStringStringCmd, to-from+1)
 	for sec := from; sec <= to; sec++ {
 		cmds[sec] = pipe.HGetAll(ctx, s.key(name, sec))
@@ -106,7 +87,7 @@ func (s *sizingShare) Ended(name string, from, to int64) (map[int64]sizing.Count
 	for sec, cmd := range cmds {
 		var sum sizing.Counts
 		for replica, v := range cmd.Val() {
-			if replica == s.replica {
+			if replica == s.store.Replica {
 				continue
 			}
 			c, err := decodeCounts(v)
@@ -140,17 +121,27 @@ func decodeCounts(v string) (sizing.Counts, error) {
 	return sizing.Counts{Requests: n, Hold: time.Duration(us) * time.Microsecond}, nil
 }
 
-// globalSampler samples each bulkhead's permits in use across the mesh
+// GlobalSampler samples each bulkhead's permits in use across the mesh
 // (the Redis ledger's global count, refreshed each ledger tick), for
 // sizing: this process's own limiters hold nothing while Redis decides.
-type globalSampler struct {
+type GlobalSampler struct {
 	keys   func() []string
 	global func(name string) (admission.Global, bool)
 }
 
-func (g globalSampler) Keys() []string { return g.keys() }
+var _ sizing.Sampler = GlobalSampler{}
 
-func (g globalSampler) InUse(key string) (int, int, bool) {
+// NewGlobalSampler samples the bulkheads keys returns, global telling
+// their counts.
+func NewGlobalSampler(keys func() []string, global func(name string) (admission.Global, bool)) GlobalSampler {
+	return GlobalSampler{keys: keys, global: global}
+}
+
+// Keys implements sizing.Sampler.
+func (g GlobalSampler) Keys() []string { return g.keys() }
+
+// InUse implements sizing.Sampler.
+func (g GlobalSampler) InUse(key string) (int, int, bool) {
 	v, ok := g.global(key)
 	if !ok {
 		return 0, 0, true // not looked at yet: none known in use

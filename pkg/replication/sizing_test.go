@@ -1,6 +1,7 @@
-package server
+package replication
 
 import (
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
@@ -27,9 +29,10 @@ func TestSizingShareMeshWide(t *testing.T) {
 	fc := clock.NewFake(time.Now().Truncate(time.Second))
 	var logs testkit.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
+	var ledger ledgerState
 	newReplica := func(id string) (*sizing.Observer, *sizingShare) {
 		o := sizing.New(fc)
-		sh := newSizingShare(rdb, "t:", id, o, time.Second, log)
+		sh := &sizingShare{store: Store{Client: rdb, Prefix: "t:", Replica: id}, obs: o, state: ledger.get, log: log, timeout: time.Second}
 		o.SetPeers(sh)
 		return o, sh
 	}
@@ -40,8 +43,11 @@ func TestSizingShareMeshWide(t *testing.T) {
 			a.Ended("catalog", bulkhead.Success, 100*time.Millisecond)
 			b.Ended("catalog", bulkhead.Success, 100*time.Millisecond)
 		}
-		shA.write(ctx, fc.Now().Unix())
-		shB.write(ctx, fc.Now().Unix())
+		for _, sh := range []*sizingShare{shA, shB} {
+			if err := sh.write(ctx, fc.Now().Unix()); err != nil {
+				t.Fatal(err)
+			}
+		}
 		fc.Advance(time.Second)
 	}
 	p := sizing.Params{Window: 30 * time.Second, MinRequests: 100}.Defaults()
@@ -66,6 +72,13 @@ func TestSizingShareMeshWide(t *testing.T) {
 		t.Errorf("the unreadable field is not logged:\n%s", logs.String())
 	}
 
+	// Refused while the ledger finds Redis unavailable, without asking it,
+	// and when a read fails before the ledger noticed.
+	ledger.set(admission.Unavailable)
+	if _, err := a.Suggest("catalog", bulkhead.Settings{MaxConcurrent: 50}, p); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("suggestion with the ledger unavailable: %v, want refused (ErrUnavailable)", err)
+	}
+	ledger.set(admission.Strict)
 	srv.Kill()
 	if _, err := a.Suggest("catalog", bulkhead.Settings{MaxConcurrent: 50}, p); err == nil || !strings.Contains(err.Error(), "other replicas") {
 		t.Errorf("suggestion without Redis: %v, want refused", err)

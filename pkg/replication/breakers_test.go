@@ -1,4 +1,4 @@
-package server
+package replication
 
 import (
 	"context"
@@ -9,8 +9,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
@@ -31,7 +33,13 @@ func TestBreakerSyncMeshWide(t *testing.T) {
 	newReplica := func(id string) (*breaker.Set, *breakerSync) {
 		set := breaker.NewSet(fc)
 		set.Apply(map[string]breaker.Settings{"catalog": st})
-		return set, newBreakerSync(rdb, "t:", id, set, log)
+		return set, &breakerSync{store: Store{Client: rdb, Prefix: "t:", Replica: id}, set: set, log: log}
+	}
+	sync := func(s *breakerSync) {
+		t.Helper()
+		if err := s.sync(ctx, time.Now(), breakerSyncEvery); err != nil {
+			t.Fatal(err)
+		}
 	}
 	setA, a := newReplica("a")
 	setB, b := newReplica("b")
@@ -43,18 +51,18 @@ func TestBreakerSyncMeshWide(t *testing.T) {
 	if state(setA) != breaker.Closed || state(setB) != breaker.Closed {
 		t.Fatal("a breaker opened on its own outcomes alone")
 	}
-	a.sync(ctx, breakerSyncEvery) // a writes its window; b's is not there yet
+	sync(a) // a writes its window; b's is not there yet
 	if state(setA) != breaker.Closed {
 		t.Fatal("a opened before b's window was shared")
 	}
-	b.sync(ctx, breakerSyncEvery) // b reads a's 3 failures: 6 of 6
+	sync(b) // b reads a's 3 failures: 6 of 6
 	if state(setB) != breaker.Open {
 		t.Fatalf("b %v with 6 failed of 6 across the replicas, want open", state(setB))
 	}
 	if s := setB.Get("catalog").Snapshot(); s.Transitions[breaker.Open] != 1 {
 		t.Fatalf("b opened %d times", s.Transitions[breaker.Open])
 	}
-	a.sync(ctx, breakerSyncEvery) // a adopts b's opening
+	sync(a) // a adopts b's opening
 	if state(setA) != breaker.Open {
 		t.Fatalf("a %v after b opened, want open", state(setA))
 	}
@@ -72,8 +80,8 @@ func TestBreakerSyncMeshWide(t *testing.T) {
 	if state(setB) != breaker.Closed {
 		t.Fatalf("b %v after its probe succeeded, want closed", state(setB))
 	}
-	b.sync(ctx, breakerSyncEvery)
-	a.sync(ctx, breakerSyncEvery)
+	sync(b)
+	sync(a)
 	if state(setA) != breaker.Closed {
 		t.Fatalf("a %v after b closed, want closed", state(setA))
 	}
@@ -81,8 +89,8 @@ func TestBreakerSyncMeshWide(t *testing.T) {
 	// An operator's mode at one replica holds at the others, and so does
 	// the return to auto.
 	setB.Get("catalog").SetMode(breaker.ForceOpen)
-	b.sync(ctx, breakerSyncEvery)
-	a.sync(ctx, breakerSyncEvery)
+	sync(b)
+	sync(a)
 	if s := setA.Get("catalog").Snapshot(); s.Mode != breaker.ForceOpen {
 		t.Fatalf("a in mode %v after b's force_open, want force_open", s.Mode)
 	}
@@ -91,8 +99,8 @@ func TestBreakerSyncMeshWide(t *testing.T) {
 	}
 	fc.Advance(time.Millisecond)
 	setA.Get("catalog").SetMode(breaker.Auto)
-	a.sync(ctx, breakerSyncEvery)
-	b.sync(ctx, breakerSyncEvery)
+	sync(a)
+	sync(b)
 	if s := setB.Get("catalog").Snapshot(); s.Mode != breaker.Auto || s.State != breaker.Closed {
 		t.Fatalf("b %v %v after a's return to auto, want auto, closed", s.Mode, s.State)
 	}
@@ -104,7 +112,7 @@ func TestBreakerSyncMeshWide(t *testing.T) {
 		t.Fatal(err)
 	}
 	setC, c := newReplica("c")
-	c.sync(ctx, breakerSyncEvery)
+	sync(c)
 	if s := setC.Get("catalog").Snapshot(); s.PeerCalls != 0 || s.State != breaker.Closed || s.Mode != breaker.Auto {
 		t.Errorf("c: peers' window %d calls, state %v, mode %v; want the live replicas' (empty, closed, auto)", s.PeerCalls, s.State, s.Mode)
 	}
@@ -120,7 +128,9 @@ func TestBreakerSyncMeshWide(t *testing.T) {
 }
 
 // A Redis that does not answer is logged once, and each breaker then
-// decides on its own outcomes: the peers' last windows no longer count.
+// decides on its own outcomes: the peers' last windows no longer count,
+// from the first round trip that fails (before the ledger notices) and
+// while the ledger finds Redis unavailable.
 func TestBreakerSyncRedisDown(t *testing.T) {
 	srv := testkit.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
@@ -128,10 +138,11 @@ func TestBreakerSyncRedisDown(t *testing.T) {
 	var logs testkit.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	st := breaker.Settings{FailureRatio: 0.5, MinRequests: 3, Window: 10 * time.Second, OpenFor: time.Hour, HalfOpenProbes: 1}
-	newReplica := func(id string) (*breaker.Set, *breakerSync) {
+	var ledger ledgerState
+	newReplica := func(id string) (*breaker.Set, *Replicator) {
 		set := breaker.NewSet(clock.Real{})
 		set.Apply(map[string]breaker.Settings{"catalog": st})
-		return set, newBreakerSync(rdb, "t:", id, set, log)
+		return set, New(Store{Client: rdb, Prefix: "t:", Replica: id}, ledger.get, set, sizing.New(clock.Real{}), WithLogger(log))
 	}
 	setA, a := newReplica("a")
 	setB, b := newReplica("b")
@@ -139,16 +150,25 @@ func TestBreakerSyncRedisDown(t *testing.T) {
 	defer cancel()
 	setB.Record("catalog", true, time.Millisecond)
 	setB.Record("catalog", true, time.Millisecond)
-	b.sync(ctx, breakerSyncEvery)
-	a.sync(ctx, breakerSyncEvery)
+	b.round(ctx, nopApplier{})
+	a.round(ctx, nopApplier{})
 	if s := setA.Get("catalog").Snapshot(); s.PeerCalls != 2 || s.State != breaker.Closed {
 		t.Fatalf("a: peers' window %d calls, %v; want b's 2, closed", s.PeerCalls, s.State)
 	}
 	srv.Kill()
-	a.sync(ctx, breakerSyncEvery)
-	a.sync(ctx, breakerSyncEvery)
-	if n := strings.Count(logs.String(), "not shared with the other replicas"); n != 1 {
-		t.Errorf("logged %d times, want once:\n%s", n, logs.String())
+	a.round(ctx, nopApplier{}) // the ledger has not noticed: the round trip fails
+	if s := setA.Get("catalog").Snapshot(); s.PeerCalls != 0 {
+		t.Fatalf("a: peers' window %d calls after a round trip failed, want none", s.PeerCalls)
+	}
+	a.round(ctx, nopApplier{})
+	ledger.set(admission.Unavailable)
+	a.round(ctx, nopApplier{})
+	a.round(ctx, nopApplier{})
+	if n := strings.Count(logs.String(), "not shared with the other replicas until the redis ledger answers"); n != 1 {
+		t.Errorf("the outage logged %d times, want once:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "not shared with the other replicas this round"); n != 1 {
+		t.Errorf("the failed round trips logged %d times, want once:\n%s", n, logs.String())
 	}
 	setA.Record("catalog", true, time.Millisecond) // with b's last 2: 3 of 3
 	if s := setA.Get("catalog").Snapshot(); s.State != breaker.Closed || s.PeerCalls != 0 {
