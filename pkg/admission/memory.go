@@ -30,6 +30,11 @@ type Memory struct {
 	// ended: requests ended that a late periodic entry must not adopt.
 	ended permit.EndedTokens
 	guard func(register func()) bool // nil: none
+	// recovery: admissions pause this long after the backend was built
+	// (0: not at all); pause(false) ends it (Recover).
+	recovery time.Duration
+	pause    func(paused bool)
+	started  time.Time
 }
 
 var _ Ledger = (*Memory)(nil)
@@ -49,6 +54,15 @@ func WithRegisterGuard(guard func(register func()) bool) MemoryOption {
 	return func(m *Memory) { m.guard = guard }
 }
 
+// WithRecovery makes a backend that starts with heartbeats on admit no one
+// for window: the periodic entries of the requests that were running
+// before this process started are adopted meanwhile, so that the limits
+// count them before anyone new is admitted. pause(true) is called at once,
+// pause(false) by Recover when the window ends.
+func WithRecovery(window time.Duration, pause func(paused bool)) MemoryOption {
+	return func(m *Memory) { m.recovery, m.pause = window, pause }
+}
+
 // ErrNotRegistered means the register guard refused the permit.
 var ErrNotRegistered = errors.New("the permit was not registered")
 
@@ -59,8 +73,34 @@ func NewMemory(bulkheads Bulkheads, leases *permit.Memory, hb permit.Heartbeat, 
 	for _, o := range opts {
 		o(m)
 	}
-	m.adoptUntil = m.clock.Now().Add(hb.AdoptFor())
+	m.started = m.clock.Now()
+	m.adoptUntil = m.started.Add(hb.AdoptFor())
+	if !hb.On() || m.pause == nil {
+		m.recovery = 0
+	}
+	if m.recovery > 0 {
+		m.pause(true)
+	}
 	return m
+}
+
+// Recover ends the recovery window (WithRecovery): it resumes admissions
+// once the window has passed since the backend was built, and reports
+// true, or when ctx ends first (false). Without a window it returns false
+// at once.
+func (m *Memory) Recover(ctx context.Context) bool {
+	if m.recovery <= 0 {
+		return false
+	}
+	defer m.pause(false)
+	t := m.clock.NewTimer(m.recovery - m.clock.Now().Sub(m.started))
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Admit implements Ledger: a permit of the tenant's compartment first

@@ -94,6 +94,16 @@ type Leases struct {
 	MaxPermits int
 }
 
+// Kinds is what each bulkhead counts (requests or connections), by name,
+// for the metrics.
+func (c *Config) Kinds() map[string]string {
+	kinds := make(map[string]string, len(c.Bulkheads))
+	for name, b := range c.Bulkheads {
+		kinds[name] = string(b.Kind())
+	}
+	return kinds
+}
+
 // Heartbeat is the lease contract these settings make with Envoy's
 // periodic access log (off when HeartbeatInterval is 0).
 func (l Leases) Heartbeat() permit.Heartbeat {

@@ -36,7 +36,6 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
-	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
 	"github.com/bulkhead-mesh/bulkhead/pkg/replication"
 	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
 	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
@@ -78,9 +77,9 @@ type Runner struct {
 	admin    *admin.Server
 	adminTLS *creds.TLS // nil without admin.tls
 	als      *accesslog.Server
-	recovery time.Duration     // admissions pause this long at start; 0: none
-	shared   *shared           // nil with ledger.backend memory
-	gate     *replication.Gate // nil with ledger.backend memory
+	memory   *admission.Memory   // nil with ledger.backend redis
+	shared   *replication.Shared // nil with ledger.backend memory
+	gate     *replication.Gate   // nil with ledger.backend memory
 	health   *health.Server
 	streams  *streams // the long-lived streaming RPCs
 	ready    atomic.Bool
@@ -154,22 +153,18 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		// (a bulkhead whose state it lost); this process's ledger holds
 		// only the permits admitted while Redis does not answer.
 		r.gate = replication.NewGate(lm, r.health, r.streams.sever)
-		known := func(n string) bool { return r.Registry.Get(n) != nil }
-		if r.shared, err = newShared(cfg, hb, known, log, m, r.gate); err != nil {
+		if r.shared, err = replication.NewShared(cfg, replication.Parts{Leases: r.Ledger, Observer: m, Recorder: r.gate,
+			FailOpen: lm, Log: log, Known: func(n string) bool { return r.Registry.Get(n) != nil }}); err != nil {
 			return nil, err
 		}
-		m.UseGlobal(r.shared.ledger)
-		r.shared.fallback = redisledger.NewFallback(r.shared.ledger, cfg.Ledger.OnUnavailable, r.Ledger, lm)
-		backend = r.shared.fallback
+		m.UseGlobal(r.shared.Ledger)
+		backend = r.shared.Fallback
 	} else {
-		backend = admission.NewMemory(r.Registry, r.Ledger, hb)
-		if hb.On() && cfg.Leases.RecoveryWindow > 0 {
-			// Admit no one until the requests already running have been
-			// heard of (recover, in Run): bulkheads are created paused.
-			r.recovery = cfg.Leases.RecoveryWindow
-			r.Registry.SetPaused(true)
-			m.AdmissionsPaused(true)
-		}
+		r.memory = admission.NewMemory(r.Registry, r.Ledger, hb, admission.WithRecovery(cfg.Leases.RecoveryWindow, func(paused bool) {
+			r.Registry.SetPaused(paused)
+			m.AdmissionsPaused(paused)
+		}))
+		backend = r.memory
 	}
 	breakers := breaker.NewSet(clock.Real{})
 	r.sizing = sizing.New(clock.Real{})
@@ -184,11 +179,10 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	if r.shared != nil {
 		// Control applies what the replicator hears (Run), and tells it of
 		// the overrides made here (the sink).
-		repl := replication.New(r.shared.store, r.shared.ledger.State, breakers, r.sizing, replication.WithLogger(r.shared.log))
-		r.shared.repl = repl
+		repl := r.shared.Replicate(breakers, r.sizing)
 		r.sizing.SetPeers(repl.Peers())
-		r.sampler = replication.NewGlobalSampler(r.Registry.Keys, r.shared.ledger.Global)
-		ctlOpts = append(ctlOpts, control.WithOverrideSink(repl.Override), control.WithGlobal(r.shared.ledger))
+		r.sampler = replication.NewGlobalSampler(r.Registry.Keys, r.shared.Ledger.Global)
+		ctlOpts = append(ctlOpts, control.WithOverrideSink(repl.Override), control.WithGlobal(r.shared.Ledger))
 	}
 	r.Control = control.New(r.Registry, r.authz, log, ctlOpts...)
 	var aopts []admin.AuthOption
@@ -213,7 +207,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	if _, err := r.Control.Reload(cfg); err != nil {
 		return nil, err
 	}
-	m.SetKinds(kindsOf(cfg))
+	m.SetKinds(cfg.Kinds())
 	m.Reload(true)
 	r.als = accesslog.New(backend, m, log, alsOpts...)
 	return r, nil
@@ -289,9 +283,16 @@ func (r *Runner) Run(ctx context.Context) error {
 	var background errgroup.Group
 	background.Go(func() error { return r.Ledger.Run(sweepCtx) })
 	if r.shared != nil {
-		background.Go(func() error { return r.shared.run(sweepCtx, r.Registry, r.Control) })
+		background.Go(func() error { return r.shared.Run(sweepCtx, r.Registry, r.Control) })
 	}
-	background.Go(func() error { return r.recover(sweepCtx) }) // nil when the window passes or sweepCtx ends
+	if r.memory != nil {
+		background.Go(func() error {
+			if r.memory.Recover(sweepCtx) {
+				r.log.Info("recovery window over: admitting", "window", r.cfg.Leases.RecoveryWindow, "permits_held", r.Ledger.Len())
+			}
+			return nil
+		})
+	}
 	background.Go(func() error { return r.sizing.Run(sweepCtx, r.sampler, sizing.SampleEvery) })
 	if r.watchPath != "" {
 		background.Go(func() error {
@@ -418,29 +419,8 @@ func (r *Runner) reload(cfg *config.Config, err error) {
 		r.log.Error("configuration reload partly applied", "path", r.watchPath, "err", err)
 		return
 	}
-	r.Metrics.SetKinds(kindsOf(cfg))
+	r.Metrics.SetKinds(cfg.Kinds())
 	r.Metrics.Reload(true)
-}
-
-// recover ends the recovery window: once r.recovery has passed since the
-// listeners started, or when ctx ends, it resumes admissions. Meanwhile the
-// periodic access-log entries of requests that were running before this
-// process started are adopted, so the limits count them before anyone new
-// is admitted.
-func (r *Runner) recover(ctx context.Context) error {
-	if r.recovery <= 0 {
-		return nil
-	}
-	t := time.NewTimer(r.recovery)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		r.log.Info("recovery window over: admitting", "window", r.recovery, "permits_held", r.Ledger.Len())
-	case <-ctx.Done():
-	}
-	r.Registry.SetPaused(false)
-	r.Metrics.AdmissionsPaused(false)
-	return nil
 }
 
 // ledgerInfo is what the admin API says of the permit ledger.
@@ -448,6 +428,6 @@ func (r *Runner) ledgerInfo() admin.LedgerInfo {
 	if r.shared == nil {
 		return admin.LedgerInfo{Backend: config.LedgerMemory.String(), State: "strict", Replicas: 1}
 	}
-	return admin.LedgerInfo{Backend: config.LedgerRedis.String(), State: r.shared.ledger.State().String(),
-		Replicas: r.shared.ledger.Replicas(), OnUnavailable: r.cfg.Ledger.OnUnavailable.String()}
+	return admin.LedgerInfo{Backend: config.LedgerRedis.String(), State: r.shared.Ledger.State().String(),
+		Replicas: r.shared.Ledger.Replicas(), OnUnavailable: r.cfg.Ledger.OnUnavailable.String()}
 }

@@ -1,0 +1,91 @@
+package replication
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
+	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/config"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
+	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
+)
+
+// Shared is a replica's part in the Redis ledger (ledger.backend: redis):
+// the client and its identity, the ledger, the same under its unavailable
+// policy (Fallback: the backend the servers are given), and, once
+// Replicate made it, the replicator of what the ledger does not hold.
+type Shared struct {
+	Store    Store
+	Ledger   *redisledger.Ledger
+	Fallback *redisledger.Fallback
+	Repl     *Replicator
+	log      *slog.Logger
+}
+
+// Parts are what a replica's shared ledger is built with besides its
+// configuration.
+type Parts struct {
+	// Leases keeps the permits admitted alone (on_unavailable:
+	// local_share); its owner sweeps it.
+	Leases *permit.Memory
+	// Known reports whether a bulkhead is configured.
+	Known    func(bulkhead string) bool
+	Observer permit.Observer
+	// Recorder hears the ledger's calls and changes of state (the Gate).
+	Recorder redisledger.Recorder
+	// FailOpen counts the Checks admitted without a permit.
+	FailOpen redisledger.FallbackRecorder
+	Log      *slog.Logger
+}
+
+// NewShared builds the shared ledger of cfg. It connects nothing yet: Run
+// does.
+func NewShared(cfg *config.Config, p Parts) (*Shared, error) {
+	st, err := NewStore(cfg.Ledger.Redis)
+	if err != nil {
+		return nil, err
+	}
+	log := p.Log.With("component", "ledger", "replica", st.Replica, "redis", st.Where)
+	localFor := time.Duration(0)
+	if cfg.Ledger.OnUnavailable == admission.LocalShare {
+		localFor = cfg.Ledger.LocalShareFor
+	}
+	l := redisledger.New(st.Client, redisledger.Config{
+		LocalShareFor: localFor,
+		Prefix:        st.Prefix,
+		Replica:       st.Replica,
+		Timeout:       cfg.Ledger.Redis.Timeout,
+		Recovery:      cfg.Leases.RecoveryWindow,
+		Heartbeat:     cfg.Leases.Heartbeat(),
+		Known:         p.Known,
+	}, p.Observer, p.Recorder, log)
+	return &Shared{Store: st, Ledger: l, Fallback: redisledger.NewFallback(l, cfg.Ledger.OnUnavailable, p.Leases, p.FailOpen),
+		log: log}, nil
+}
+
+// Replicate makes the replicator of the breakers' windows, the sizing
+// observer's counts and the admin overrides; it runs with the ledger (Run).
+func (s *Shared) Replicate(breakers *breaker.Set, obs *sizing.Observer) *Replicator {
+	s.Repl = New(s.Store, s.Ledger.State, breakers, obs, WithLogger(s.log))
+	return s.Repl
+}
+
+// Run keeps the ledger (with its local shares) and the replicator going
+// until ctx ends, then closes the client they share. reg is the configured
+// bulkheads; apply receives the other replicas' overrides.
+func (s *Shared) Run(ctx context.Context, reg *bulkhead.Registry, apply Applier) error {
+	var g errgroup.Group
+	g.Go(func() error { return s.Fallback.Run(ctx, reg) })
+	if s.Repl != nil {
+		g.Go(func() error { return s.Repl.Run(ctx, apply) })
+	}
+	err := g.Wait()
+	s.Store.Client.Close()
+	return err
+}
