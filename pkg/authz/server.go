@@ -101,7 +101,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 const NodeHeader = "x-bulkhead-node"
 
 // SilentNodes tells which Envoy nodes were seen not to send periodic
-// access-log entries; *accesslog.SilentNodes is one.
+// access-log entries; *permit.SilentNodes is one.
 type SilentNodes interface {
 	Silent(node string) bool
 }

@@ -42,12 +42,21 @@ type ghost struct {
 	rejected bool
 }
 
-// arrive decides a real arrival of class p at now the way the enforcing
-// limiter would and returns its ghost. wait bounds its virtual wait (0:
-// none), and an arrival that would queue is rejected with noWait instead
-// when noWait is not ReasonNone. Rejections are counted in would.
-func (t *twin) arrive(now time.Time, p Priority, wait time.Duration, noWait Reason, ceil *[numPriorities]int,
-	maxQueue int, would *[numReasons]uint64) *ghost {
+// arrival is a real arrival as the twin decides it: of class p at now;
+// wait bounds its virtual wait (0: none), and one that would queue is
+// rejected with noWait instead when noWait is not ReasonNone.
+type arrival struct {
+	now    time.Time
+	p      Priority
+	wait   time.Duration
+	noWait Reason
+}
+
+// arrive decides a the way the enforcing limiter would, under the class
+// ceilings ceil and a queue of maxQueue, and returns its ghost. Rejections
+// are counted in would.
+func (t *twin) arrive(a arrival, ceil *[numPriorities]int, maxQueue int, would *[numReasons]uint64) *ghost {
+	now, p, wait, noWait := a.now, a.p, a.wait, a.noWait
 	t.advance(now, ceil, would)
 	g := &ghost{prio: p, arrived: now}
 	if wait > 0 {
@@ -205,12 +214,12 @@ func (h *endHeap) Pop() any {
 
 // admitDryLocked admits an arrival of class p to a dry-run limiter at once
 // and lets the twin decide what the limiter would have done; see
-// twin.arrive for wait and noWait. l.mu must be held and l.twin set.
+// arrival for wait and noWait. l.mu must be held and l.twin set.
 func (l *Limiter) admitDryLocked(p Priority, wait time.Duration, noWait Reason) Permit {
 	if !p.Valid() {
 		p = BestEffort
 	}
-	g := l.twin.arrive(l.clock.Now(), p, wait, noWait, &l.ceil, l.settings.MaxQueue, &l.stats.wouldReject)
+	g := l.twin.arrive(arrival{now: l.clock.Now(), p: p, wait: wait, noWait: noWait}, &l.ceil, l.settings.MaxQueue, &l.stats.wouldReject)
 	pm := l.grantLocked(p)
 	l.slots[pm.slot].ghost = g
 	return pm

@@ -225,18 +225,18 @@ func (l *Ledger) Admit(ctx context.Context, r admission.Request) (admission.Admi
 		if err := ctx.Err(); err != nil {
 			// Granted, but nobody waits for the answer.
 			l.ReleaseToken(name, token, permit.Cancel)
-			lim.CountShared(r.Priority, bulkhead.ReasonNone, true)
+			lim.Count(r.Priority, bulkhead.ReasonNone, true)
 			return admission.Admitted{}, err
 		}
-		lim.CountShared(r.Priority, bulkhead.ReasonNone, false)
+		lim.Count(r.Priority, bulkhead.ReasonNone, false)
 		return admission.Admitted{Token: token}, nil
 	}
 	if reason := bulkhead.ReasonOf(err); reason != bulkhead.ReasonNone {
-		lim.CountShared(r.Priority, reason, false)
+		lim.Count(r.Priority, reason, false)
 		return admission.Admitted{}, err
 	}
 	if !errors.Is(err, ErrUnavailable) && ctx.Err() != nil {
-		lim.CountShared(r.Priority, bulkhead.ReasonNone, true)
+		lim.Count(r.Priority, bulkhead.ReasonNone, true)
 		return admission.Admitted{}, ctx.Err()
 	}
 	return admission.Admitted{}, err

@@ -82,7 +82,7 @@ func (f *Fallback) Admit(ctx context.Context, r admission.Request) (admission.Ad
 			// The hand-over to Redis began meanwhile.
 		}
 	}
-	r.Bulkhead.CountShared(r.Priority, bulkhead.ReasonLedgerUnavailable, false)
+	r.Bulkhead.Count(r.Priority, bulkhead.ReasonLedgerUnavailable, false)
 	return admission.Admitted{}, bulkhead.ErrLedgerUnavailable
 }
 

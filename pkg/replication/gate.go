@@ -26,7 +26,7 @@ import (
 //     closed (sever), so that Envoy's next entries open new streams, to a
 //     replica that renews (or adopts) them within the lease; a stream that
 //     later brings an entry only the shared ledger could serve is closed
-//     too (accesslog.Shared.Reachable).
+//     too (the ledger answers its entries permit.Unavailable).
 //
 // It is the ledger's recorder: the ledger reports each change of state to
 // it, and it passes every report on to the recorder it wraps (the

@@ -49,7 +49,7 @@ func TestUnreachableLedgerMovesTheDataPlane(t *testing.T) {
 	if _, r := check(t, rn, "auth"); r != "ledger_unavailable" {
 		t.Fatalf("Check with Redis paused: reason %q, want ledger_unavailable", r)
 	}
-	if s := rn.r.shared.Ledger.State(); s != admission.Unavailable {
+	if s := rn.r.replica.Ledger.State(); s != admission.Unavailable {
 		t.Fatalf("ledger %v after a call that timed out", s)
 	}
 	if s := serving(); s != healthpb.HealthCheckResponse_NOT_SERVING {

@@ -29,9 +29,9 @@ bulkheads:
 func admitAlone(t *testing.T, rn *running, srv *testkit.Redis) {
 	t.Helper()
 	waitStrict(t, rn)
-	testkit.Eventually(t, "share sized", func() bool { return rn.r.shared.Fallback.Share("auth") != nil })
+	testkit.Eventually(t, "share sized", func() bool { return rn.r.replica.Fallback.Share("auth") != nil })
 	srv.Kill()
-	testkit.Eventually(t, "local share allowed", rn.r.shared.Ledger.LocalShareOK)
+	testkit.Eventually(t, "local share allowed", rn.r.replica.Ledger.LocalShareOK)
 }
 
 // The hand-over leaves no permit outside Redis's count (fault issue,
@@ -62,7 +62,7 @@ func TestHandoverLeavesNoPermitBehind(t *testing.T) {
 		third <- result{resp, err}
 	}()
 	testkit.Eventually(t, "a third Check waits in the local share", func() bool {
-		return rn.r.shared.Fallback.Share("auth").Snapshot().Queued[1] == 1
+		return rn.r.replica.Fallback.Share("auth").Snapshot().Queued[1] == 1
 	})
 	srv.Start()
 	waitStrict(t, rn)

@@ -77,9 +77,9 @@ type Runner struct {
 	admin    *admin.Server
 	adminTLS *creds.TLS // nil without admin.tls
 	als      *accesslog.Server
-	memory   *admission.Memory   // nil with ledger.backend redis
-	shared   *replication.Shared // nil with ledger.backend memory
-	gate     *replication.Gate   // nil with ledger.backend memory
+	memory   *admission.Memory    // nil with ledger.backend redis
+	replica  *replication.Replica // nil with ledger.backend memory
+	gate     *replication.Gate    // nil with ledger.backend memory
 	health   *health.Server
 	streams  *streams // the long-lived streaming RPCs
 	ready    atomic.Bool
@@ -153,12 +153,12 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		// (a bulkhead whose state it lost); this process's ledger holds
 		// only the permits admitted while Redis does not answer.
 		r.gate = replication.NewGate(lm, r.health, r.streams.sever)
-		if r.shared, err = replication.NewShared(cfg, replication.Parts{Leases: r.Ledger, Observer: m, Recorder: r.gate,
+		if r.replica, err = replication.NewReplica(cfg, replication.Parts{Leases: r.Ledger, Observer: m, Recorder: r.gate,
 			FailOpen: lm, Log: log, Known: func(n string) bool { return r.Registry.Get(n) != nil }}); err != nil {
 			return nil, err
 		}
-		m.UseGlobal(r.shared.Ledger)
-		backend = r.shared.Fallback
+		m.UseGlobal(r.replica.Ledger)
+		backend = r.replica.Fallback
 	} else {
 		r.memory = admission.NewMemory(r.Registry, r.Ledger, hb, admission.WithRecovery(cfg.Leases.RecoveryWindow, func(paused bool) {
 			r.Registry.SetPaused(paused)
@@ -176,13 +176,13 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	r.authz = authz.New(r.Registry, backend, m, authz.DefaultPolicy(), azOpts...)
 	ctlOpts := []control.Option{control.WithOutcomes(r.sizing), control.WithBreakers(breakers), control.WithSizing(r.sizing)}
 	r.sampler = sizing.LimiterSampler(r.Registry)
-	if r.shared != nil {
+	if r.replica != nil {
 		// Control applies what the replicator hears (Run), and tells it of
 		// the overrides made here (the sink).
-		repl := r.shared.Replicate(breakers, r.sizing)
+		repl := r.replica.Replicate(breakers, r.sizing)
 		r.sizing.SetPeers(repl.Peers())
-		r.sampler = replication.NewGlobalSampler(r.Registry.Keys, r.shared.Ledger.Global)
-		ctlOpts = append(ctlOpts, control.WithOverrideSink(repl.Override), control.WithGlobal(r.shared.Ledger))
+		r.sampler = replication.NewGlobalSampler(r.Registry.Keys, r.replica.Ledger.Global)
+		ctlOpts = append(ctlOpts, control.WithOverrideSink(repl.Override), control.WithGlobal(r.replica.Ledger))
 	}
 	r.Control = control.New(r.Registry, r.authz, log, ctlOpts...)
 	var aopts []admin.AuthOption
@@ -282,8 +282,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	var background errgroup.Group
 	background.Go(func() error { return r.Ledger.Run(sweepCtx) })
-	if r.shared != nil {
-		background.Go(func() error { return r.shared.Run(sweepCtx, r.Registry, r.Control) })
+	if r.replica != nil {
+		background.Go(func() error { return r.replica.Run(sweepCtx, r.Registry, r.Control) })
 	}
 	if r.memory != nil {
 		background.Go(func() error {
@@ -425,9 +425,9 @@ func (r *Runner) reload(cfg *config.Config, err error) {
 
 // ledgerInfo is what the admin API says of the permit ledger.
 func (r *Runner) ledgerInfo() admin.LedgerInfo {
-	if r.shared == nil {
+	if r.replica == nil {
 		return admin.LedgerInfo{Backend: config.LedgerMemory.String(), State: "strict", Replicas: 1}
 	}
-	return admin.LedgerInfo{Backend: config.LedgerRedis.String(), State: r.shared.Ledger.State().String(),
-		Replicas: r.shared.Ledger.Replicas(), OnUnavailable: r.cfg.Ledger.OnUnavailable.String()}
+	return admin.LedgerInfo{Backend: config.LedgerRedis.String(), State: r.replica.Ledger.State().String(),
+		Replicas: r.replica.Ledger.Replicas(), OnUnavailable: r.cfg.Ledger.OnUnavailable.String()}
 }

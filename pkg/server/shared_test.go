@@ -66,7 +66,7 @@ func check(t *testing.T, rn *running, key string) (token, reason string) {
 
 func waitStrict(t *testing.T, rn *running) {
 	t.Helper()
-	testkit.Eventually(t, "shared ledger strict", func() bool { return rn.r.shared.Ledger.State() == admission.Strict })
+	testkit.Eventually(t, "shared ledger strict", func() bool { return rn.r.replica.Ledger.State() == admission.Strict })
 }
 
 func TestSharedLedgerOneLimitAcrossReplicas(t *testing.T) {
@@ -144,7 +144,7 @@ func TestSharedLedgerUnavailablePolicies(t *testing.T) {
 			srv := testkit.StartRedis(t)
 			rn := start(t, parseConfig(t, sharedYAML(srv.Addr, tc.policy)))
 			waitStrict(t, rn)
-			testkit.Eventually(t, "share sized", func() bool { return rn.r.shared.Fallback.Share("auth") != nil })
+			testkit.Eventually(t, "share sized", func() bool { return rn.r.replica.Fallback.Share("auth") != nil })
 			srv.Kill()
 			if tc.policy == "local_share" {
 				// Rejected until the other replicas would hold this one's
@@ -152,7 +152,7 @@ func TestSharedLedgerUnavailablePolicies(t *testing.T) {
 				if _, r := check(t, rn, "auth"); r != "ledger_unavailable" {
 					t.Fatalf("local_share at once: %q, want ledger_unavailable", r)
 				}
-				testkit.Eventually(t, "local share allowed", rn.r.shared.Ledger.LocalShareOK)
+				testkit.Eventually(t, "local share allowed", rn.r.replica.Ledger.LocalShareOK)
 			}
 			var got []string
 			for range 3 {
@@ -165,8 +165,8 @@ func TestSharedLedgerUnavailablePolicies(t *testing.T) {
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Fatalf("with Redis down: %q, want %q", got, tc.want)
 			}
-			if rn.r.shared.Ledger.State() != admission.Unavailable {
-				t.Fatalf("state %v", rn.r.shared.Ledger.State())
+			if rn.r.replica.Ledger.State() != admission.Unavailable {
+				t.Fatalf("state %v", rn.r.replica.Ledger.State())
 			}
 			if got := counter(t, rn, "bulkhead_ledger_state", "unavailable"); got != 1 {
 				t.Fatalf("bulkhead_ledger_state{state=unavailable} = %v", got)
@@ -230,7 +230,7 @@ func TestSharedStopLeavesNoBreakerWindow(t *testing.T) {
 	waitStrict(t, rn)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { rdb.Close() })
-	key, replica := "bulkhead:{auth}:breaker", rn.r.shared.Store.Replica
+	key, replica := "bulkhead:{auth}:breaker", rn.r.replica.Store.Replica
 	testkit.Eventually(t, "breaker window shared", func() bool { return rdb.HExists(context.Background(), key, replica).Val() })
 	if _, err := rn.stop(t); err != nil {
 		t.Fatal(err)

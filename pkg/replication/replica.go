@@ -16,11 +16,11 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
 )
 
-// Shared is a replica's part in the Redis ledger (ledger.backend: redis):
+// Replica is a replica's part in the Redis ledger (ledger.backend: redis):
 // the client and its identity, the ledger, the same under its unavailable
 // policy (Fallback: the backend the servers are given), and, once
 // Replicate made it, the replicator of what the ledger does not hold.
-type Shared struct {
+type Replica struct {
 	Store    Store
 	Ledger   *redisledger.Ledger
 	Fallback *redisledger.Fallback
@@ -44,9 +44,9 @@ type Parts struct {
 	Log      *slog.Logger
 }
 
-// NewShared builds the shared ledger of cfg. It connects nothing yet: Run
+// NewReplica builds the shared ledger of cfg. It connects nothing yet: Run
 // does.
-func NewShared(cfg *config.Config, p Parts) (*Shared, error) {
+func NewReplica(cfg *config.Config, p Parts) (*Replica, error) {
 	st, err := NewStore(cfg.Ledger.Redis)
 	if err != nil {
 		return nil, err
@@ -65,13 +65,13 @@ func NewShared(cfg *config.Config, p Parts) (*Shared, error) {
 		Heartbeat:     cfg.Leases.Heartbeat(),
 		Known:         p.Known,
 	}, p.Observer, p.Recorder, log)
-	return &Shared{Store: st, Ledger: l, Fallback: redisledger.NewFallback(l, cfg.Ledger.OnUnavailable, p.Leases, p.FailOpen),
+	return &Replica{Store: st, Ledger: l, Fallback: redisledger.NewFallback(l, cfg.Ledger.OnUnavailable, p.Leases, p.FailOpen),
 		log: log}, nil
 }
 
 // Replicate makes the replicator of the breakers' windows, the sizing
 // observer's counts and the admin overrides; it runs with the ledger (Run).
-func (s *Shared) Replicate(breakers *breaker.Set, obs *sizing.Observer) *Replicator {
+func (s *Replica) Replicate(breakers *breaker.Set, obs *sizing.Observer) *Replicator {
 	s.Repl = New(s.Store, s.Ledger.State, breakers, obs, WithLogger(s.log))
 	return s.Repl
 }
@@ -79,7 +79,7 @@ func (s *Shared) Replicate(breakers *breaker.Set, obs *sizing.Observer) *Replica
 // Run keeps the ledger (with its local shares) and the replicator going
 // until ctx ends, then closes the client they share. reg is the configured
 // bulkheads; apply receives the other replicas' overrides.
-func (s *Shared) Run(ctx context.Context, reg *bulkhead.Registry, apply Applier) error {
+func (s *Replica) Run(ctx context.Context, reg *bulkhead.Registry, apply Applier) error {
 	var g errgroup.Group
 	g.Go(func() error { return s.Fallback.Run(ctx, reg) })
 	if s.Repl != nil {
