@@ -1,6 +1,7 @@
 package accesslog
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +12,35 @@ import (
 // The ledger answers each release and renewal through a callback
 // (admission.Done), possibly from another goroutine: this file is what the
 // server makes of those answers.
+
+// pendingEnd is an end entry waiting for the ledger's answer
+// (admission.Done): copies of what its stream and entry said, since the
+// ledger may answer after their buffers are reused. Pooled: an entry
+// costs no allocation for its answer.
+type pendingEnd struct {
+	s  *Server
+	st stream
+	e  entry
+}
+
+var pendingEnds = sync.Pool{New: func() any { return new(pendingEnd) }}
+
+// Done implements admission.Done.
+func (p *pendingEnd) Done(lease permit.Lease, res permit.Result) {
+	p.s.released(&p.st, &p.e, lease, res)
+	*p = pendingEnd{}
+	pendingEnds.Put(p)
+}
+
+// streamRenewals answers the renewals of one stream's periodic entries
+// (admission.Done): they need nothing of the entry.
+type streamRenewals struct {
+	s    *Server
+	move *atomic.Bool
+}
+
+// Done implements admission.Done.
+func (r *streamRenewals) Done(lease permit.Lease, res permit.Result) { r.s.renewed(r.move, lease, res) }
 
 // released records what the release of an end entry did.
 func (s *Server) released(st *stream, e *entry, lease permit.Lease, res permit.Result) {

@@ -91,7 +91,7 @@ func TestConnectionHeartbeat(t *testing.T) {
 	}
 	// A running connection a new process never granted (a restart): adopted.
 	const unknown = "AAAAAAAAAAAAAAAAAAAAAA"
-	e = newHBEnv(t, hb)
+	e, st = newHBEnv(t, hb), &stream{node: "envoy-1"} // a stream is its server's
 	e.srv.entry(st, entry(unknown, datav3.AccessLogType_TcpPeriodic))
 	if e.inUse() != 1 || e.rec.entryCount("adopted") != 1 {
 		t.Fatalf("in use %d, entries %v; want the running connection adopted", e.inUse(), e.rec.entries)

@@ -105,7 +105,8 @@ func (s *Server) StreamAccessLogs(stream alsv3.AccessLogService_StreamAccessLogs
 func (s *Server) serve(recv func(*message) error, done func() error) error {
 	s.rec.StreamOpened()
 	defer s.rec.StreamClosed()
-	st := stream{move: new(atomic.Bool)}
+	st := stream{}
+	s.open(&st)
 	var msg message
 	for {
 		err := recv(&msg)
@@ -163,9 +164,20 @@ type stream struct {
 	// rather than wait here while the leases run out. Set by the ledger's
 	// callbacks, possibly from another goroutine.
 	move *atomic.Bool
+	// renewals answers every renewal of the stream (admission.Done).
+	renewals *streamRenewals
+}
+
+// open readies st for its entries' answers.
+func (s *Server) open(st *stream) {
+	st.move = new(atomic.Bool)
+	st.renewals = &streamRenewals{s: s, move: st.move}
 }
 
 func (s *Server) entry(st *stream, e *entry) {
+	if st.renewals == nil {
+		s.open(st)
+	}
 	switch {
 	case e.periodic && e.token != "" && s.heartbeat.On():
 		s.renew(st, e)
@@ -181,12 +193,11 @@ func (s *Server) entry(st *stream, e *entry) {
 // release ends the permit of an end entry.
 func (s *Server) release(st *stream, e *entry) {
 	// The ledger may answer from another goroutine, after the buffers of
-	// st and e are reused: the callback gets copies.
-	stc, ec := *st, *e
-	ec.bulkhead = nil
-	s.ledger.Release(admission.Entry{Bulkhead: string(e.bulkhead), Token: e.token}, func(lease permit.Lease, res permit.Result) {
-		s.released(&stc, &ec, lease, res)
-	})
+	// st and e are reused: the answer gets copies.
+	p := pendingEnds.Get().(*pendingEnd)
+	p.s, p.st, p.e = s, *st, *e
+	p.e.bulkhead = nil
+	s.ledger.Release(admission.Entry{Bulkhead: e.bulkhead, Token: e.token}, p)
 }
 
 // renew renews the lease of a request Envoy says is running; the ledger
@@ -208,10 +219,7 @@ func (s *Server) renew(st *stream, e *entry) {
 			s.nodes.heard(node, now)
 		}
 	}
-	move := st.move
-	s.ledger.Renew(admission.Entry{Bulkhead: string(e.bulkhead), Token: e.token, Node: node}, func(lease permit.Lease, res permit.Result) {
-		s.renewed(move, lease, res)
-	})
+	s.ledger.Renew(admission.Entry{Bulkhead: e.bulkhead, Token: e.token, Node: node}, st.renewals)
 }
 
 // StreamMethod is the full gRPC method name of Envoy's access-log streams.

@@ -44,8 +44,18 @@ type Ledger interface {
 	Holders(bulkhead string, max int) ([]permit.Lease, int)
 }
 
-// Done receives the result of Release or Renew.
-type Done func(permit.Lease, permit.Result)
+// Done receives the result of Release or Renew, exactly once. It is an
+// interface, not a func, so that a caller can hand in a pooled value and
+// an entry costs no closure.
+type Done interface {
+	Done(permit.Lease, permit.Result)
+}
+
+// DoneFunc is a func as a Done.
+type DoneFunc func(permit.Lease, permit.Result)
+
+// Done implements Done.
+func (f DoneFunc) Done(l permit.Lease, r permit.Result) { f(l, r) }
 
 // Request is one admission asked of the ledger: everything a Check
 // decided about its request before it asks for a permit.
@@ -79,8 +89,11 @@ type Admitted struct {
 type Entry struct {
 	// Bulkhead is the bulkhead the entry names next to the token (from the
 	// permit's dynamic metadata; any bytes): a shared backend finds the
-	// lease by it, and adoption counts the request in it.
-	Bulkhead string
+	// lease by it, and adoption counts the request in it. It points into
+	// the access-log message and is valid during the call only: a backend
+	// that keeps it copies it (string(Bulkhead)); the in-memory backend
+	// needs it only to adopt.
+	Bulkhead []byte
 	Token    string
 	// Node is the entry's Envoy node when it is a valid node id, else "".
 	Node string

@@ -111,13 +111,7 @@ func (m *Memory) Admit(ctx context.Context, r Request) (Admitted, error) {
 	if err != nil {
 		return Admitted{}, err
 	}
-	g := permit.Grant{Bulkhead: r.Bulkhead.Name(), Priority: r.Priority, TTL: r.Lease, Node: r.Node}
-	var token string
-	if m.guard == nil {
-		token, err = m.leases.Grant(p, g)
-	} else if !m.guard(func() { token, err = m.leases.Grant(p, g) }) {
-		err = ErrNotRegistered
-	}
+	token, err := m.register(p, permit.Grant{Bulkhead: r.Bulkhead.Name(), Priority: r.Priority, TTL: r.Lease, Node: r.Node})
 	if err != nil {
 		p.Release()
 		return Admitted{}, err
@@ -129,6 +123,20 @@ func (m *Memory) Admit(ctx context.Context, r Request) (Admitted, error) {
 		return Admitted{}, err
 	}
 	return Admitted{Token: token}, nil
+}
+
+// register registers p's lease, through the register guard when there is
+// one (apart, so that the common path captures nothing in a closure).
+func (m *Memory) register(p permit.Releaser, g permit.Grant) (string, error) {
+	if m.guard == nil {
+		return m.leases.Grant(p, g)
+	}
+	var token string
+	var err error
+	if !m.guard(func() { token, err = m.leases.Grant(p, g) }) {
+		return "", ErrNotRegistered
+	}
+	return token, err
 }
 
 // acquire takes the permit for r: from the tenant's compartment first when
@@ -189,7 +197,7 @@ func (m *Memory) Release(e Entry, done Done) {
 	case res == permit.Expired, res == permit.Unknown && m.adopting():
 		m.ended.Add(e.Token)
 	}
-	done(lease, res)
+	done.Done(lease, res)
 }
 
 // Renew implements Ledger: it renews the live lease, or adopts the permit
@@ -199,40 +207,40 @@ func (m *Memory) Renew(e Entry, done Done) {
 	lease, res := m.leases.Renew(e.Token, m.heartbeat.TTL)
 	switch res {
 	case permit.Renewed:
-		done(lease, res)
+		done.Done(lease, res)
 		return
 	case permit.Duplicate:
 		// Ended by its end entry (the heartbeat log is batched, the release
 		// log is not: its last periodic entry may come after it) or by a
 		// cancelled Check: nothing runs.
-		done(lease, permit.Late)
+		done.Done(lease, permit.Late)
 		return
 	case permit.Expired:
 		if m.ended.Has(e.Token) {
-			done(lease, permit.Late)
+			done.Done(lease, permit.Late)
 			return
 		}
 		res = permit.AdoptedExpired
 	default:
 		switch {
 		case !m.adopting():
-			done(lease, permit.Unknown)
+			done.Done(lease, permit.Unknown)
 			return
 		case m.ended.Has(e.Token):
-			done(lease, permit.Late)
+			done.Done(lease, permit.Late)
 			return
 		}
 		res = permit.Adopted
 	}
 	lease, res = m.adopt(e, res)
-	done(lease, res)
+	done.Done(lease, res)
 }
 
 // adopt counts the running request of e in its bulkhead again, past the
 // limit if need be (it runs already), and gives its token a lease; it
 // answers res when it did.
 func (m *Memory) adopt(e Entry, res permit.Result) (permit.Lease, permit.Result) {
-	l := m.bulkheads.Get(e.Bulkhead)
+	l := m.bulkheads.Get(string(e.Bulkhead))
 	if l == nil {
 		return permit.Lease{}, permit.Unknown
 	}

@@ -64,7 +64,7 @@ func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
 		// it may hold, when Redis answers, rather than at its lease's end.
 		select {
 		case l.jobs <- job{name: r.Bulkhead, token: token, release: true, src: permit.Cancel,
-			released: func(permit.Lease, permit.Result) {}}:
+			done: admission.DoneFunc(func(permit.Lease, permit.Result) {})}:
 		default:
 		}
 		return "", err

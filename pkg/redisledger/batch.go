@@ -21,8 +21,7 @@ type job struct {
 	ttl         time.Duration
 	node        string
 	force       bool
-	released    func(permit.Lease, permit.Result)
-	renewed     func(permit.Lease, permit.Result)
+	done        admission.Done
 }
 
 // ReleaseAsync is Release without waiting: the release joins the next
@@ -32,36 +31,36 @@ type job struct {
 // then costs Redis round trips only per batch. With the queue full (or
 // before Run) the release is made at once, as ReleaseToken, or fails at once
 // while Redis is unavailable.
-func (l *Ledger) ReleaseAsync(name, token string, src permit.Source, done func(permit.Lease, permit.Result)) {
+func (l *Ledger) ReleaseAsync(name, token string, src permit.Source, done admission.Done) {
 	if !permit.ValidToken(token) {
-		done(l.ReleaseToken(name, token, src))
+		done.Done(l.ReleaseToken(name, token, src))
 		return
 	}
 	select {
-	case l.jobs <- job{name: name, token: token, release: true, src: src, released: done}:
+	case l.jobs <- job{name: name, token: token, release: true, src: src, done: done}:
 	default:
 		if l.State() == admission.Unavailable { // not on the stream's goroutine, for a Redis known down
-			done(permit.Lease{}, permit.Unavailable)
+			done.Done(permit.Lease{}, permit.Unavailable)
 			return
 		}
-		done(l.ReleaseToken(name, token, src))
+		done.Done(l.ReleaseToken(name, token, src))
 	}
 }
 
 // RenewAsync is RenewToken without waiting, as ReleaseAsync is ReleaseToken.
-func (l *Ledger) RenewAsync(name, token string, ttl time.Duration, node string, force bool, done func(permit.Lease, permit.Result)) {
+func (l *Ledger) RenewAsync(name, token string, ttl time.Duration, node string, force bool, done admission.Done) {
 	if !permit.ValidToken(token) {
-		done(l.RenewToken(name, token, ttl, node, force))
+		done.Done(l.RenewToken(name, token, ttl, node, force))
 		return
 	}
 	select {
-	case l.jobs <- job{name: name, token: token, ttl: ttl, node: node, force: force, renewed: done}:
+	case l.jobs <- job{name: name, token: token, ttl: ttl, node: node, force: force, done: done}:
 	default:
 		if l.State() == admission.Unavailable {
-			done(permit.Lease{}, permit.Unavailable)
+			done.Done(permit.Lease{}, permit.Unavailable)
 			return
 		}
-		done(l.RenewToken(name, token, ttl, node, force))
+		done.Done(l.RenewToken(name, token, ttl, node, force))
 	}
 }
 
@@ -128,9 +127,9 @@ func (l *Ledger) send(jobs []job) {
 			l.unavailable(op, err)
 		}
 		if j.release {
-			j.released(l.released(j.name, j.token, j.src, res, err))
+			j.done.Done(l.released(j.name, j.token, j.src, res, err))
 		} else {
-			j.renewed(l.renewedResult(j.name, j.token, res, err))
+			j.done.Done(l.renewedResult(j.name, j.token, res, err))
 		}
 	}
 }
@@ -170,29 +169,32 @@ func (l *Ledger) pipeline(ctx context.Context, jobs []job) []*redis.Cmd {
 // reaches Redis (Unknown); while Redis is unreachable the answer is
 // Unavailable at once.
 func (l *Ledger) Release(e admission.Entry, done admission.Done) {
-	if !l.serves(e, done) {
+	name := string(e.Bulkhead)
+	if !l.serves(name, done) {
 		return
 	}
-	l.ReleaseAsync(e.Bulkhead, e.Token, permit.AccessLog, done)
+	l.ReleaseAsync(name, e.Token, permit.AccessLog, done)
 }
 
 // Renew implements admission.Ledger as Release does: the renewal (or the
 // adoption, which the renew script decides) joins the next pipeline.
 func (l *Ledger) Renew(e admission.Entry, done admission.Done) {
-	if !l.serves(e, done) {
+	name := string(e.Bulkhead)
+	if !l.serves(name, done) {
 		return
 	}
-	l.RenewAsync(e.Bulkhead, e.Token, l.cfg.Heartbeat.TTL, e.Node, false, done)
+	l.RenewAsync(name, e.Token, l.cfg.Heartbeat.TTL, e.Node, false, done)
 }
 
-// serves reports whether e goes to Redis, or answers done itself.
-func (l *Ledger) serves(e admission.Entry, done admission.Done) bool {
+// serves reports whether an entry naming bulkhead name goes to Redis, or
+// answers done itself.
+func (l *Ledger) serves(name string, done admission.Done) bool {
 	switch {
-	case l.cfg.Known != nil && !l.cfg.Known(e.Bulkhead):
-		done(permit.Lease{}, permit.Unknown)
+	case l.cfg.Known != nil && !l.cfg.Known(name):
+		done.Done(permit.Lease{}, permit.Unknown)
 		return false
 	case !l.Reachable():
-		done(permit.Lease{}, permit.Unavailable)
+		done.Done(permit.Lease{}, permit.Unavailable)
 		return false
 	}
 	return true

@@ -96,7 +96,7 @@ func (f *Fallback) Share(name string) *bulkhead.Limiter { return f.shares.Get(na
 func (f *Fallback) Release(e admission.Entry, done admission.Done) {
 	if f.leases.Len() > 0 {
 		if lease, res := f.leases.Release(e.Token, permit.AccessLog); res == permit.Released {
-			done(lease, res)
+			done.Done(lease, res)
 			return
 		}
 	}
@@ -107,7 +107,7 @@ func (f *Fallback) Release(e admission.Entry, done admission.Done) {
 func (f *Fallback) Renew(e admission.Entry, done admission.Done) {
 	if f.leases.Len() > 0 {
 		if lease, res := f.leases.Renew(e.Token, f.ledger.cfg.Heartbeat.TTL); res == permit.Renewed {
-			done(lease, res)
+			done.Done(lease, res)
 			return
 		}
 	}

@@ -266,7 +266,7 @@ func TestReleaseOfUnknownTokenIsRemembered(t *testing.T) {
 		t.Errorf("renewal in the adoption window after the release: %v, want late", res)
 	}
 	done := make(chan permit.Result, 1)
-	l.RenewAsync("orders", toks[1], 5*time.Second, "node-a", true, func(_ permit.Lease, res permit.Result) { done <- res })
+	l.RenewAsync("orders", toks[1], 5*time.Second, "node-a", true, admission.DoneFunc(func(_ permit.Lease, res permit.Result) { done <- res }))
 	if res := <-done; res != permit.Late {
 		t.Errorf("forced renewal after the release: %v, want late", res)
 	}

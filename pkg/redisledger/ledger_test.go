@@ -449,11 +449,11 @@ func TestAsyncReleasesAndRenewals(t *testing.T) {
 	results := make(chan string, 2*len(tokens))
 	for i, tok := range tokens {
 		if i%2 == 0 {
-			a.ReleaseAsync("orders", tok, permit.AccessLog, func(_ permit.Lease, r permit.Result) { results <- "release " + r.String() })
+			a.ReleaseAsync("orders", tok, permit.AccessLog, admission.DoneFunc(func(_ permit.Lease, r permit.Result) { results <- "release " + r.String() }))
 		} else {
-			a.RenewAsync("orders", tok, time.Minute, "n", false, func(_ permit.Lease, r permit.Result) {
+			a.RenewAsync("orders", tok, time.Minute, "n", false, admission.DoneFunc(func(_ permit.Lease, r permit.Result) {
 				results <- fmt.Sprint("renew ", r == permit.Renewed)
-			})
+			}))
 		}
 	}
 	got := map[string]int{}

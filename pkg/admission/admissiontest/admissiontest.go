@@ -91,7 +91,7 @@ func answer(t *testing.T, call func(admission.Done)) (permit.Lease, permit.Resul
 		r     permit.Result
 	}
 	ch := make(chan res, 2)
-	call(func(l permit.Lease, r permit.Result) { ch <- res{l, r} })
+	call(admission.DoneFunc(func(l permit.Lease, r permit.Result) { ch <- res{l, r} }))
 	select {
 	case got := <-ch:
 		select {
@@ -108,13 +108,13 @@ func answer(t *testing.T, call func(admission.Done)) (permit.Lease, permit.Resul
 
 func release(t *testing.T, b Backend, name, token string) (permit.Lease, permit.Result) {
 	t.Helper()
-	return answer(t, func(d admission.Done) { b.Ledger.Release(admission.Entry{Bulkhead: name, Token: token}, d) })
+	return answer(t, func(d admission.Done) { b.Ledger.Release(admission.Entry{Bulkhead: []byte(name), Token: token}, d) })
 }
 
 func renew(t *testing.T, b Backend, name, token string) (permit.Lease, permit.Result) {
 	t.Helper()
 	return answer(t, func(d admission.Done) {
-		b.Ledger.Renew(admission.Entry{Bulkhead: name, Token: token, Node: "envoy-1"}, d)
+		b.Ledger.Renew(admission.Entry{Bulkhead: []byte(name), Token: token, Node: "envoy-1"}, d)
 	})
 }
 
