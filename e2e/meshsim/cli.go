@@ -27,6 +27,7 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 	window := fs.Duration("window", 30*time.Second, "measurement window per N")
 	prime := fs.Float64("prime-rate", 1000, "requests per second that open every worker's streams before the warm-up")
 	storm := fs.Bool("storm", true, "the reconnect storm at the largest N")
+	ping := fs.Duration("ping", 0, "the Envoys' HTTP/2 keepalive interval (0: the shipped configs' 1s; negative: none)")
 	steady := fs.Duration("steady", 0, "the steady run's length (0: none; the issue's is 10m)")
 	steadyN := fs.Int("steady-n", 1000, "Envoys in the steady run")
 	calib := fs.Bool("calibrate", cmd == "calibrate", "the real-Envoy calibration (needs Envoy)")
@@ -37,7 +38,7 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 		return 2
 	}
 	plan := Plan{Workers: *workers, Rate: *rate, Bulkheads: *bulkheads, Tenants: *tenants, Warmup: *warmup,
-		Window: *window, PrimeRate: *prime, Storm: *storm, Steady: *steady, SteadyN: *steadyN, RecoveryWindow: defaultRecoveryWindow}
+		Window: *window, PrimeRate: *prime, Storm: *storm, Steady: *steady, SteadyN: *steadyN, Ping: *ping, RecoveryWindow: defaultRecoveryWindow}
 	if cmd == "calibrate" {
 		plan.Storm = false
 	} else {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"os"
@@ -47,8 +48,10 @@ func FreePort() (string, error) {
 
 // DaemonConfig is the daemon's configuration file for routes, listening on
 // grpcAddr: each route's bulkhead with its Limit (a queue of twice the
-// limit and a 200 ms max_wait), or, with Limit 0, a limit no load reaches;
-// with tenants, every bulkhead without a limit gets tenant compartments.
+// limit and a 200 ms max_wait), or, with Limit 0, a limit and a queue no
+// load reaches (Checks then wait only during a recovery window, up to
+// their deadline); with tenants, every bulkhead without a limit gets
+// tenant compartments.
 func DaemonConfig(grpcAddr string, routes []Route, tenants bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: {grpc: %q, http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\"}\n", grpcAddr)
@@ -62,9 +65,9 @@ func DaemonConfig(grpcAddr string, routes []Route, tenants bool) string {
 		case r.Limit > 0:
 			fmt.Fprintf(&b, "  %s: {max_concurrent: %d, max_queue: %d, max_wait: 200ms}\n", r.Bulkhead, r.Limit, 2*r.Limit)
 		case tenants:
-			fmt.Fprintf(&b, "  %s: {max_concurrent: 100000, tenant: {max_concurrent: 1000}}\n", r.Bulkhead)
+			fmt.Fprintf(&b, "  %s: {max_concurrent: 100000, max_queue: 100000, tenant: {max_concurrent: 1000}}\n", r.Bulkhead)
 		default:
-			fmt.Fprintf(&b, "  %s: {max_concurrent: 100000}\n", r.Bulkhead)
+			fmt.Fprintf(&b, "  %s: {max_concurrent: 100000, max_queue: 100000}\n", r.Bulkhead)
 		}
 	}
 	return b.String()
@@ -276,4 +279,73 @@ func (h histogram) quantileSince(before histogram, q float64) (float64, float64)
 		prevLE, prevN = le, n
 	}
 	return prevLE, total
+}
+
+// DumpGoroutines ends the daemon with SIGQUIT, which makes Go's runtime
+// write every goroutine's stack to its log, and returns how many
+// goroutines each creator ("created by" frame) had, most first.
+func (d *Daemon) DumpGoroutines() ([]Count, error) {
+	logPath := filepath.Join(d.dir, "bulkhead.log")
+	st, err := os.Stat(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDaemon, err)
+	}
+	_ = syscall.Kill(d.cmd.Process.Pid, syscall.SIGQUIT)
+	select {
+	case <-d.done:
+	case <-time.After(20 * time.Second):
+		d.Kill()
+	}
+	f, err := os.Open(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDaemon, err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(st.Size(), 0); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDaemon, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 1<<30))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDaemon, err)
+	}
+	return goroutineCreators(string(b)), nil
+}
+
+// Count is a goroutine creator and its goroutines.
+type Count struct {
+	What string `json:"what"`
+	N    int    `json:"n"`
+}
+
+// goroutineCreators counts the goroutines of a Go traceback by the
+// function that created them (and, for those created by the same, the
+// function they wait in).
+func goroutineCreators(dump string) []Count {
+	counts := map[string]int{}
+	for _, block := range strings.Split(dump, "\n\ngoroutine ") {
+		lines := strings.Split(block, "\n")
+		if len(lines) < 2 || !strings.Contains(lines[0], "]:") {
+			continue
+		}
+		top := strings.TrimSpace(lines[1])
+		if i := strings.LastIndexByte(top, '('); i > 0 {
+			top = top[:i]
+		}
+		creator := "(main)"
+		for _, l := range lines {
+			if c, ok := strings.CutPrefix(l, "created by "); ok {
+				if i := strings.Index(c, " in goroutine"); i > 0 {
+					c = c[:i]
+				}
+				creator = c
+			}
+		}
+		counts[creator+" / "+top]++
+	}
+	out := make([]Count, 0, len(counts))
+	for k, v := range counts {
+		out = append(out, Count{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].N > out[j].N || out[i].N == out[j].N && out[i].What < out[j].What })
+	return out
 }

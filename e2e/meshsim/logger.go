@@ -28,6 +28,7 @@ type logger struct {
 	mu      sync.Mutex // held while sending: one worker sends in order
 	stream  alsv3.AccessLogService_StreamAccessLogsClient
 	cancel  context.CancelFunc // ends stream
+	ended   chan struct{}      // closed once stream ended (the daemon closed it, or the connection broke)
 	pending []*datav3.HTTPAccessLogEntry
 	bytes   int
 	timer   *time.Timer // armed while entries are pending
@@ -83,6 +84,16 @@ func (l *logger) flushLocked(ctx context.Context) {
 func (l *logger) send(ctx context.Context, entries []*datav3.HTTPAccessLogEntry) {
 	msg := &alsv3.StreamAccessLogsMessage{LogEntries: &alsv3.StreamAccessLogsMessage_HttpLogs{
 		HttpLogs: &alsv3.StreamAccessLogsMessage_HTTPAccessLogEntries{LogEntry: entries}}}
+	if l.stream != nil {
+		select {
+		case <-l.ended:
+			// Envoy learns of a stream's end at once and opens a new one
+			// for its next entries.
+			l.cancel()
+			l.stream, l.cancel = nil, nil
+		default:
+		}
+	}
 	if l.stream == nil {
 		if ctx.Err() != nil {
 			l.stats.EntriesDropped.Add(int64(len(entries)))
@@ -99,7 +110,14 @@ func (l *logger) send(ctx context.Context, entries []*datav3.HTTPAccessLogEntry)
 			l.stats.StreamErrors.Add(1)
 			return
 		}
-		l.stream, l.cancel = stream, cancel
+		l.stream, l.cancel, l.ended = stream, cancel, make(chan struct{})
+		// The stream's receiving side: it returns when the stream ends
+		// (the daemon answers only then), or when cancel is called.
+		ended := l.ended
+		go func() {
+			defer close(ended)
+			_ = stream.RecvMsg(new(alsv3.StreamAccessLogsResponse))
+		}()
 		l.stats.StreamsOpened.Add(1)
 		msg.Identifier = l.ident
 	}
@@ -125,6 +143,7 @@ func (l *logger) close() {
 	if l.stream != nil {
 		_ = l.stream.CloseSend()
 		l.cancel()
+		<-l.ended // its receiving side returned
 		l.stream, l.cancel = nil, nil
 	}
 }

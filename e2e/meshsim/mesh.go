@@ -315,20 +315,27 @@ func (m *Mesh) do(ctx, streamCtx context.Context, w *worker, r *request) {
 	resp, err := w.authz.Check(cctx, m.t.checkRequest(r), grpc.WaitForReady(true))
 	cancel()
 	now := time.Now()
+	limited := m.Caps.limit[r.bulkhead] > 0 // read only: set once by newCaps
 	if err != nil {
 		m.Stats.Errored.Add(1)
 		w.refused.Store(now.UnixNano())
 		m.Stats.timeline.add(now, false)
 		return
 	}
-	m.Stats.checkLatency.add(now.Sub(r.start))
+	if !limited {
+		// A limited bulkhead's Checks wait in its queue: their latency is
+		// the limiter's, not the daemon's cost.
+		m.Stats.checkLatency.add(now.Sub(r.start))
+	}
 	if resp.GetStatus().GetCode() != 0 {
 		m.Stats.Denied.Add(1)
-		if reasonOf(resp) == "timeout" {
+		if !limited {
+			// Nothing but a restart's recovery window refuses these.
 			w.refused.Store(now.UnixNano())
 		}
 		return
 	}
+	r.admitted = now
 	m.Stats.ChecksOK.Add(1)
 	m.Stats.timeline.add(now, true)
 	r.token = resp.GetDynamicMetadata().GetFields()[permit.MetadataToken].GetStringValue()

@@ -34,6 +34,17 @@ func (r *Results) Markdown(w io.Writer) {
 			a.Envoys, b.Envoys, ratio(b.CheckP99, a.CheckP99), ratio(b.LagP99, a.LagP99), ratio(b.CPUPerRequest, a.CPUPerRequest),
 			float64(b.RSS-a.RSS)/float64(b.Envoys-a.Envoys)/1024, (b.Goroutines-a.Goroutines)/math.Max(1, b.Streams-a.Streams))
 	}
+	if len(r.Runs) > 0 {
+		x := r.Runs[len(r.Runs)-1]
+		fmt.Fprintf(w, "\nAt N = %d: heap in use %.1f MiB, goroutine stacks %.1f MiB (RSS %.1f MiB, idle %.1f MiB). The daemon's goroutines by creator / where they wait, at the run's end:\n\n",
+			x.Envoys, x.HeapInuse/(1<<20), x.StackInuse/(1<<20), mib(x.RSS), mib(x.IdleRSS))
+		for i, c := range x.ByCreator {
+			if i == 8 {
+				break
+			}
+			fmt.Fprintf(w, "- %d: %s\n", c.N, c.What)
+		}
+	}
 	if s := r.Storm; s != nil {
 		fmt.Fprintf(w, "\nReconnect storm at N = %d (the daemon SIGKILLed under load and started again at once; recovery window %.1f s):\n\n", s.Envoys, s.Window)
 		fmt.Fprintln(w, "| restart | requests running from before, at the window's end | adopted by then | adopted in all | first admission after the start | last refusal after the start | Envoys refused after window + 1 s | Check errors | streams reopened | peak RSS | cap held |")

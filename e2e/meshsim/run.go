@@ -24,6 +24,9 @@ type Plan struct {
 	Storm     bool          `json:"storm"`      // the reconnect storm at the largest N
 	Steady    time.Duration `json:"steady_ns"`  // the steady run's length (0: none)
 	SteadyN   int           `json:"steady_envoys"`
+	// Ping is the Envoys' connection keepalive interval (0: the shipped 1 s;
+	// < 0: none).
+	Ping time.Duration `json:"ping_ns"`
 	// RecoveryWindow is the daemon's leases.recovery_window (its default).
 	RecoveryWindow time.Duration `json:"recovery_window_ns"`
 }
@@ -47,14 +50,18 @@ const warmupBulkhead = "warmup"
 
 // Result is one N's figures.
 type Result struct {
-	Envoys         int       `json:"envoys"`
-	Connections    int       `json:"connections"`
-	Streams        float64   `json:"access_log_streams"` // the daemon's gauge at the window's end
-	IdleRSS        int64     `json:"idle_rss_bytes"`     // before any Envoy connected
-	RSS            int64     `json:"rss_bytes"`          // at the window's end
-	IdleGoroutines float64   `json:"idle_goroutines"`
-	Goroutines     float64   `json:"goroutines"`
-	HeapInuse      float64   `json:"heap_inuse_bytes"`
+	Envoys         int     `json:"envoys"`
+	Connections    int     `json:"connections"`
+	Streams        float64 `json:"access_log_streams"` // the daemon's gauge at the window's end
+	IdleRSS        int64   `json:"idle_rss_bytes"`     // before any Envoy connected
+	RSS            int64   `json:"rss_bytes"`          // at the window's end
+	IdleGoroutines float64 `json:"idle_goroutines"`
+	Goroutines     float64 `json:"goroutines"`
+	HeapInuse      float64 `json:"heap_inuse_bytes"`
+	StackInuse     float64 `json:"stack_inuse_bytes"`
+	// ByCreator counts the daemon's goroutines by creator at the end of
+	// the run (after the storm, if any): from its SIGQUIT traceback.
+	ByCreator      []Count   `json:"goroutines_by_creator,omitempty"`
 	Checks         int64     `json:"checks"` // answered in the window
 	Admitted       int64     `json:"admitted"`
 	Errors         int64     `json:"check_errors"`
@@ -136,7 +143,7 @@ func (s *series) config(grpcAddr string) string {
 
 func (s *series) meshConfig(target string, n int) Config {
 	return Config{Target: target, Envoys: n, Workers: s.plan.Workers, Routes: s.plan.Routes(), Tenants: s.plan.Tenants,
-		Priorities: []string{"", "", "critical", "best_effort"}, Seed: uint64(n)}
+		Priorities: []string{"", "", "critical", "best_effort"}, Seed: uint64(n), Ping: s.plan.Ping}
 }
 
 // runN measures the daemon with n Envoys; with storm, the reconnect storm
@@ -220,16 +227,23 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	res.CPUShare = (after.CPU - before.CPU).Seconds() / wall.Seconds()
 	res.RSS, res.Goroutines = after.RSS, value(am, "go_goroutines")
 	res.HeapInuse = value(am, "go_memstats_heap_inuse_bytes")
+	res.StackInuse = value(am, "go_memstats_stack_inuse_bytes")
+	res.StackInuse = value(am, "go_memstats_stack_inuse_bytes")
 	res.Streams = value(am, "bulkhead_access_log_streams")
 	res.Caps = m.Caps.Report()
 	res.EntriesDropped = m.Stats.EntriesDropped.Load()
 	s.log.Info("measured", "envoys", n, "rss_mib", res.RSS>>20, "goroutines", res.Goroutines, "streams", res.Streams,
 		"check_p99_ms", res.CheckP99, "lag_p99_ms", res.LagP99, "cpu_us", res.CPUPerRequest, "checks", res.Checks)
-	if !storm {
-		return res, nil, nil
+	var st *Storm
+	if storm {
+		if st, err = s.storm(ctx, streamCtx, d, m); err != nil {
+			return res, nil, err
+		}
 	}
-	st, err := s.storm(ctx, streamCtx, d, m)
-	return res, st, err
+	if res.ByCreator, err = d.DumpGoroutines(); err != nil {
+		return res, st, err
+	}
+	return res, st, nil
 }
 
 // prime sends one request per worker, on the warmup bulkhead, long enough
