@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
@@ -308,8 +309,9 @@ func (m *Mesh) newRequest(rng *rand.Rand, routes *weighted[Route]) *request {
 
 // do is one request: its Check; if admitted, its run with a periodic entry
 // each heartbeat interval from its start; then its end entry. A request
-// cut short by ctx still sends its end entry (its Envoy is alive).
-func (m *Mesh) do(ctx, streamCtx context.Context, w *worker, r *request) {
+// cut short by ctx still sends its end entry (its Envoy is alive). It
+// reports whether the request was admitted.
+func (m *Mesh) do(ctx, streamCtx context.Context, w *worker, r *request) bool {
 	r.start = time.Now()
 	cctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, w.md), m.cfg.CheckTimeout)
 	resp, err := w.authz.Check(cctx, m.t.checkRequest(r), grpc.WaitForReady(true))
@@ -317,10 +319,10 @@ func (m *Mesh) do(ctx, streamCtx context.Context, w *worker, r *request) {
 	now := time.Now()
 	limited := m.Caps.limit[r.bulkhead] > 0 // read only: set once by newCaps
 	if err != nil {
-		m.Stats.Errored.Add(1)
+		m.Stats.checkError(status.Code(err).String())
 		w.refused.Store(now.UnixNano())
 		m.Stats.timeline.add(now, false)
-		return
+		return false
 	}
 	if !limited {
 		// A limited bulkhead's Checks wait in its queue: their latency is
@@ -333,7 +335,7 @@ func (m *Mesh) do(ctx, streamCtx context.Context, w *worker, r *request) {
 			// Nothing but a restart's recovery window refuses these.
 			w.refused.Store(now.UnixNano())
 		}
-		return
+		return false
 	}
 	r.admitted = now
 	m.Stats.ChecksOK.Add(1)
@@ -367,6 +369,7 @@ func (m *Mesh) do(ctx, streamCtx context.Context, w *worker, r *request) {
 	m.Caps.leave(r.bulkhead)
 	w.release.log(streamCtx, m.t.endEntry(r, time.Now()))
 	m.Stats.EndSent.Add(1)
+	return true
 }
 
 func earliest(a, b time.Time) time.Time {

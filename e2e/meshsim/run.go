@@ -187,7 +187,8 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	res.ConnectSeconds = time.Since(t0).Seconds()
 	s.log.Info("connected", "envoys", n, "connections", res.Connections, "s", res.ConnectSeconds)
 	s.prime(ctx, streamCtx, m)
-	s.log.Info("streams primed", "envoys", n, "opened", m.Stats.StreamsOpened.Load())
+	s.log.Info("streams primed", "envoys", n, "opened", m.Stats.StreamsOpened.Load(), "stream_errors", m.Stats.StreamErrors.Load(),
+		"check_errors", m.Stats.ErrorCodes(), "denied", m.Stats.Denied.Load(), "entries_dropped", m.Stats.EntriesDropped.Load())
 	m.Run(ctx, streamCtx, s.plan.Rate, s.plan.Warmup)
 
 	_ = m.Stats.TakeCheckLatencies()
@@ -259,11 +260,17 @@ func (s *series) prime(ctx, streamCtx context.Context, m *Mesh) {
 			return
 		}
 		next = next.Add(gap)
-		r := &request{id: m.nextID.Add(1), bulkhead: warmupBulkhead, duration: m.cfg.Heartbeat + m.cfg.HeartbeatFlush + 100*time.Millisecond}
 		m.outstanding.Add(1)
 		wg.Go(func() {
 			defer m.outstanding.Add(-1)
-			m.do(ctx, streamCtx, w, r)
+			// A Check that failed (the daemon busy with thousands of
+			// streams opening) is tried again, three times at most.
+			for range 3 {
+				r := &request{id: m.nextID.Add(1), bulkhead: warmupBulkhead, duration: m.cfg.Heartbeat + m.cfg.HeartbeatFlush + 100*time.Millisecond}
+				if m.do(ctx, streamCtx, w, r) || ctx.Err() != nil {
+					return
+				}
+			}
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package meshsim
 
 import (
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,25 @@ type Stats struct {
 	PeriodicSent, EndSent       atomic.Int64 // entries logged (handed to a logger)
 	checkLatency                samples      // OK and denied Checks, from sending to the answer
 	timeline                    timeline
+	errMu                       sync.Mutex
+	errCodes                    map[string]int64 // Errored by gRPC code
+}
+
+func (s *Stats) checkError(code string) {
+	s.Errored.Add(1)
+	s.errMu.Lock()
+	if s.errCodes == nil {
+		s.errCodes = map[string]int64{}
+	}
+	s.errCodes[code]++
+	s.errMu.Unlock()
+}
+
+// ErrorCodes counts the Checks that failed, by gRPC code.
+func (s *Stats) ErrorCodes() map[string]int64 {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return maps.Clone(s.errCodes)
 }
 
 // samples keeps durations up to a bound (then every other one is kept:
