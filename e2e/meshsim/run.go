@@ -59,6 +59,9 @@ type Result struct {
 	Goroutines     float64 `json:"goroutines"`
 	HeapInuse      float64 `json:"heap_inuse_bytes"`
 	StackInuse     float64 `json:"stack_inuse_bytes"`
+	// NextGC is the heap goal: about twice the live heap after the last GC
+	// (GOGC 100).
+	NextGC float64 `json:"next_gc_bytes"`
 	// ByCreator counts the daemon's goroutines by creator at the end of
 	// the run (after the storm, if any): from its SIGQUIT traceback.
 	ByCreator      []Count   `json:"goroutines_by_creator,omitempty"`
@@ -229,7 +232,9 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	res.RSS, res.Goroutines = after.RSS, value(am, "go_goroutines")
 	res.HeapInuse = value(am, "go_memstats_heap_inuse_bytes")
 	res.StackInuse = value(am, "go_memstats_stack_inuse_bytes")
+	res.NextGC = value(am, "go_memstats_next_gc_bytes")
 	res.StackInuse = value(am, "go_memstats_stack_inuse_bytes")
+	res.NextGC = value(am, "go_memstats_next_gc_bytes")
 	res.Streams = value(am, "bulkhead_access_log_streams")
 	res.Caps = m.Caps.Report()
 	res.EntriesDropped = m.Stats.EntriesDropped.Load()
