@@ -79,7 +79,11 @@ func runPlan(ctx context.Context, log *slog.Logger, plan Plan, out string, calib
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	if os.Getenv(EnvDaemonGODEBUG) == "" {
+		defer os.RemoveAll(dir)
+	} else {
+		log.Info("keeping the daemon's log", "path", filepath.Join(dir, "bulkhead.log"))
+	}
 	log.Info("building the daemon")
 	bin, err := BuildDaemon(ctx, dir)
 	if err != nil {

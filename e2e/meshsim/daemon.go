@@ -73,6 +73,11 @@ func DaemonConfig(grpcAddr string, routes []Route, tenants bool) string {
 	return b.String()
 }
 
+// EnvDaemonGODEBUG, if set, is the daemon's GODEBUG (gctrace=1 writes
+// each GC's live heap to the daemon's log, bulkhead.log in the run's
+// directory).
+const EnvDaemonGODEBUG = "MESHSIM_DAEMON_GODEBUG"
+
 // Daemon is a bulkhead daemon this process started: its own process group,
 // killed if this process dies.
 type Daemon struct {
@@ -103,6 +108,9 @@ func (d *Daemon) start(ctx context.Context) error {
 	}
 	d.cmd = exec.Command(d.bin, "--config", d.cfg, "--address-file", addrFile)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	if v := os.Getenv(EnvDaemonGODEBUG); v != "" {
+		d.cmd.Env = append(os.Environ(), "GODEBUG="+v)
+	}
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	d.done = make(chan struct{})
 	started := make(chan error, 1)
