@@ -73,7 +73,7 @@ func DaemonConfig(grpcAddr string, routes []Route, tenants bool) string {
 	return b.String()
 }
 
-// EnvDaemonGODEBUG, if set, is the daemon's GODEBUG (gctrace=1 writes
+// EnvDaemonGODEBUG names the environment variable that, if set, is the daemon's GODEBUG (gctrace=1 writes
 // each GC's live heap to the daemon's log, bulkhead.log in the run's
 // directory).
 const EnvDaemonGODEBUG = "MESHSIM_DAEMON_GODEBUG"

@@ -379,15 +379,6 @@ func earliest(a, b time.Time) time.Time {
 	return b
 }
 
-func reasonOf(resp *authv3.CheckResponse) string {
-	for _, h := range resp.GetDeniedResponse().GetHeaders() {
-		if h.GetHeader().GetKey() == "x-bulkhead-reason" {
-			return h.GetHeader().GetValue()
-		}
-	}
-	return ""
-}
-
 // weighted picks values by weight (a weight <= 0 counts as 1).
 type weighted[T any] struct {
 	vals []T
