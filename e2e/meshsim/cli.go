@@ -27,6 +27,7 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 	window := fs.Duration("window", 30*time.Second, "measurement window per N")
 	prime := fs.Float64("prime-rate", 1000, "requests per second that open every worker's streams before the warm-up")
 	storm := fs.Bool("storm", true, "the reconnect storm at the largest N")
+	burst := fs.Bool("storm-burst", true, "in the storm, every worker sends a request within the second after the restart (a busy mesh)")
 	ping := fs.Duration("ping", 0, "the Envoys' HTTP/2 keepalive interval (0: the shipped configs' 1s; negative: none)")
 	steady := fs.Duration("steady", 0, "the steady run's length (0: none; the issue's is 10m)")
 	steadyN := fs.Int("steady-n", 1000, "Envoys in the steady run")
@@ -38,7 +39,7 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 		return 2
 	}
 	plan := Plan{Workers: *workers, Rate: *rate, Bulkheads: *bulkheads, Tenants: *tenants, Warmup: *warmup,
-		Window: *window, PrimeRate: *prime, Storm: *storm, Steady: *steady, SteadyN: *steadyN, Ping: *ping, RecoveryWindow: defaultRecoveryWindow}
+		Window: *window, PrimeRate: *prime, Storm: *storm, StormBurst: *burst, Steady: *steady, SteadyN: *steadyN, Ping: *ping, RecoveryWindow: defaultRecoveryWindow}
 	if cmd == "calibrate" {
 		plan.Storm = false
 	} else {

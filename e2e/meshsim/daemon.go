@@ -301,7 +301,7 @@ func (d *Daemon) DumpGoroutines() ([]Count, error) {
 	_ = syscall.Kill(d.cmd.Process.Pid, syscall.SIGQUIT)
 	select {
 	case <-d.done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(time.Minute):
 		d.Kill()
 	}
 	f, err := os.Open(logPath)

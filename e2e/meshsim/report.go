@@ -46,7 +46,11 @@ func (r *Results) Markdown(w io.Writer) {
 		}
 	}
 	if s := r.Storm; s != nil {
-		fmt.Fprintf(w, "\nReconnect storm at N = %d (the daemon SIGKILLed under load and started again at once; recovery window %.1f s):\n\n", s.Envoys, s.Window)
+		burst := ""
+		if r.Plan.StormBurst {
+			burst = "; every worker sends a request within the second after the restart"
+		}
+		fmt.Fprintf(w, "\nReconnect storm at N = %d (the daemon SIGKILLed under load and started again at once; recovery window %.1f s%s):\n\n", s.Envoys, s.Window, burst)
 		fmt.Fprintln(w, "| restart | requests running from before, at the window's end | adopted by then | adopted in all | first admission after the start | last refusal after the start | Envoys refused after window + 1 s | Check errors | streams reopened | peak RSS | cap held |")
 		fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 		caps := "yes"

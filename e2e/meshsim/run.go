@@ -22,8 +22,11 @@ type Plan struct {
 	Window    time.Duration `json:"window_ns"`
 	PrimeRate float64       `json:"prime_rate"` // the requests that open every worker's streams, per second
 	Storm     bool          `json:"storm"`      // the reconnect storm at the largest N
-	Steady    time.Duration `json:"steady_ns"`  // the steady run's length (0: none)
-	SteadyN   int           `json:"steady_envoys"`
+	// StormBurst: in the storm, every worker sends a request within the
+	// second after the restart.
+	StormBurst bool          `json:"storm_burst"`
+	Steady     time.Duration `json:"steady_ns"` // the steady run's length (0: none)
+	SteadyN    int           `json:"steady_envoys"`
 	// Ping is the Envoys' connection keepalive interval (0: the shipped 1 s;
 	// < 0: none).
 	Ping time.Duration `json:"ping_ns"`
@@ -189,7 +192,7 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	}
 	res.ConnectSeconds = time.Since(t0).Seconds()
 	s.log.Info("connected", "envoys", n, "connections", res.Connections, "s", res.ConnectSeconds)
-	s.prime(ctx, streamCtx, m)
+	s.prime(ctx, streamCtx, m, s.plan.PrimeRate, 3)
 	s.log.Info("streams primed", "envoys", n, "opened", m.Stats.StreamsOpened.Load(), "stream_errors", m.Stats.StreamErrors.Load(),
 		"check_errors", m.Stats.ErrorCodes(), "denied", m.Stats.Denied.Load(), "entries_dropped", m.Stats.EntriesDropped.Load())
 	m.Run(ctx, streamCtx, s.plan.Rate, s.plan.Warmup)
@@ -254,11 +257,12 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 
 // prime sends one request per worker, on the warmup bulkhead, long enough
 // for one periodic entry: it opens the worker's two access-log streams, as
-// a mesh that has run for a while has them open. Spread at PrimeRate.
-func (s *series) prime(ctx, streamCtx context.Context, m *Mesh) {
+// a mesh that has run for a while has them open. Spread at rate; a request
+// whose Check failed is tried again, tries times in all.
+func (s *series) prime(ctx, streamCtx context.Context, m *Mesh, rate float64, tries int) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	gap := time.Duration(float64(time.Second) / s.plan.PrimeRate)
+	gap := time.Duration(float64(time.Second) / rate)
 	next := time.Now()
 	for _, w := range m.workers {
 		if sleep(ctx, time.Until(next)) != nil {
@@ -269,8 +273,8 @@ func (s *series) prime(ctx, streamCtx context.Context, m *Mesh) {
 		wg.Go(func() {
 			defer m.outstanding.Add(-1)
 			// A Check that failed (the daemon busy with thousands of
-			// streams opening) is tried again, three times at most.
-			for range 3 {
+			// streams opening) is tried again.
+			for range tries {
 				r := &request{id: m.nextID.Add(1), bulkhead: warmupBulkhead, duration: m.cfg.Heartbeat + m.cfg.HeartbeatFlush + 100*time.Millisecond}
 				if m.do(ctx, streamCtx, w, r) || ctx.Err() != nil {
 					return
@@ -299,6 +303,13 @@ func (s *series) storm(ctx, streamCtx context.Context, d *Daemon, m *Mesh) (*Sto
 		return nil, err
 	}
 	st.RestartSeconds = time.Since(k).Seconds()
+	if s.plan.StormBurst {
+		// A busy mesh: every worker has a request within the second after
+		// the restart, so every connection comes back at once, and every
+		// access-log stream reopens (a 61 KB identifier each) as those
+		// requests log.
+		wg.Go(func() { s.prime(ctx, streamCtx, m, float64(len(m.workers)), 1) })
+	}
 	windowEnd := d.Started.Add(s.plan.RecoveryWindow)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -368,7 +379,7 @@ func (s *series) steady(ctx context.Context, n int, d time.Duration) (*Steady, e
 	if err := m.Connect(ctx, 256); err != nil {
 		return nil, err
 	}
-	s.prime(ctx, streamCtx, m)
+	s.prime(ctx, streamCtx, m, s.plan.PrimeRate, 3)
 	every := min(time.Minute, d/5)
 	out := &Steady{Envoys: n}
 	start := time.Now()
