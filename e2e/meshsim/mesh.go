@@ -319,7 +319,7 @@ func (m *Mesh) do(ctx, streamCtx context.Context, w *worker, r *request) bool {
 	now := time.Now()
 	limited := m.Caps.limit[r.bulkhead] > 0 // read only: set once by newCaps
 	if err != nil {
-		m.Stats.checkError(status.Code(err).String())
+		m.Stats.checkError(status.Code(err).String(), status.Convert(err).Message())
 		w.refused.Store(now.UnixNano())
 		m.Stats.timeline.add(now, false)
 		return false

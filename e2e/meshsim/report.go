@@ -60,6 +60,7 @@ func (r *Results) Markdown(w io.Writer) {
 		fmt.Fprintf(w, "| %.2f s | %d | %.0f | %.0f | %.2f s | %.2f s | %d | %d | %d | %.1f MiB | %s |\n",
 			s.RestartSeconds, s.OldRunning, s.Adopted, s.AdoptedTotal, s.FirstAdmitAfter, s.LastRefusal, s.RefusedLate,
 			s.Errors, s.StreamsReopened, mib(s.PeakRSS), caps)
+		fmt.Fprintf(w, "\nThe storm's failed Checks by gRPC code: %v; the new process's answers: %v.\n", s.ErrorCodes, s.Daemon)
 	}
 	if s := r.Steady; s != nil && len(s.RSS) > 1 {
 		n := len(s.RSS) - 1

@@ -112,6 +112,11 @@ type Storm struct {
 	PeakRSS         int64     `json:"peak_rss_bytes"`
 	Caps            CapReport `json:"caps"`
 	Window          float64   `json:"recovery_window_s"`
+	// ErrorCodes are the storm's failed Checks by gRPC code, as the
+	// simulator saw them; Daemon what the new process answered: admitted,
+	// rejected by reason, cancelled (the Check's caller gave up first).
+	ErrorCodes map[string]int64   `json:"check_errors_by_code"`
+	Daemon     map[string]float64 `json:"daemon_answers"`
 }
 
 // Steady is the steady run: memory and goroutines sampled over time.
@@ -295,7 +300,7 @@ func (s *series) storm(ctx, streamCtx context.Context, d *Daemon, m *Mesh) (*Sto
 	if err := sleep(ctx, 4*time.Second); err != nil {
 		return nil, err
 	}
-	opened0, err0 := m.Stats.StreamsOpened.Load(), m.Stats.Errored.Load()
+	opened0, err0, codes0 := m.Stats.StreamsOpened.Load(), m.Stats.Errored.Load(), m.Stats.ErrorCodes()
 	m.NewEpoch()
 	k := time.Now()
 	s.log.Info("storm: killing and restarting the daemon", "running", m.OldRunning())
@@ -350,10 +355,20 @@ func (s *series) storm(ctx, streamCtx context.Context, d *Daemon, m *Mesh) (*Sto
 		}
 	}
 	st.Errors = m.Stats.Errored.Load() - err0
+	st.ErrorCodes = m.Stats.ErrorCodes()
+	for c, n := range codes0 {
+		st.ErrorCodes[c] -= n
+	}
+	st.Daemon = map[string]float64{"admitted": sumOf(mm, "bulkhead_admitted_total"),
+		"cancelled": sumOf(mm, "bulkhead_cancelled_total")}
+	for _, smp := range mm.Samples("bulkhead_rejected_total") {
+		st.Daemon["rejected_"+smp.Labels["reason"]] += smp.Value
+	}
 	st.StreamsReopened = m.Stats.StreamsOpened.Load() - opened0
 	st.Caps = m.Caps.Report()
 	s.log.Info("storm", "restart_s", st.RestartSeconds, "old_running", st.OldRunning, "adopted", st.Adopted,
-		"first_admission_s", st.FirstAdmitAfter, "last_refusal_s", st.LastRefusal, "caps_over", st.Caps.Violations)
+		"first_admission_s", st.FirstAdmitAfter, "last_refusal_s", st.LastRefusal, "caps_over", st.Caps.Violations,
+		"errors", st.ErrorCodes, "daemon", st.Daemon, "error_samples", m.Stats.ErrorSamples())
 	return st, nil
 }
 

@@ -20,16 +20,20 @@ type Stats struct {
 	checkLatency                samples      // OK and denied Checks, from sending to the answer
 	timeline                    timeline
 	errMu                       sync.Mutex
-	errCodes                    map[string]int64 // Errored by gRPC code
+	errCodes                    map[string]int64  // Errored by gRPC code
+	errSample                   map[string]string // the first message of each code
 }
 
-func (s *Stats) checkError(code string) {
+func (s *Stats) checkError(code, msg string) {
 	s.Errored.Add(1)
 	s.errMu.Lock()
 	if s.errCodes == nil {
-		s.errCodes = map[string]int64{}
+		s.errCodes, s.errSample = map[string]int64{}, map[string]string{}
 	}
 	s.errCodes[code]++
+	if _, ok := s.errSample[code]; !ok {
+		s.errSample[code] = msg
+	}
 	s.errMu.Unlock()
 }
 
@@ -38,6 +42,13 @@ func (s *Stats) ErrorCodes() map[string]int64 {
 	s.errMu.Lock()
 	defer s.errMu.Unlock()
 	return maps.Clone(s.errCodes)
+}
+
+// ErrorSamples are the first message of each gRPC code of failed Checks.
+func (s *Stats) ErrorSamples() map[string]string {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return maps.Clone(s.errSample)
 }
 
 // samples keeps durations up to a bound (then every other one is kept:
