@@ -102,7 +102,7 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// SVG writes four panels against N (log scale): RSS per Envoy, goroutines,
+// SVG writes four panels against N (log scale): RSS, goroutines,
 // Check and release-lag p99, CPU per request.
 func (r *Results) SVG(w io.Writer) {
 	const pw, ph, pad = 360.0, 220.0, 50.0
@@ -118,7 +118,7 @@ func (r *Results) SVG(w io.Writer) {
 		title string
 		s     []series
 	}{
-		{"RSS above idle per Envoy (KiB)", []series{{"KiB", "#1f77b4", func(x Result) float64 { return x.RSSPerEnvoy() / 1024 }}}},
+		{"Daemon RSS (MiB; the slope is the cost per Envoy)", []series{{"MiB", "#1f77b4", func(x Result) float64 { return mib(x.RSS) }}}},
 		{"Goroutines", []series{{"goroutines", "#2ca02c", func(x Result) float64 { return x.Goroutines }}}},
 		{"p99 (ms)", []series{{"Check", "#d62728", func(x Result) float64 { return x.CheckP99 }},
 			{"release lag", "#9467bd", func(x Result) float64 { return x.LagP99 }}}},
