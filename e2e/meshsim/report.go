@@ -36,8 +36,8 @@ func (r *Results) Markdown(w io.Writer) {
 	}
 	if len(r.Runs) > 0 {
 		x := r.Runs[len(r.Runs)-1]
-		fmt.Fprintf(w, "\nAt N = %d: heap in use %.1f MiB (live after the last GC about %.1f MiB: half the heap goal), goroutine stacks %.1f MiB (RSS %.1f MiB, idle %.1f MiB). The daemon's goroutines by creator / where they wait, at the run's end:\n\n",
-			x.Envoys, x.HeapInuse/(1<<20), x.NextGC/2/(1<<20), x.StackInuse/(1<<20), mib(x.RSS), mib(x.IdleRSS))
+		fmt.Fprintf(w, "\nAt N = %d: heap in use %.1f MiB (heap goal %.1f MiB; the live heap is in the daemon's log with MESHSIM_DAEMON_GODEBUG=gctrace=1), goroutine stacks %.1f MiB (RSS %.1f MiB, idle %.1f MiB). The daemon's goroutines by creator / where they wait, at the run's end:\n\n",
+			x.Envoys, x.HeapInuse/(1<<20), x.NextGC/(1<<20), x.StackInuse/(1<<20), mib(x.RSS), mib(x.IdleRSS))
 		for i, c := range x.ByCreator {
 			if i == 8 {
 				break

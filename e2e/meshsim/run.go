@@ -62,8 +62,8 @@ type Result struct {
 	Goroutines     float64 `json:"goroutines"`
 	HeapInuse      float64 `json:"heap_inuse_bytes"`
 	StackInuse     float64 `json:"stack_inuse_bytes"`
-	// NextGC is the heap goal: about twice the live heap after the last GC
-	// (GOGC 100).
+	// NextGC is the heap goal (with GOGC 100: the live heap after the last
+	// GC plus as much again, plus the scanned stacks and globals).
 	NextGC float64 `json:"next_gc_bytes"`
 	// ByCreator counts the daemon's goroutines by creator at the end of
 	// the run (after the storm, if any): from its SIGQUIT traceback.
