@@ -10,7 +10,7 @@ ENVOY         := $(VENV)/bin/envoy
 # Absolute, so tests and the demo find it whatever their working directory.
 ENVOY_BIN     := $(abspath $(ENVOY))
 
-.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet lint unit fuzz e2e soak chaos demo bench clean
+.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet lint unit fuzz e2e soak chaos demo bench clean meshsim
 
 all: build
 
@@ -252,3 +252,17 @@ chart-readme:
 
 clean:
 	rm -rf bin/ dist/
+
+## meshsim: one daemon against thousands of simulated Envoys (issue 28; docs/performance.md, "One daemon for a whole mesh"):
+##          N = 10, 100, 1,000, 5,000 Envoys (2 workers each) at one total rate, the reconnect storm at the largest N,
+##          a 10-minute steady run at N = 1,000, and the calibration against a real Envoy (about 17 min on 2 cores).
+##          Writes results.md (the tables), results.json and meshsim.svg (the plot) into MESHSIM_OUT (default docs/perf/meshsim).
+##          MESHSIM_QUICK=1: N = 10, 100, 1,000 at a lower rate, short windows, a 2-minute steady run at N = 200 (about 6 min;
+##          into tmp/meshsim-quick). MESHSIM_ARGS adds flags (go run ./e2e/meshsim/cmd/meshsim -h). Needs 2 file descriptors per
+##          simulated Envoy in each of the two processes (ulimit -n; 20000 covers 5,000 Envoys).
+MESHSIM_FULL_ARGS  := -n 10,100,1000,5000 -rate 1000 -warmup 10s -window 30s -steady 10m -steady-n 1000
+MESHSIM_QUICK_ARGS := -n 10,100,1000 -rate 500 -warmup 3s -window 10s -steady 2m -steady-n 200 -calibrate-window 10s -calibrate-rounds 2
+meshsim: envoy
+	ENVOY_BIN=$(ENVOY_BIN) nice -n $(or $(MESHSIM_NICE),0) $(GO) run ./e2e/meshsim/cmd/meshsim \
+		$(if $(MESHSIM_QUICK),$(MESHSIM_QUICK_ARGS),$(MESHSIM_FULL_ARGS)) -calibrate \
+		-out $(or $(MESHSIM_OUT),$(if $(MESHSIM_QUICK),tmp/meshsim-quick,docs/perf/meshsim)) $(MESHSIM_ARGS)

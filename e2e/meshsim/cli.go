@@ -1,0 +1,148 @@
+package meshsim
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc"
+)
+
+// runMain is the run and calibrate commands.
+func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet, args []string, envoyBin, out *string, stdout io.Writer) int {
+	ns := fs.String("n", "10,100,1000,5000", "numbers of simulated Envoys, comma-separated, smallest first")
+	rate := fs.Float64("rate", 1000, "Checks per second, every Envoy together")
+	workers := fs.Int("workers", 2, "workers per Envoy (a connection and two access-log streams each)")
+	bulkheads := fs.Int("bulkheads", 50, "bulkheads (every fourth limited to 4 concurrent requests)")
+	tenants := fs.Int("tenants", 200, "tenant header values (0: no tenants)")
+	warmup := fs.Duration("warmup", 10*time.Second, "load before each window")
+	window := fs.Duration("window", 30*time.Second, "measurement window per N")
+	prime := fs.Float64("prime-rate", 1000, "requests per second that open every worker's streams before the warm-up")
+	storm := fs.Bool("storm", true, "the reconnect storm at the largest N")
+	burst := fs.Bool("storm-burst", true, "in the storm, every worker sends a request within the second after the restart (a busy mesh)")
+	ping := fs.Duration("ping", 0, "the Envoys' HTTP/2 keepalive interval (0: the shipped configs' 1s; negative: none)")
+	steady := fs.Duration("steady", 0, "the steady run's length (0: none; the issue's is 10m)")
+	steadyN := fs.Int("steady-n", 1000, "Envoys in the steady run")
+	calib := fs.Bool("calibrate", cmd == "calibrate", "the real-Envoy calibration (needs Envoy)")
+	calibRate := fs.Float64("calibrate-rate", 300, "the calibration's requests per second")
+	calibWindow := fs.Duration("calibrate-window", 20*time.Second, "the calibration's window per round")
+	calibRounds := fs.Int("calibrate-rounds", 3, "the calibration's rounds (a real Envoy's and the simulator's each)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	plan := Plan{Workers: *workers, Rate: *rate, Bulkheads: *bulkheads, Tenants: *tenants, Warmup: *warmup,
+		Window: *window, PrimeRate: *prime, Storm: *storm, StormBurst: *burst, Steady: *steady, SteadyN: *steadyN, Ping: *ping, RecoveryWindow: defaultRecoveryWindow}
+	if cmd == "calibrate" {
+		plan.Storm = false
+	} else {
+		for _, f := range strings.Split(*ns, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				fmt.Fprintf(os.Stderr, "meshsim: -n: bad count %q\n", f)
+				return 2
+			}
+			plan.Ns = append(plan.Ns, n)
+		}
+	}
+	if *out == "" {
+		*out = filepath.Join("tmp", "meshsim")
+	}
+	res, err := runPlan(ctx, log, plan, *out, *calib, *envoyBin, *calibRate, *calibWindow, *calibRounds)
+	if res != nil {
+		if werr := res.write(*out, stdout); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "meshsim:", err)
+		return 1
+	}
+	return 0
+}
+
+func runPlan(ctx context.Context, log *slog.Logger, plan Plan, out string, calib bool, envoyBin string,
+	calibRate float64, calibWindow time.Duration, calibRounds int) (*Results, error) {
+	if len(plan.Ns) == 0 && !calib && plan.Steady == 0 {
+		return nil, errNoRuns
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "meshsim-")
+	if err != nil {
+		return nil, err
+	}
+	if os.Getenv(EnvDaemonGODEBUG) == "" {
+		defer os.RemoveAll(dir)
+	} else {
+		log.Info("keeping the daemon's log", "path", filepath.Join(dir, "bulkhead.log"))
+	}
+	log.Info("building the daemon")
+	bin, err := BuildDaemon(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	res := &Results{Plan: plan, Started: time.Now(), Load: strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " ")}
+	s := &series{log: log, bin: bin, dir: dir, plan: plan}
+	for i, n := range plan.Ns {
+		r, st, err := s.runN(ctx, n, plan.Storm && i == len(plan.Ns)-1)
+		if err != nil {
+			return res, fmt.Errorf("run with %d Envoys: %w", n, err)
+		}
+		res.Runs = append(res.Runs, r)
+		res.Storm = st
+	}
+	if plan.Steady > 0 {
+		st, err := s.steady(ctx, plan.SteadyN, plan.Steady)
+		if err != nil {
+			return res, fmt.Errorf("steady run: %w", err)
+		}
+		res.Steady = st
+	}
+	if calib {
+		if envoyBin == "" {
+			if envoyBin, err = envoyproc.FindBinary(); err != nil {
+				return res, err
+			}
+		}
+		c, err := calibrate(ctx, log, bin, dir, envoyBin, calibRate, calibWindow, calibRounds)
+		if err != nil {
+			return res, fmt.Errorf("calibration: %w", err)
+		}
+		res.Calib = c
+	}
+	return res, nil
+}
+
+// write puts results.json, results.md and meshsim.svg into dir, and the
+// markdown on stdout.
+func (r *Results) write(dir string, stdout io.Writer) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644); err != nil {
+		return err
+	}
+	var md strings.Builder
+	r.Markdown(&md)
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(md.String()), 0o644); err != nil {
+		return err
+	}
+	var svg strings.Builder
+	r.SVG(&svg)
+	if err := os.WriteFile(filepath.Join(dir, "meshsim.svg"), []byte(svg.String()), 0o644); err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, md.String())
+	return err
+}

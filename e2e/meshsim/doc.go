@@ -1,0 +1,28 @@
+// Package meshsim simulates a mesh of Envoys in front of one Bulkhead
+// daemon, to measure what the daemon holds and costs per Envoy (issue 28).
+//
+// A simulated Envoy is what a real one sends, built from Envoy's own proto
+// types and from messages captured from a real Envoy 1.40 (captures/, made
+// by Capture): per worker one HTTP/2 connection to the daemon (Envoy's
+// connection pools are per worker) carrying the worker's Check RPCs, with
+// x-bulkhead-node initial metadata and the route's context_extensions, and
+// the worker's two access-log streams (the release log, unbuffered, and the
+// heartbeat log, batched), each naming its node in its first message only.
+// Every request that holds a permit sends a DownstreamPeriodic entry each
+// heartbeat interval while it runs and a DownstreamEnd entry when it ends,
+// the permit's token under envoy.filters.http.ext_authz. Connections are
+// pinged each second, as the shipped Envoy configs do.
+//
+// The load is open loop at a total rate spread over the Envoys, with a mix
+// of request durations, many bulkheads and tenants, and a bound on the
+// requests outstanding. The simulator counts admitted-and-running requests
+// per bulkhead and checks the daemon's caps with them.
+//
+// Run (one measurement at a number of Envoys; the reconnect storm) starts
+// the daemon as a child process and reads its cost from /proc and its
+// /metrics. Report writes the table and the plot. cmd/meshsim is the
+// command; it is a test tool and is not shipped.
+//
+// Types are safe for concurrent use where their comments say so; a Mesh is
+// run by one goroutine and stopped by its context.
+package meshsim

@@ -1,0 +1,407 @@
+package meshsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+)
+
+// NodeMetadata is the gRPC initial metadata that names an Envoy in its
+// Checks (the shipped bootstrap's ext_authz initial_metadata).
+const NodeMetadata = "x-bulkhead-node"
+
+// DurationShare is a share of the requests that last Duration.
+type DurationShare struct {
+	Duration time.Duration
+	Weight   float64
+}
+
+// Route is a bulkhead the simulated routes name, and its limit (0: none
+// the simulator checks).
+type Route struct {
+	Bulkhead string
+	Limit    int
+	Weight   float64 // share of the requests; 0 counts as 1
+}
+
+// Config is a simulated mesh.
+type Config struct {
+	Target  string // the daemon's gRPC address
+	Envoys  int
+	Workers int    // per Envoy; default 2
+	Node    string // node id prefix; default "sim"
+	Routes  []Route
+	Tenants int // tenant header values, spread uniformly; 0 = no tenant header
+	// Durations is the mix of request durations (default: 70% 20 ms, 25%
+	// 200 ms, 5% 2.5 s).
+	Durations []DurationShare
+	// Priorities are the route priorities, spread uniformly ("" = the
+	// route names none); default: none.
+	Priorities []string
+	// Heartbeat is Envoy's access_log_flush_interval (default 1 s);
+	// HeartbeatFlush the heartbeat log's buffer_flush_interval (default a
+	// quarter of it), HeartbeatBytes its buffer_size_bytes (16384).
+	Heartbeat, HeartbeatFlush time.Duration
+	HeartbeatBytes            int
+	// CheckTimeout is ext_authz's timeout (default 1 s).
+	CheckTimeout time.Duration
+	// Ping is the connections' keepalive interval (default 1 s; < 0: none).
+	Ping time.Duration
+	// MaxOutstanding bounds the requests in flight (default 50,000): an
+	// arrival beyond it is not sent, and counted (Stats.Shed).
+	MaxOutstanding int
+	Seed           uint64
+}
+
+func (c Config) withDefaults() Config {
+	if c.Workers <= 0 {
+		c.Workers = 2
+	}
+	if c.Node == "" {
+		c.Node = "sim"
+	}
+	if len(c.Durations) == 0 {
+		c.Durations = []DurationShare{{20 * time.Millisecond, 70}, {200 * time.Millisecond, 25}, {2500 * time.Millisecond, 5}}
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = permit.DefaultHeartbeatInterval
+	}
+	if c.HeartbeatFlush <= 0 {
+		c.HeartbeatFlush = c.Heartbeat / 4
+	}
+	if c.HeartbeatBytes <= 0 {
+		c.HeartbeatBytes = 16384
+	}
+	if c.CheckTimeout <= 0 {
+		c.CheckTimeout = time.Second
+	}
+	if c.Ping == 0 {
+		c.Ping = time.Second
+	}
+	if c.MaxOutstanding <= 0 {
+		c.MaxOutstanding = 50000
+	}
+	return c
+}
+
+// Mesh is N simulated Envoys. Build it with New, Connect it, Run load
+// through it (Run may be called again), then Close it.
+type Mesh struct {
+	cfg     Config
+	t       *templates
+	Stats   *Stats
+	Caps    *Caps
+	pinger  *pinger
+	workers []*worker
+	routes  weighted[Route]
+	mix     weighted[DurationShare]
+
+	nextID      atomic.Uint64
+	outstanding atomic.Int64
+	epoch       atomic.Int64 // the daemon's generation, bumped by NewEpoch
+	oldRunning  atomic.Int64 // admitted before the last NewEpoch, still running
+
+	bg     errgroup.Group // the pinger
+	stopBg context.CancelFunc
+}
+
+// worker is one Envoy worker: its connection to the daemon, its Checks and
+// its two access loggers.
+type worker struct {
+	envoy     int
+	node      string
+	conn      *grpc.ClientConn
+	authz     authv3.AuthorizationClient
+	release   *logger
+	heartbeat *logger
+	md        metadata.MD
+	refused   atomic.Int64 // unix nanos of its last Check that failed or timed out
+}
+
+// ErrConfig is wrapped by New's errors.
+var ErrConfig = errors.New("meshsim config")
+
+// New builds the mesh: one client connection per worker, not yet connected.
+func New(cfg Config) (*Mesh, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Envoys <= 0 || len(cfg.Routes) == 0 || cfg.Target == "" {
+		return nil, fmt.Errorf("%w: want Envoys > 0, Routes and a Target", ErrConfig)
+	}
+	t, err := loadTemplates()
+	if err != nil {
+		return nil, err
+	}
+	m := &Mesh{cfg: cfg, t: t, Stats: &Stats{}, pinger: newPinger(), Caps: newCaps(cfg.Routes)}
+	for _, r := range cfg.Routes {
+		m.routes.add(r, r.Weight)
+	}
+	for _, d := range cfg.Durations {
+		m.mix.add(d, d.Weight)
+	}
+	for e := range cfg.Envoys {
+		node := fmt.Sprintf("%s-%05d", cfg.Node, e)
+		for range cfg.Workers {
+			conn, err := dial(cfg.Target, m.pinger)
+			if err != nil {
+				m.Close()
+				return nil, err
+			}
+			als := alsv3.NewAccessLogServiceClient(conn)
+			m.workers = append(m.workers, &worker{envoy: e, node: node, conn: conn,
+				authz:   authv3.NewAuthorizationClient(conn),
+				md:      metadata.Pairs(NodeMetadata, node),
+				release: &logger{client: als, ident: t.identifier(node, t.release), stats: m.Stats},
+				heartbeat: &logger{client: als, ident: t.identifier(node, t.heartbeat), stats: m.Stats,
+					flush: cfg.HeartbeatFlush, maxBytes: cfg.HeartbeatBytes},
+			})
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.stopBg = cancel
+	if cfg.Ping > 0 {
+		m.bg.Go(func() error { m.pinger.run(ctx, cfg.Ping); return nil })
+	}
+	return m, nil
+}
+
+// Connections is the number of client connections (Envoys × workers).
+func (m *Mesh) Connections() int { return len(m.workers) }
+
+// Connect connects every worker, at most parallel at a time, and waits
+// until all are ready or ctx ends.
+func (m *Mesh) Connect(ctx context.Context, parallel int) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, parallel))
+	for _, w := range m.workers {
+		g.Go(func() error {
+			w.conn.Connect()
+			for s := w.conn.GetState(); s != connectivity.Ready; s = w.conn.GetState() {
+				if !w.conn.WaitForStateChange(ctx, s) {
+					return fmt.Errorf("connecting %s: %w", w.node, ctx.Err())
+				}
+				w.conn.Connect()
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// Close closes every stream and connection.
+func (m *Mesh) Close() {
+	if m.stopBg != nil {
+		m.stopBg()
+		_ = m.bg.Wait()
+	}
+	for _, w := range m.workers {
+		w.release.close()
+		w.heartbeat.close()
+		_ = w.conn.Close()
+	}
+}
+
+// NewEpoch marks the requests running now as admitted by the daemon's
+// previous process (call it before the daemon restarts); OldRunning counts
+// those still running.
+func (m *Mesh) NewEpoch() {
+	m.epoch.Add(1)
+	m.oldRunning.Store(m.Caps.Running())
+}
+
+// OldRunning is the number of requests admitted before the last NewEpoch
+// that still run.
+func (m *Mesh) OldRunning() int64 { return m.oldRunning.Load() }
+
+// Pings is the number of PINGs sent.
+func (m *Mesh) Pings() int64 {
+	m.pinger.mu.Lock()
+	defer m.pinger.mu.Unlock()
+	return m.pinger.sent
+}
+
+// LastRefused returns, per Envoy that had one, the time of its last Check
+// that failed (a gRPC error: Envoy's status_on_error) or ended in the
+// daemon's timeout denial.
+func (m *Mesh) LastRefused() map[int]time.Time {
+	out := map[int]time.Time{}
+	for _, w := range m.workers {
+		if ns := w.refused.Load(); ns != 0 {
+			t := time.Unix(0, ns)
+			if t.After(out[w.envoy]) {
+				out[w.envoy] = t
+			}
+		}
+	}
+	return out
+}
+
+// Run sends requests at rate per second for d, spread uniformly over the
+// workers, then waits for the requests in flight to end (or ctx). Streams
+// opened meanwhile stay open (they live as long as streamCtx). Every loop is
+// bounded: at most MaxOutstanding requests run at once.
+func (m *Mesh) Run(ctx, streamCtx context.Context, rate float64, d time.Duration, routes ...Route) {
+	rng := rand.New(rand.NewPCG(m.cfg.Seed, m.nextID.Load()))
+	pick := &m.routes
+	if len(routes) > 0 {
+		pick = &weighted[Route]{}
+		for _, r := range routes {
+			pick.add(r, r.Weight)
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	start := time.Now()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	sent := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			el := now.Sub(start)
+			if el >= d {
+				return
+			}
+			due := int(rate * el.Seconds())
+			for ; sent < due; sent++ {
+				if m.outstanding.Load() >= int64(m.cfg.MaxOutstanding) {
+					m.Stats.Shed.Add(1)
+					continue
+				}
+				r := m.newRequest(rng, pick)
+				w := m.workers[rng.IntN(len(m.workers))]
+				m.outstanding.Add(1)
+				m.Stats.Issued.Add(1)
+				wg.Go(func() {
+					defer m.outstanding.Add(-1)
+					m.do(ctx, streamCtx, w, r)
+				})
+			}
+		}
+	}
+}
+
+func (m *Mesh) newRequest(rng *rand.Rand, routes *weighted[Route]) *request {
+	r := &request{id: m.nextID.Add(1), bulkhead: routes.pick(rng).Bulkhead, duration: m.mix.pick(rng).Duration}
+	if n := len(m.cfg.Priorities); n > 0 {
+		r.priority = m.cfg.Priorities[rng.IntN(n)]
+	}
+	if m.cfg.Tenants > 0 {
+		r.tenant = fmt.Sprintf("tenant-%04d", rng.IntN(m.cfg.Tenants))
+	}
+	return r
+}
+
+// do is one request: its Check; if admitted, its run with a periodic entry
+// each heartbeat interval from its start; then its end entry. A request
+// cut short by ctx still sends its end entry (its Envoy is alive). It
+// reports whether the request was admitted.
+func (m *Mesh) do(ctx, streamCtx context.Context, w *worker, r *request) bool {
+	r.start = time.Now()
+	cctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, w.md), m.cfg.CheckTimeout)
+	resp, err := w.authz.Check(cctx, m.t.checkRequest(r), grpc.WaitForReady(true))
+	cancel()
+	now := time.Now()
+	limited := m.Caps.limit[r.bulkhead] > 0 // read only: set once by newCaps
+	if err != nil {
+		m.Stats.checkError(status.Code(err).String(), status.Convert(err).Message())
+		w.refused.Store(now.UnixNano())
+		m.Stats.timeline.add(now, false)
+		return false
+	}
+	if !limited {
+		// A limited bulkhead's Checks wait in its queue: their latency is
+		// the limiter's, not the daemon's cost.
+		m.Stats.checkLatency.add(now.Sub(r.start))
+	}
+	if resp.GetStatus().GetCode() != 0 {
+		m.Stats.Denied.Add(1)
+		if !limited {
+			// Nothing but a restart's recovery window refuses these.
+			w.refused.Store(now.UnixNano())
+		}
+		return false
+	}
+	r.admitted = now
+	m.Stats.ChecksOK.Add(1)
+	m.Stats.timeline.add(now, true)
+	r.token = resp.GetDynamicMetadata().GetFields()[permit.MetadataToken].GetStringValue()
+	epoch := m.epoch.Load()
+	m.Caps.enter(r.bulkhead)
+	end := r.start.Add(r.duration)
+	next := r.start.Add(m.cfg.Heartbeat)
+	timer := time.NewTimer(time.Until(earliest(end, next)))
+	for {
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		}
+		now := time.Now()
+		if ctx.Err() != nil || !now.Before(end) {
+			break
+		}
+		if !now.Before(next) {
+			w.heartbeat.log(streamCtx, m.t.periodicEntry(r, now))
+			m.Stats.PeriodicSent.Add(1)
+			next = next.Add(m.cfg.Heartbeat)
+		}
+		timer.Reset(time.Until(earliest(end, next)))
+	}
+	timer.Stop()
+	if m.epoch.Load() != epoch {
+		m.oldRunning.Add(-1)
+	}
+	m.Caps.leave(r.bulkhead)
+	w.release.log(streamCtx, m.t.endEntry(r, time.Now()))
+	m.Stats.EndSent.Add(1)
+	return true
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// weighted picks values by weight (a weight <= 0 counts as 1).
+type weighted[T any] struct {
+	vals []T
+	cum  []float64
+}
+
+func (w *weighted[T]) add(v T, weight float64) {
+	if weight <= 0 {
+		weight = 1
+	}
+	total := weight
+	if n := len(w.cum); n > 0 {
+		total += w.cum[n-1]
+	}
+	w.vals, w.cum = append(w.vals, v), append(w.cum, total)
+}
+
+func (w *weighted[T]) pick(rng *rand.Rand) T {
+	x := rng.Float64() * w.cum[len(w.cum)-1]
+	for i, c := range w.cum {
+		if x < c {
+			return w.vals[i]
+		}
+	}
+	return w.vals[len(w.vals)-1]
+}

@@ -1,0 +1,259 @@
+package meshsim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"go.uber.org/goleak"
+	"golang.org/x/net/http2"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeDaemon admits up to limit requests per bulkhead, releases on end
+// entries, and checks what the simulator sends as a real daemon reads it.
+type fakeDaemon struct {
+	authv3.UnimplementedAuthorizationServer
+	alsv3.UnimplementedAccessLogServiceServer
+	t     *testing.T
+	limit map[string]int
+
+	mu       sync.Mutex
+	held     map[string]string // token -> bulkhead
+	ended    map[string]bool   // tokens released
+	inUse    map[string]int
+	next     int
+	ends     int
+	periodic int
+	streams  map[string]int // by log name
+	nodes    map[string]bool
+	problems []string
+}
+
+func (d *fakeDaemon) problem(s string) {
+	d.mu.Lock()
+	d.problems = append(d.problems, s)
+	d.mu.Unlock()
+}
+
+func (d *fakeDaemon) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	node := md.Get(NodeMetadata)
+	ext := req.GetAttributes().GetContextExtensions()
+	b := ext[authz.ExtBulkhead]
+	if len(node) != 1 || b == "" || req.GetAttributes().GetRequest().GetHttp().GetHeaders()[":path"] == "" {
+		d.problem("check without node, bulkhead or path")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if l := d.limit[b]; l > 0 && d.inUse[b] >= l {
+		return &authv3.CheckResponse{Status: &status.Status{Code: int32(codes.ResourceExhausted)}}, nil
+	}
+	d.inUse[b]++
+	d.next++
+	tok := "tok-" + string(rune('a'+d.next%26)) + time.Now().Format(time.RFC3339Nano)
+	d.held[tok] = b
+	meta, _ := structpb.NewStruct(map[string]any{permit.MetadataToken: tok, permit.MetadataBulkhead: b})
+	return &authv3.CheckResponse{Status: &status.Status{}, DynamicMetadata: meta,
+		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{}}}, nil
+}
+
+func (d *fakeDaemon) StreamAccessLogs(stream alsv3.AccessLogService_StreamAccessLogsServer) error {
+	first := true
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return stream.SendAndClose(&alsv3.StreamAccessLogsResponse{})
+		}
+		if err != nil {
+			return nil // the client went away: the stream's end
+		}
+		id := msg.GetIdentifier()
+		if first != (id != nil) {
+			d.problem("identifier not in exactly the first message")
+		}
+		d.mu.Lock()
+		if first {
+			d.streams[id.GetLogName()]++
+			d.nodes[id.GetNode().GetId()] = true
+			if len(id.GetNode().GetExtensions()) == 0 {
+				d.problems = append(d.problems, "identifier without the captured node's extensions")
+			}
+		}
+		for _, e := range msg.GetHttpLogs().GetLogEntry() {
+			f := e.GetCommonProperties().GetMetadata().GetFilterMetadata()[permit.MetadataNamespace].GetFields()
+			tok := f[permit.MetadataToken].GetStringValue()
+			switch e.GetCommonProperties().GetAccessLogType() {
+			case datav3.AccessLogType_DownstreamEnd:
+				b, ok := d.held[tok]
+				if !ok || f[permit.MetadataBulkhead].GetStringValue() != b {
+					d.problems = append(d.problems, "end entry of an unknown token")
+					continue
+				}
+				delete(d.held, tok)
+				d.ended[tok] = true
+				d.inUse[b]--
+				d.ends++
+			case datav3.AccessLogType_DownstreamPeriodic:
+				// The heartbeat log is batched: a periodic entry may come
+				// after its request's end entry (the daemon counts it late).
+				if _, ok := d.held[tok]; !ok && !d.ended[tok] {
+					d.problems = append(d.problems, "periodic entry of an unknown token")
+				}
+				d.periodic++
+			}
+		}
+		d.mu.Unlock()
+		first = false
+	}
+}
+
+func TestMeshAgainstFakeDaemon(t *testing.T) {
+	d := &fakeDaemon{t: t, limit: map[string]int{"tight": 2}, held: map[string]string{}, ended: map[string]bool{}, inUse: map[string]int{},
+		streams: map[string]int{}, nodes: map[string]bool{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	authv3.RegisterAuthorizationServer(gs, d)
+	alsv3.RegisterAccessLogServiceServer(gs, d)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = gs.Serve(ln) })
+	defer wg.Wait()
+	defer gs.Stop()
+
+	m, err := New(Config{Target: ln.Addr().String(), Envoys: 3, Routes: []Route{{Bulkhead: "tight", Limit: 2}, {Bulkhead: "loose"}},
+		Tenants: 5, Heartbeat: 200 * time.Millisecond, Ping: 50 * time.Millisecond,
+		Durations: []DurationShare{{10 * time.Millisecond, 1}, {450 * time.Millisecond, 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.Connect(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	m.Run(ctx, ctx, 200, time.Second)
+	time.Sleep(300 * time.Millisecond) // the heartbeat log's last batch (a quarter interval)
+	m.Close()
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.problems {
+		t.Error(p)
+	}
+	if m.Connections() != 6 || len(d.nodes) != 3 {
+		t.Errorf("connections %d, nodes %d: want 6 and 3", m.Connections(), len(d.nodes))
+	}
+	if d.streams["bulkhead"] != 6 || d.streams["bulkhead-heartbeat"] != 6 {
+		t.Errorf("streams %v: want 6 of each log (one per worker)", d.streams)
+	}
+	ok := m.Stats.ChecksOK.Load()
+	if ok == 0 || int64(d.ends) != ok || len(d.held) != 0 {
+		t.Errorf("admitted %d, end entries %d, permits still held %d", ok, d.ends, len(d.held))
+	}
+	if d.periodic == 0 || m.Stats.Denied.Load() == 0 {
+		t.Errorf("periodic entries %d, denials %d: want some of each", d.periodic, m.Stats.Denied.Load())
+	}
+	if r := m.Caps.Report(); r.Violations != 0 || r.AtLimit != 1 {
+		t.Errorf("caps %+v: want the tight bulkhead at its limit, never past it", r)
+	}
+	if m.Pings() == 0 {
+		t.Error("no PING sent")
+	}
+}
+
+// TestPingConnWritesBetweenFrames: PINGs asked for while a frame is half
+// written go out after it, and the stream stays valid HTTP/2.
+func TestPingConnWritesBetweenFrames(t *testing.T) {
+	var out bytes.Buffer
+	c := newPingConn(&bufConn{w: &out}, newPinger())
+	var frames bytes.Buffer
+	fr := http2.NewFramer(&frames, nil)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteData(1, false, bytes.Repeat([]byte("x"), 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteData(1, true, []byte("end")); err != nil {
+		t.Fatal(err)
+	}
+	b := frames.Bytes()
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	pings := 0
+	// Write in small, odd pieces, asking for a PING before each.
+	for i := 0; i < len(b); i += 7 {
+		if c.ping() {
+			pings++
+		}
+		c.mu.Lock()
+		pending := c.pending
+		c.mu.Unlock()
+		if pending {
+			pings++
+		}
+		if _, err := c.Write(b[i:min(i+7, len(b))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := out.Bytes()
+	if !bytes.HasPrefix(got, []byte(http2.ClientPreface)) {
+		t.Fatal("preface lost")
+	}
+	rd := http2.NewFramer(nil, bytes.NewReader(got[len(http2.ClientPreface):]))
+	var kinds []http2.FrameType
+	for {
+		f, err := rd.ReadFrame()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %v: %v", kinds, err)
+		}
+		kinds = append(kinds, f.Header().Type)
+	}
+	var data, settings, ping int
+	for _, k := range kinds {
+		switch k {
+		case http2.FrameData:
+			data++
+		case http2.FrameSettings:
+			settings++
+		case http2.FramePing:
+			ping++
+		}
+	}
+	if data != 2 || settings != 1 || ping == 0 {
+		t.Errorf("frames %v: want 1 SETTINGS, 2 DATA and PINGs between them", kinds)
+	}
+}
+
+// bufConn is a net.Conn that writes into w.
+type bufConn struct {
+	net.Conn
+	w io.Writer
+}
+
+func (c *bufConn) Write(b []byte) (int, error)      { return c.w.Write(b) }
+func (c *bufConn) SetWriteDeadline(time.Time) error { return nil }

@@ -1,0 +1,173 @@
+package meshsim
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// Markdown writes the results as the tables of docs/performance.md.
+func (r *Results) Markdown(w io.Writer) {
+	p := r.Plan
+	fmt.Fprintf(w, "Run of %s (load average at the start %s): %d workers per Envoy, %.0f Checks/s in all, "+
+		"%d bulkheads (every fourth limited to 4), %d tenants, %v warm-up then a %v window per N.\n\n",
+		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Load, p.Workers, p.Rate, p.Bulkheads, p.Tenants, p.Warmup, p.Window)
+	fmt.Fprintln(w, "| Envoys | connections | access-log streams | daemon RSS | RSS above idle per Envoy | goroutines | goroutines per stream | Check p50 / p99 | release lag p99 | daemon CPU per request | daemon CPU | cap held |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	for _, x := range r.Runs {
+		caps := "yes"
+		if x.Caps.Violations > 0 {
+			caps = fmt.Sprintf("**no** (%d over, %v)", x.Caps.Violations, x.Caps.Over)
+		}
+		caps += fmt.Sprintf(" (%d/%d at limit)", x.Caps.AtLimit, x.Caps.Checked)
+		fmt.Fprintf(w, "| %d | %d | %.0f | %.1f MiB | %.1f KiB | %.0f | %.2f | %.2f / %.2f ms | %.2f ms | %.0f us | %.2f cores | %s |\n",
+			x.Envoys, x.Connections, x.Streams, mib(x.RSS), x.RSSPerEnvoy()/1024, x.Goroutines, x.GoroutinesPerStream(),
+			x.CheckP50, x.CheckP99, x.LagP99, x.CPUPerRequest, x.CPUShare, caps)
+	}
+	if len(r.Runs) >= 2 {
+		a, b := r.Runs[0], r.Runs[len(r.Runs)-1]
+		fmt.Fprintf(w, "\nFrom N = %d to N = %d: Check p99 %.2fx (goal <= 1.5x), release lag p99 %.2fx (goal <= 1.5x), "+
+			"CPU per request %.2fx (goal <= 1.2x); marginal memory %.1f KiB per Envoy (goal <= 64 KiB), "+
+			"marginal goroutines %.2f per stream.\n",
+			a.Envoys, b.Envoys, ratio(b.CheckP99, a.CheckP99), ratio(b.LagP99, a.LagP99), ratio(b.CPUPerRequest, a.CPUPerRequest),
+			float64(b.RSS-a.RSS)/float64(b.Envoys-a.Envoys)/1024, (b.Goroutines-a.Goroutines)/math.Max(1, b.Streams-a.Streams))
+	}
+	if len(r.Runs) > 0 {
+		x := r.Runs[len(r.Runs)-1]
+		fmt.Fprintf(w, "\nAt N = %d: heap in use %.1f MiB (heap goal %.1f MiB; the live heap is in the daemon's log with MESHSIM_DAEMON_GODEBUG=gctrace=1), goroutine stacks %.1f MiB (RSS %.1f MiB, idle %.1f MiB). The daemon's goroutines by creator / where they wait, at the run's end:\n\n",
+			x.Envoys, x.HeapInuse/(1<<20), x.NextGC/(1<<20), x.StackInuse/(1<<20), mib(x.RSS), mib(x.IdleRSS))
+		for i, c := range x.ByCreator {
+			if i == 8 {
+				break
+			}
+			fmt.Fprintf(w, "- %d: %s\n", c.N, c.What)
+		}
+	}
+	if s := r.Storm; s != nil {
+		burst := ""
+		if r.Plan.StormBurst {
+			burst = "; every worker sends a request within the second after the restart"
+		}
+		fmt.Fprintf(w, "\nReconnect storm at N = %d (the daemon SIGKILLed under load and started again at once; recovery window %.1f s%s):\n\n", s.Envoys, s.Window, burst)
+		fmt.Fprintln(w, "| restart | requests running from before, at the window's end | adopted by then | adopted in all | first admission after the start | last refusal after the start | Envoys refused after window + 1 s | Check errors | streams reopened | peak RSS | cap held |")
+		fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+		caps := "yes"
+		if s.Caps.Violations > 0 {
+			caps = fmt.Sprintf("**no** (%d over)", s.Caps.Violations)
+		}
+		fmt.Fprintf(w, "| %.2f s | %d | %.0f | %.0f | %.2f s | %.2f s | %d | %d | %d | %.1f MiB | %s |\n",
+			s.RestartSeconds, s.OldRunning, s.Adopted, s.AdoptedTotal, s.FirstAdmitAfter, s.LastRefusal, s.RefusedLate,
+			s.Errors, s.StreamsReopened, mib(s.PeakRSS), caps)
+		fmt.Fprintf(w, "\nThe storm's failed Checks by gRPC code: %v; the new process's answers: %v.\n", s.ErrorCodes, s.Daemon)
+	}
+	if s := r.Steady; s != nil && len(s.RSS) > 1 {
+		n := len(s.RSS) - 1
+		fmt.Fprintf(w, "\nSteady run at N = %d for %.0f min: RSS %.1f -> %.1f MiB, heap in use %.1f -> %.1f MiB, goroutines %.0f -> %.0f (samples: %s).\n",
+			s.Envoys, s.Minutes[n], mib(s.RSS[0]), mib(s.RSS[n]), s.Heap[0]/(1<<20), s.Heap[n]/(1<<20), s.Gor[0], s.Gor[n], steadySamples(s))
+	}
+	if c := r.Calib; c != nil {
+		fmt.Fprintf(w, "\nCalibration at %.0f requests/s through one real Envoy (2 workers) and one simulated Envoy, in turn against one daemon, %d rounds of %.0f s: "+
+			"daemon CPU per request %.1f us (Envoy; rounds %v) vs %.1f us (simulator; rounds %v): %.3fx (goal within 10%%).\n",
+			c.Rate, c.Rounds, c.Window, c.EnvoyCPU, roundsOf(c.EnvoyAll), c.SimCPU, roundsOf(c.SimAll), ratio(c.SimCPU, c.EnvoyCPU))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "\n%s\n", n)
+	}
+}
+
+func steadySamples(s *Steady) string {
+	var parts []string
+	for i := range s.RSS {
+		parts = append(parts, fmt.Sprintf("%.0f min %.1f MiB/%.0f", s.Minutes[i], mib(s.RSS[i]), s.Gor[i]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func roundsOf(v []float64) string {
+	var parts []string
+	for _, x := range v {
+		parts = append(parts, fmt.Sprintf("%.1f", x))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// SVG writes four panels against N (log scale): RSS, goroutines,
+// Check and release-lag p99, CPU per request.
+func (r *Results) SVG(w io.Writer) {
+	const pw, ph, pad = 360.0, 220.0, 50.0
+	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", 2*pw, 2*ph+20)
+	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/><text x="10" y="14" font-size="13">Bulkhead daemon against the number of Envoys (meshsim, %s)</text>`+"\n",
+		r.Started.UTC().Format(time.DateOnly))
+	type series struct {
+		name  string
+		color string
+		y     func(Result) float64
+	}
+	panels := []struct {
+		title string
+		s     []series
+	}{
+		{"Daemon RSS (MiB; the slope is the cost per Envoy)", []series{{"MiB", "#1f77b4", func(x Result) float64 { return mib(x.RSS) }}}},
+		{"Goroutines", []series{{"goroutines", "#2ca02c", func(x Result) float64 { return x.Goroutines }}}},
+		{"p99 (ms)", []series{{"Check", "#d62728", func(x Result) float64 { return x.CheckP99 }},
+			{"release lag", "#9467bd", func(x Result) float64 { return x.LagP99 }}}},
+		{"Daemon CPU per request (us)", []series{{"us", "#ff7f0e", func(x Result) float64 { return x.CPUPerRequest }}}},
+	}
+	if len(r.Runs) == 0 {
+		fmt.Fprintln(w, "</svg>")
+		return
+	}
+	lx := func(n int) float64 { return math.Log10(float64(max(n, 1))) }
+	x0, x1 := lx(r.Runs[0].Envoys), lx(r.Runs[len(r.Runs)-1].Envoys)
+	if x1 <= x0 {
+		x1 = x0 + 1
+	}
+	for i, p := range panels {
+		ox, oy := float64(i%2)*pw, 20+float64(i/2)*ph
+		ymax := 0.0
+		for _, s := range p.s {
+			for _, x := range r.Runs {
+				ymax = math.Max(ymax, s.y(x))
+			}
+		}
+		if ymax <= 0 {
+			ymax = 1
+		}
+		ymax *= 1.1
+		px := func(n int) float64 { return ox + pad + (lx(n)-x0)/(x1-x0)*(pw-pad-20) }
+		py := func(v float64) float64 { return oy + ph - 30 - v/ymax*(ph-60) }
+		fmt.Fprintf(w, `<text x="%.0f" y="%.0f" font-size="12">%s</text>`+"\n", ox+pad, oy+16, p.title)
+		fmt.Fprintf(w, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n", ox+pad, py(0), ox+pw-20, py(0))
+		fmt.Fprintf(w, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n", ox+pad, py(0), ox+pad, py(ymax))
+		for _, f := range []float64{0, 0.5, 1} {
+			fmt.Fprintf(w, `<text x="%.0f" y="%.0f" text-anchor="end">%.3g</text>`+"\n", ox+pad-4, py(f*ymax/1.1)+4, f*ymax/1.1)
+		}
+		for _, x := range r.Runs {
+			fmt.Fprintf(w, `<text x="%.0f" y="%.0f" text-anchor="middle">%d</text>`+"\n", px(x.Envoys), py(0)+14, x.Envoys)
+		}
+		for j, s := range p.s {
+			var pts []string
+			for _, x := range r.Runs {
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(x.Envoys), py(s.y(x))))
+				fmt.Fprintf(w, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", px(x.Envoys), py(s.y(x)), s.color)
+			}
+			fmt.Fprintf(w, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", s.color, strings.Join(pts, " "))
+			if len(p.s) > 1 {
+				fmt.Fprintf(w, `<text x="%.0f" y="%.0f" fill="%s">%s</text>`+"\n", ox+pw-110, oy+16+float64(j+1)*13, s.color, s.name)
+			}
+		}
+		fmt.Fprintf(w, `<text x="%.0f" y="%.0f" text-anchor="middle">Envoys (log)</text>`+"\n", ox+pw/2, oy+ph-4)
+	}
+	fmt.Fprintln(w, "</svg>")
+}

@@ -1,0 +1,453 @@
+package meshsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
+)
+
+// Plan is one measurement series.
+type Plan struct {
+	Ns        []int         `json:"envoys"`
+	Workers   int           `json:"workers"`
+	Rate      float64       `json:"rate"` // Checks per second, every Envoy together
+	Bulkheads int           `json:"bulkheads"`
+	Tenants   int           `json:"tenants"`
+	Warmup    time.Duration `json:"warmup_ns"`
+	Window    time.Duration `json:"window_ns"`
+	PrimeRate float64       `json:"prime_rate"` // the requests that open every worker's streams, per second
+	Storm     bool          `json:"storm"`      // the reconnect storm at the largest N
+	// StormBurst: in the storm, every worker sends a request within the
+	// second after the restart.
+	StormBurst bool          `json:"storm_burst"`
+	Steady     time.Duration `json:"steady_ns"` // the steady run's length (0: none)
+	SteadyN    int           `json:"steady_envoys"`
+	// Ping is the Envoys' connection keepalive interval (0: the shipped 1 s;
+	// < 0: none).
+	Ping time.Duration `json:"ping_ns"`
+	// RecoveryWindow is the daemon's leases.recovery_window (its default).
+	RecoveryWindow time.Duration `json:"recovery_window_ns"`
+}
+
+// Routes are the plan's bulkheads: every fourth has a limit of 4 (its
+// cap is checked), the others none the load reaches (tenant compartments
+// when there are tenants); and "warmup", the priming requests' own.
+func (p Plan) Routes() []Route {
+	var rs []Route
+	for i := range p.Bulkheads {
+		r := Route{Bulkhead: fmt.Sprintf("bh-%03d", i)}
+		if i%4 == 0 {
+			r.Limit = 4
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+const warmupBulkhead = "warmup"
+
+// Result is one N's figures.
+type Result struct {
+	Envoys         int     `json:"envoys"`
+	Connections    int     `json:"connections"`
+	Streams        float64 `json:"access_log_streams"` // the daemon's gauge at the window's end
+	IdleRSS        int64   `json:"idle_rss_bytes"`     // before any Envoy connected
+	RSS            int64   `json:"rss_bytes"`          // at the window's end
+	IdleGoroutines float64 `json:"idle_goroutines"`
+	Goroutines     float64 `json:"goroutines"`
+	HeapInuse      float64 `json:"heap_inuse_bytes"`
+	StackInuse     float64 `json:"stack_inuse_bytes"`
+	// NextGC is the heap goal (with GOGC 100: the live heap after the last
+	// GC plus as much again, plus the scanned stacks and globals).
+	NextGC float64 `json:"next_gc_bytes"`
+	// ByCreator counts the daemon's goroutines by creator at the end of
+	// the run (after the storm, if any): from its SIGQUIT traceback.
+	ByCreator      []Count   `json:"goroutines_by_creator,omitempty"`
+	Checks         int64     `json:"checks"` // answered in the window
+	Admitted       int64     `json:"admitted"`
+	Errors         int64     `json:"check_errors"`
+	Shed           int64     `json:"not_sent_at_bound"`
+	CheckP50       float64   `json:"check_p50_ms"`
+	CheckP99       float64   `json:"check_p99_ms"`
+	LagP99         float64   `json:"release_lag_p99_ms"`
+	Lags           float64   `json:"release_lags"`
+	CPUPerRequest  float64   `json:"cpu_us_per_request"` // daemon CPU over the window / Checks answered
+	CPUShare       float64   `json:"cpu_cores"`          // daemon CPU / wall time in the window
+	ConnectSeconds float64   `json:"connect_s"`
+	Pings          int64     `json:"pings"`
+	Caps           CapReport `json:"caps"`
+	EntriesDropped int64     `json:"entries_dropped"`
+}
+
+// RSSPerEnvoy is the daemon's resident memory above its idle figure, per
+// connected Envoy.
+func (r Result) RSSPerEnvoy() float64 { return float64(r.RSS-r.IdleRSS) / float64(r.Envoys) }
+
+// GoroutinesPerStream is the goroutines above the idle figure per open
+// access-log stream.
+func (r Result) GoroutinesPerStream() float64 {
+	if r.Streams == 0 {
+		return 0
+	}
+	return (r.Goroutines - r.IdleGoroutines) / r.Streams
+}
+
+// Storm is the reconnect storm's figures.
+type Storm struct {
+	Envoys          int       `json:"envoys"`
+	RestartSeconds  float64   `json:"restart_s"` // kill to the new process's listeners
+	OldRunning      int64     `json:"old_running_at_window_end"`
+	Adopted         float64   `json:"adopted_at_window_end"`
+	AdoptedTotal    float64   `json:"adopted_total"`
+	FirstAdmitAfter float64   `json:"first_admission_after_start_s"`
+	LastRefusal     float64   `json:"last_refusal_after_start_s"` // the latest any Envoy's Check failed
+	RefusedLate     int       `json:"envoys_refused_after_window_plus_1s"`
+	Errors          int64     `json:"check_errors"`
+	StreamsReopened int64     `json:"streams_opened"`
+	PeakRSS         int64     `json:"peak_rss_bytes"`
+	Caps            CapReport `json:"caps"`
+	Window          float64   `json:"recovery_window_s"`
+	// ErrorCodes are the storm's failed Checks by gRPC code, as the
+	// simulator saw them; Daemon what the new process answered: admitted,
+	// rejected by reason, cancelled (the Check's caller gave up first).
+	ErrorCodes map[string]int64   `json:"check_errors_by_code"`
+	Daemon     map[string]float64 `json:"daemon_answers"`
+}
+
+// Steady is the steady run: memory and goroutines sampled over time.
+type Steady struct {
+	Envoys  int       `json:"envoys"`
+	Minutes []float64 `json:"minutes"`
+	RSS     []int64   `json:"rss_bytes"`
+	Heap    []float64 `json:"heap_inuse_bytes"`
+	Gor     []float64 `json:"goroutines"`
+}
+
+// Results is a whole series.
+type Results struct {
+	Plan    Plan         `json:"plan"`
+	Started time.Time    `json:"started"`
+	Load    string       `json:"load_average_at_start"`
+	Runs    []Result     `json:"runs"`
+	Storm   *Storm       `json:"storm,omitempty"`
+	Steady  *Steady      `json:"steady,omitempty"`
+	Calib   *Calibration `json:"calibration,omitempty"`
+	Notes   []string     `json:"notes,omitempty"`
+}
+
+// series runs plan against a daemon built from this module.
+type series struct {
+	log  *slog.Logger
+	bin  string
+	dir  string
+	plan Plan
+}
+
+func (s *series) config(grpcAddr string) string {
+	return DaemonConfig(grpcAddr, append(s.plan.Routes(), Route{Bulkhead: warmupBulkhead}), s.plan.Tenants > 0)
+}
+
+func (s *series) meshConfig(target string, n int) Config {
+	return Config{Target: target, Envoys: n, Workers: s.plan.Workers, Routes: s.plan.Routes(), Tenants: s.plan.Tenants,
+		Priorities: []string{"", "", "critical", "best_effort"}, Seed: uint64(n), Ping: s.plan.Ping}
+}
+
+// runN measures the daemon with n Envoys; with storm, the reconnect storm
+// follows the window.
+func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, error) {
+	res := Result{Envoys: n}
+	addr, err := FreePort()
+	if err != nil {
+		return res, nil, err
+	}
+	d, err := StartDaemon(ctx, s.bin, s.dir, s.config(addr))
+	if err != nil {
+		return res, nil, err
+	}
+	defer d.Stop()
+	if err := sleep(ctx, s.plan.RecoveryWindow+time.Second); err != nil {
+		return res, nil, err
+	}
+	idle, err := d.Usage()
+	if err != nil {
+		return res, nil, err
+	}
+	im, err := d.Metrics(ctx)
+	if err != nil {
+		return res, nil, err
+	}
+	res.IdleRSS, res.IdleGoroutines = idle.RSS, value(im, "go_goroutines")
+
+	m, err := New(s.meshConfig(d.GRPC, n))
+	if err != nil {
+		return res, nil, err
+	}
+	defer m.Close()
+	res.Connections = m.Connections()
+	streamCtx, stopStreams := context.WithCancel(ctx)
+	defer stopStreams()
+	t0 := time.Now()
+	if err := m.Connect(ctx, 256); err != nil {
+		return res, nil, err
+	}
+	res.ConnectSeconds = time.Since(t0).Seconds()
+	s.log.Info("connected", "envoys", n, "connections", res.Connections, "s", res.ConnectSeconds)
+	s.prime(ctx, streamCtx, m, s.plan.PrimeRate, 3)
+	s.log.Info("streams primed", "envoys", n, "opened", m.Stats.StreamsOpened.Load(), "stream_errors", m.Stats.StreamErrors.Load(),
+		"check_errors", m.Stats.ErrorCodes(), "denied", m.Stats.Denied.Load(), "entries_dropped", m.Stats.EntriesDropped.Load())
+	m.Run(ctx, streamCtx, s.plan.Rate, s.plan.Warmup)
+
+	_ = m.Stats.TakeCheckLatencies()
+	before, err := d.Usage()
+	if err != nil {
+		return res, nil, err
+	}
+	bm, err := d.Metrics(ctx)
+	if err != nil {
+		return res, nil, err
+	}
+	ok0, den0, err0, shed0, pings0 := m.Stats.ChecksOK.Load(), m.Stats.Denied.Load(), m.Stats.Errored.Load(), m.Stats.Shed.Load(), m.Pings()
+	w0 := time.Now()
+	m.Run(ctx, streamCtx, s.plan.Rate, s.plan.Window)
+	wall := time.Since(w0)
+	after, err := d.Usage()
+	if err != nil {
+		return res, nil, err
+	}
+	am, err := d.Metrics(ctx)
+	if err != nil {
+		return res, nil, err
+	}
+	lat := m.Stats.TakeCheckLatencies()
+	res.Admitted = m.Stats.ChecksOK.Load() - ok0
+	res.Checks = res.Admitted + m.Stats.Denied.Load() - den0
+	res.Errors = m.Stats.Errored.Load() - err0
+	res.Shed = m.Stats.Shed.Load() - shed0
+	res.Pings = m.Pings() - pings0
+	res.CheckP50 = ms(quantile(lat, 0.50))
+	res.CheckP99 = ms(quantile(lat, 0.99))
+	lag, lags := histogramOf(am, "bulkhead_permit_release_lag_seconds").quantileSince(histogramOf(bm, "bulkhead_permit_release_lag_seconds"), 0.99)
+	res.LagP99, res.Lags = lag*1000, lags
+	if res.Checks > 0 {
+		res.CPUPerRequest = float64((after.CPU - before.CPU).Microseconds()) / float64(res.Checks)
+	}
+	res.CPUShare = (after.CPU - before.CPU).Seconds() / wall.Seconds()
+	res.RSS, res.Goroutines = after.RSS, value(am, "go_goroutines")
+	res.HeapInuse = value(am, "go_memstats_heap_inuse_bytes")
+	res.StackInuse = value(am, "go_memstats_stack_inuse_bytes")
+	res.NextGC = value(am, "go_memstats_next_gc_bytes")
+	res.StackInuse = value(am, "go_memstats_stack_inuse_bytes")
+	res.NextGC = value(am, "go_memstats_next_gc_bytes")
+	res.Streams = value(am, "bulkhead_access_log_streams")
+	res.Caps = m.Caps.Report()
+	res.EntriesDropped = m.Stats.EntriesDropped.Load()
+	s.log.Info("measured", "envoys", n, "rss_mib", res.RSS>>20, "goroutines", res.Goroutines, "streams", res.Streams,
+		"check_p99_ms", res.CheckP99, "lag_p99_ms", res.LagP99, "cpu_us", res.CPUPerRequest, "checks", res.Checks)
+	var st *Storm
+	if storm {
+		if st, err = s.storm(ctx, streamCtx, d, m); err != nil {
+			return res, nil, err
+		}
+	}
+	if res.ByCreator, err = d.DumpGoroutines(); err != nil {
+		return res, st, err
+	}
+	return res, st, nil
+}
+
+// prime sends one request per worker, on the warmup bulkhead, long enough
+// for one periodic entry: it opens the worker's two access-log streams, as
+// a mesh that has run for a while has them open. Spread at rate; a request
+// whose Check failed is tried again, tries times in all.
+func (s *series) prime(ctx, streamCtx context.Context, m *Mesh, rate float64, tries int) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	gap := time.Duration(float64(time.Second) / rate)
+	next := time.Now()
+	for _, w := range m.workers {
+		if sleep(ctx, time.Until(next)) != nil {
+			return
+		}
+		next = next.Add(gap)
+		m.outstanding.Add(1)
+		wg.Go(func() {
+			defer m.outstanding.Add(-1)
+			// A Check that failed (the daemon busy with thousands of
+			// streams opening) is tried again.
+			for range tries {
+				r := &request{id: m.nextID.Add(1), bulkhead: warmupBulkhead, duration: m.cfg.Heartbeat + m.cfg.HeartbeatFlush + 100*time.Millisecond}
+				if m.do(ctx, streamCtx, w, r) || ctx.Err() != nil {
+					return
+				}
+			}
+		})
+	}
+}
+
+// storm restarts the daemon (SIGKILL, then at once a new process on the
+// same address) while the load runs, and watches the recovery.
+func (s *series) storm(ctx, streamCtx context.Context, d *Daemon, m *Mesh) (*Storm, error) {
+	st := &Storm{Envoys: len(m.workers) / max(1, s.plan.Workers), Window: s.plan.RecoveryWindow.Seconds()}
+	loadFor := 4*time.Second + s.plan.RecoveryWindow + 6*time.Second
+	var wg sync.WaitGroup
+	wg.Go(func() { m.Run(ctx, streamCtx, s.plan.Rate, loadFor) })
+	defer wg.Wait()
+	if err := sleep(ctx, 4*time.Second); err != nil {
+		return nil, err
+	}
+	opened0, err0, codes0 := m.Stats.StreamsOpened.Load(), m.Stats.Errored.Load(), m.Stats.ErrorCodes()
+	m.NewEpoch()
+	k := time.Now()
+	s.log.Info("storm: killing and restarting the daemon", "running", m.OldRunning())
+	if err := d.Restart(ctx); err != nil {
+		return nil, err
+	}
+	st.RestartSeconds = time.Since(k).Seconds()
+	if s.plan.StormBurst {
+		// A busy mesh: every worker has a request within the second after
+		// the restart, so every connection comes back at once, and every
+		// access-log stream reopens (a 61 KB identifier each) as those
+		// requests log.
+		wg.Go(func() { s.prime(ctx, streamCtx, m, float64(len(m.workers)), 1) })
+	}
+	windowEnd := d.Started.Add(s.plan.RecoveryWindow)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(windowEnd.Add(5 * time.Second)) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+		if u, err := d.Usage(); err == nil {
+			st.PeakRSS = max(st.PeakRSS, u.RSS)
+		}
+		if st.OldRunning == 0 && st.Adopted == 0 && time.Now().After(windowEnd.Add(-100*time.Millisecond)) {
+			mm, err := d.Metrics(ctx)
+			if err != nil {
+				continue
+			}
+			st.OldRunning, st.Adopted = m.OldRunning(), sumOf(mm, "bulkhead_permits_adopted_total")
+		}
+	}
+	mm, err := d.Metrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st.AdoptedTotal = sumOf(mm, "bulkhead_permits_adopted_total")
+	if f, ok := m.Stats.FirstOKAfter(d.Started); ok {
+		st.FirstAdmitAfter = f.Seconds()
+	} else {
+		st.FirstAdmitAfter = -1
+	}
+	late := windowEnd.Add(time.Second)
+	for _, t := range m.LastRefused() {
+		if t.After(d.Started) {
+			st.LastRefusal = max(st.LastRefusal, t.Sub(d.Started).Seconds())
+		}
+		if t.After(late) {
+			st.RefusedLate++
+		}
+	}
+	st.Errors = m.Stats.Errored.Load() - err0
+	st.ErrorCodes = m.Stats.ErrorCodes()
+	for c, n := range codes0 {
+		st.ErrorCodes[c] -= n
+	}
+	st.Daemon = map[string]float64{"admitted": sumOf(mm, "bulkhead_admitted_total"),
+		"cancelled": sumOf(mm, "bulkhead_cancelled_total")}
+	for _, smp := range mm.Samples("bulkhead_rejected_total") {
+		st.Daemon["rejected_"+smp.Labels["reason"]] += smp.Value
+	}
+	st.StreamsReopened = m.Stats.StreamsOpened.Load() - opened0
+	st.Caps = m.Caps.Report()
+	s.log.Info("storm", "restart_s", st.RestartSeconds, "old_running", st.OldRunning, "adopted", st.Adopted,
+		"first_admission_s", st.FirstAdmitAfter, "last_refusal_s", st.LastRefusal, "caps_over", st.Caps.Violations,
+		"errors", st.ErrorCodes, "daemon", st.Daemon, "error_samples", m.Stats.ErrorSamples())
+	return st, nil
+}
+
+// steady runs the load at n Envoys for d, sampling the daemon each minute
+// (or 5 times, if shorter).
+func (s *series) steady(ctx context.Context, n int, d time.Duration) (*Steady, error) {
+	addr, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	dm, err := StartDaemon(ctx, s.bin, s.dir, s.config(addr))
+	if err != nil {
+		return nil, err
+	}
+	defer dm.Stop()
+	m, err := New(s.meshConfig(dm.GRPC, n))
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	streamCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	if err := m.Connect(ctx, 256); err != nil {
+		return nil, err
+	}
+	s.prime(ctx, streamCtx, m, s.plan.PrimeRate, 3)
+	every := min(time.Minute, d/5)
+	out := &Steady{Envoys: n}
+	start := time.Now()
+	for el := time.Duration(0); el <= d; el = time.Since(start) {
+		u, err := dm.Usage()
+		if err != nil {
+			return nil, err
+		}
+		mm, err := dm.Metrics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out.Minutes = append(out.Minutes, el.Minutes())
+		out.RSS = append(out.RSS, u.RSS)
+		out.Heap = append(out.Heap, value(mm, "go_memstats_heap_inuse_bytes"))
+		out.Gor = append(out.Gor, value(mm, "go_goroutines"))
+		s.log.Info("steady", "minutes", el.Minutes(), "rss_mib", u.RSS>>20, "goroutines", value(mm, "go_goroutines"))
+		if el >= d {
+			break
+		}
+		m.Run(ctx, streamCtx, s.plan.Rate, min(every, d-el))
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	return out, nil
+}
+
+func value(m *testbed.Metrics, name string) float64 {
+	v, _ := m.Value(name, map[string]string{})
+	return v
+}
+
+func sumOf(m *testbed.Metrics, name string) float64 { return m.Sum(name, map[string]string{}) }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// errNoRuns: the plan has no N.
+var errNoRuns = errors.New("meshsim: no envoy counts to run")
+
+// defaultRecoveryWindow is the daemon's default leases.recovery_window.
+const defaultRecoveryWindow = 1500 * time.Millisecond
