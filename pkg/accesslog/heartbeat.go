@@ -3,10 +3,10 @@ package accesslog
 import (
 	"sync"
 	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
-// maxHeardNodes bounds the nodes remembered as sending periodic entries.
-const maxHeardNodes = 4096
 
 // heardNodes remembers when each Envoy node last sent a periodic entry, on
 // whichever of its streams. The shipped Envoy config sends periodic entries
@@ -30,7 +30,7 @@ func newHeardNodes(stale time.Duration) *heardNodes {
 func (h *heardNodes) heard(node string, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.m[node]; !ok && len(h.m) >= maxHeardNodes {
+	if _, ok := h.m[node]; !ok && len(h.m) >= permit.MaxNodes {
 		if now.Sub(h.pruned) < h.stale {
 			return
 		}
@@ -40,7 +40,7 @@ func (h *heardNodes) heard(node string, now time.Time) {
 				delete(h.m, n)
 			}
 		}
-		if len(h.m) >= maxHeardNodes {
+		if len(h.m) >= permit.MaxNodes {
 			return
 		}
 	}

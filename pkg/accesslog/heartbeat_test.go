@@ -318,7 +318,7 @@ func TestHeartbeatLatePeriodicAfterEnd(t *testing.T) {
 func TestHeardNodesBounded(t *testing.T) {
 	h := newHeardNodes(3 * time.Second)
 	t0 := time.Unix(1_790_000_000, 0)
-	for i := range maxHeardNodes {
+	for i := range permit.MaxNodes {
 		h.heard(fmt.Sprint("envoy-", i), t0)
 	}
 	h.heard("late", t0.Add(time.Second))

@@ -7,8 +7,10 @@ import (
 	"time"
 )
 
-// maxSilentNodes bounds the nodes remembered as silent (and logged).
-const maxSilentNodes = 4096
+// MaxNodes bounds the Envoy nodes remembered by node id, silent or heard
+// from (a mesh of up to that many Envoys is tracked whole; beyond, the
+// stalest are forgotten or new ones not remembered).
+const MaxNodes = 16384
 
 // SilentNodes remembers the Envoy nodes seen not to send periodic entries,
 // so that each is logged once and its later permits get the long lease
@@ -54,7 +56,7 @@ func (s *SilentNodes) Mark(node string, problem HeartbeatProblem, lease Lease, h
 	}
 	s.mu.Lock()
 	_, known := s.m[node]
-	if !known && len(s.m) < maxSilentNodes {
+	if !known && len(s.m) < MaxNodes {
 		s.m[node] = struct{}{}
 		s.n.Store(int32(len(s.m)))
 	}
