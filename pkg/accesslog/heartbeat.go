@@ -7,7 +7,6 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
-
 // heardNodes remembers when each Envoy node last sent a periodic entry, on
 // whichever of its streams. The shipped Envoy config sends periodic entries
 // on a batched logger of their own, apart from the end entries
