@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
@@ -32,9 +33,10 @@ type Memory struct {
 	guard func(register func()) bool // nil: none
 	// recovery: admissions pause this long after the backend was built
 	// (0: not at all); pause(false) ends it (Recover).
-	recovery time.Duration
-	pause    func(paused bool)
-	started  time.Time
+	recovery  time.Duration
+	pause     func(paused bool)
+	started   time.Time
+	recovered atomic.Bool // Recover has ended the window
 }
 
 var _ Ledger = (*Memory)(nil)
@@ -92,7 +94,10 @@ func (m *Memory) Recover(ctx context.Context) bool {
 	if m.recovery <= 0 {
 		return false
 	}
-	defer m.pause(false)
+	defer func() {
+		m.recovered.Store(true)
+		m.pause(false)
+	}()
 	t := m.clock.NewTimer(m.recovery - m.clock.Now().Sub(m.started))
 	defer t.Stop()
 	select {
@@ -107,6 +112,12 @@ func (m *Memory) Recover(ctx context.Context) bool {
 // (when the request names one), then of the bulkhead, registered with a
 // lease of r.Lease. A permit granted after ctx ended is given back.
 func (m *Memory) Admit(ctx context.Context, r Request) (Admitted, error) {
+	if m.recovery > 0 && !r.Deadline.IsZero() && r.Deadline.Before(m.started.Add(m.recovery)) && !m.recovered.Load() {
+		// Paused until the recovery window ends, after this Check's
+		// deadline: it cannot be admitted, so it is answered now rather
+		// than held (a restart storm holds every Check of the mesh).
+		return Admitted{}, bulkhead.ErrTimeout
+	}
 	p, err := acquire(ctx, &r)
 	if err != nil {
 		return Admitted{}, err
