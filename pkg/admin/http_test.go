@@ -177,3 +177,35 @@ func TestJSONAPIRemoteWithoutCredentials(t *testing.T) {
 		t.Errorf("refusal not logged with the remote address:\n%s", f.logs)
 	}
 }
+
+// The Go runtime's profiles are on the admin listener, behind its
+// authentication: served to an authenticated caller, refused to others.
+func TestPprof(t *testing.T) {
+	f := newFixture(t, nil)
+	ts := httptest.NewServer(f.srv.Handler()) // loopback: allowed without a token
+	defer ts.Close()
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap?debug=1", "/debug/pprof/goroutine?debug=1"} {
+		resp, err := ts.Client().Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || len(body) == 0 {
+			t.Fatalf("GET %s: %d, %d bytes", path, resp.StatusCode, len(body))
+		}
+	}
+	req := httptest.NewRequest("GET", "/debug/pprof/heap", nil) // RemoteAddr 192.0.2.1, no credentials
+	rec := httptest.NewRecorder()
+	f.srv.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden {
+		t.Fatalf("remote without credentials: status %d, want 403", rec.Code)
+	}
+	req = httptest.NewRequest("POST", "/debug/pprof/heap", nil)
+	req.RemoteAddr = "127.0.0.1:1234"
+	rec = httptest.NewRecorder()
+	f.srv.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusMethodNotAllowed {
+		t.Fatalf("POST: status %d, want 405", rec.Code)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 
@@ -20,6 +21,10 @@ const (
 	pathWatch   = "/v1/bulkheads:watch"
 	pathSuggest = "/v1/bulkheads:suggest"
 	pathItem    = "/v1/bulkheads/" // + NAME, NAME:reset, NAME:circuit, NAME/override, NAME/holders, NAME/suggest
+	// pathPprof serves the Go runtime's profiles (net/http/pprof), behind
+	// the same authentication as the API: heap, goroutine, allocs,
+	// profile?seconds=N (CPU), trace, ...
+	pathPprof = "/debug/pprof/"
 )
 
 // errorBody is every JSON error response.
@@ -61,6 +66,11 @@ func (s *Server) jsonAPI() http.Handler {
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	switch {
+	case strings.HasPrefix(p, pathPprof):
+		if allow(w, r, http.MethodGet) {
+			servePprof(w, r)
+		}
+		return
 	case p == pathList:
 		if allow(w, r, http.MethodGet) {
 			s.list(w, r)
@@ -123,6 +133,22 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusNotFound, errorBody{Error: "no such endpoint: " + r.Method + " " + p +
 		" (see GET /v1/bulkheads, GET|PATCH /v1/bulkheads/NAME, POST /v1/bulkheads/NAME:reset, POST /v1/bulkheads/NAME:circuit, GET /v1/bulkheads/NAME/holders, GET /v1/bulkheads[/NAME]:suggest, GET /v1/bulkheads:watch)"})
+}
+
+// servePprof serves /debug/pprof/NAME as net/http/pprof does.
+func servePprof(w http.ResponseWriter, r *http.Request) {
+	switch strings.TrimPrefix(r.URL.Path, pathPprof) {
+	case "cmdline":
+		pprof.Cmdline(w, r)
+	case "profile":
+		pprof.Profile(w, r)
+	case "symbol":
+		pprof.Symbol(w, r)
+	case "trace":
+		pprof.Trace(w, r)
+	default: // the index, and the named profiles (heap, goroutine, ...)
+		pprof.Index(w, r)
+	}
 }
 
 // validName accepts a non-empty path segment; the Controller decides
