@@ -29,7 +29,7 @@ func TestCapacityContract(t *testing.T) {
 			t.Fatal(err)
 		}
 		prefix := fmt.Sprintf("capcontract%d:", n.Add(1))
-		c := f.capacity(t, "a", prefix, reg, admissiontest.Heartbeat, f.rdb)
+		c := f.capacity(t, "a", prefix, reg, admissiontest.Heartbeat, f.rdb, time.Second)
 		return admissiontest.Backend{Ledger: queuedIn{c.Capacity, f, prefix}, Bulkheads: reg}
 	})
 }
@@ -42,12 +42,13 @@ type capReplica struct {
 }
 
 // capacity starts a replica named id with capacity leases on prefix,
-// through rdb (the fixture's client, or one through a proxy), admitting
+// through rdb (the fixture's client, or one through a proxy) with calls of
+// at most timeout, admitting
 // from reg, until the test ends; it waits until the ledger is strict.
 func (f *fixture) capacity(t *testing.T, id, prefix string, reg *bulkhead.Registry, hb permit.Heartbeat, rdb redis.UniversalClient,
-	opts ...CapacityOption) capReplica {
+	timeout time.Duration, opts ...CapacityOption) capReplica {
 	t.Helper()
-	l := New(rdb, Config{Prefix: prefix, Replica: id, Timeout: time.Second, Heartbeat: hb,
+	l := New(rdb, Config{Prefix: prefix, Replica: id, Timeout: timeout, Heartbeat: hb,
 		Known: func(name string) bool { return reg.Get(name) != nil }, Tick: 100 * time.Millisecond}, f.obs, f.rec, nil)
 	leases := permit.NewMemory(clock.Real{}, permit.WithSweepInterval(20*time.Millisecond))
 	fb := NewFallback(l, admission.FailClosed, leases, nopFallbackRecorder{})
