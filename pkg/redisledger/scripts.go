@@ -100,9 +100,6 @@ const keyInfo = 2
 // keyReplicas is the index in keySuffixes of R, the replicas' last looks.
 const keyReplicas = 12
 
-// keyCapacity is the index in keySuffixes of CL, the capacity leases.
-const keyCapacity = 15
-
 // keysOf returns the ledger's keys of bulkhead name (Key).
 func keysOf(prefix, name string) []string {
 	ks := make([]string, len(keySuffixes))
