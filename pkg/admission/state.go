@@ -57,14 +57,10 @@ const (
 	OpState    Op = "state"
 	OpReplicas Op = "replicas"
 	OpReopen   Op = "reopen"
-	// OpLease is a capacity lease's grant, renewal or return.
-	OpLease Op = "lease"
 )
 
 // Ops lists every operation.
-func Ops() []Op {
-	return []Op{OpAcquire, OpRelease, OpRenew, OpLeave, OpState, OpReplicas, OpReopen, OpLease}
-}
+func Ops() []Op { return []Op{OpAcquire, OpRelease, OpRenew, OpLeave, OpState, OpReplicas, OpReopen} }
 
 // ErrCallerDeadline is wrapped by the error of a call to the store that its
 // caller cut short, not the store: a Check's own deadline came before the
