@@ -80,16 +80,15 @@ func (l *Limiter) codelAdmittedLocked() {
 }
 
 // codelBusyLocked notes that an arrival of a CoDel limiter found no permit
-// (it will queue, or be rejected): it returns now and the arrival's wait
+// at now (it will queue, or be rejected): it returns the arrival's wait
 // bound, the target while the limiter is overloaded, else 0. l.mu must be
 // held.
-func (l *Limiter) codelBusyLocked() (now time.Time, bound time.Duration) {
-	now = l.clock.Now()
+func (l *Limiter) codelBusyLocked(now time.Time) (bound time.Duration) {
 	if l.codelStateLocked(now) {
 		bound = l.settings.CoDelTarget
 	}
 	l.queuedAt = now
-	return now, bound
+	return bound
 }
 
 // codelResetLocked starts a CoDel limiter not overloaded, at now.

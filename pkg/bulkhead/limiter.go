@@ -239,10 +239,12 @@ func (l *Limiter) enqueueLocked(p Priority, noWait bool) (w *waiter, permit Perm
 		}
 		return nil, l.grantLocked(p), nil
 	}
-	var enq time.Time
+	// Every waiter notes when it queued, FIFO too: after a resize to CoDel
+	// its wait is read from enq (codelPickLocked).
+	enq := l.clock.Now()
 	var bound time.Duration
 	if l.settings.Queue == CoDel {
-		enq, bound = l.codelBusyLocked()
+		bound = l.codelBusyLocked(enq)
 	}
 	if noWait {
 		l.stats.rejected[ReasonTimeout]++

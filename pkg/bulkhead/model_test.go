@@ -26,8 +26,9 @@ type model struct {
 	cancel   uint64
 	rel, dup uint64
 
-	// CoDel: the time, when each waiter queued, okAt (see codel.go), and
-	// the waiters dropped for waiting past the target while overloaded.
+	// CoDel: the time, when each waiter queued (in any discipline: a
+	// resize to CoDel reads it), okAt (see codel.go), and the waiters
+	// dropped for waiting past the target while overloaded.
 	now            time.Duration
 	enq            map[int]time.Duration
 	okAt, queuedAt time.Duration
@@ -227,10 +228,11 @@ func runModel(t *testing.T, data []byte) {
 			var bound time.Duration
 			overloaded := m.overloaded()
 			immediate := m.inUse < m.ceiling(p) && !higherWaiting
+			m.enq[id] = m.now // read only if it queues
 			if m.s.Queue == CoDel && immediate {
 				m.okAt = m.now // spare capacity
 			} else if m.s.Queue == CoDel {
-				m.queuedAt, m.enq[id] = m.now, m.now
+				m.queuedAt = m.now
 				if overloaded {
 					bound = m.s.CoDelTarget
 				}
@@ -406,6 +408,10 @@ func FuzzModel(f *testing.F) {
 	f.Add([]byte{1, 1, 2, 0, 2, 1, 1, 0, 0, 6, 2, 3, 0, 3, 0, 0})
 	// CoDel: queue, let the interval pass, queue more, release.
 	f.Add([]byte{0, 3, 0, 1, 0, 1, 0, 1, 0, 1, 7, 30, 7, 30, 0, 1, 0, 2, 4, 0, 7, 5, 4, 0, 3, 0, 0})
+	// FIFO, limit 1: one in use, one queued at 20ms; resize to CoDel; the
+	// release at 25ms serves the waiter within the target (it waited 5ms,
+	// not since time 0), so an arrival at 70ms finds no overload.
+	f.Add([]byte{0, 1, 0, 0, 0, 0, 7, 20, 0, 0, 6, 0, 1, 0, 1, 7, 5, 4, 0, 7, 39, 7, 6, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 4096 {
 			return

@@ -11,8 +11,9 @@ type waiter struct {
 	ready  chan struct{}
 	permit Permit
 	err    error
-	// enq is when the waiter queued, and bound (if not 0) caps its wait:
-	// set for CoDel queues only.
+	// enq is when the waiter queued (in any discipline: a resize to CoDel
+	// reads it), and bound (if not 0) caps its wait: set in CoDel queues
+	// only.
 	enq   time.Time
 	bound time.Duration
 
