@@ -114,15 +114,20 @@ func ledgerCost(replicas int, a, b reading, requests int64) *LedgerCost {
 			c.CallMs[string(op)] = round3((b.ledger.seconds[string(op)] - a.ledger.seconds[string(op)]) / timed * 1000)
 		}
 		d := b.ledger.calls[string(op)] - a.ledger.calls[string(op)]
-		if slices.Contains(requestOps, op) {
+		switch {
+		case slices.Contains(requestOps, op):
 			c.PerRequest[string(op)] = round3(d / n)
-		} else {
+		case d > 0 || op == admission.OpState || op == admission.OpReplicas:
+			// Periodic; the capacity leases' calls only when they are on.
 			c.TicksPerSecond[string(op)] = round3(d / secs)
 		}
 	}
-	// One bulkhead is configured: a state call is one script.
-	ticks := b.ledger.calls[string(admission.OpState)] - a.ledger.calls[string(admission.OpState)] +
-		b.ledger.calls[string(admission.OpReplicas)] - a.ledger.calls[string(admission.OpReplicas)]
+	// One bulkhead is configured: a state call is one script, and so is a
+	// capacity lease's call.
+	var ticks float64
+	for _, op := range []admission.Op{admission.OpState, admission.OpReplicas, admission.OpLease} {
+		ticks += b.ledger.calls[string(op)] - a.ledger.calls[string(op)]
+	}
 	c.TickScripts = int64(math.Round(ticks))
 	var scripts, inside, usec int64
 	for cmd, calls := range b.redis.calls {

@@ -57,10 +57,14 @@ const (
 	OpState    Op = "state"
 	OpReplicas Op = "replicas"
 	OpReopen   Op = "reopen"
+	// OpLease is a capacity lease's grant, renewal or return.
+	OpLease Op = "lease"
 )
 
 // Ops lists every operation.
-func Ops() []Op { return []Op{OpAcquire, OpRelease, OpRenew, OpLeave, OpState, OpReplicas, OpReopen} }
+func Ops() []Op {
+	return []Op{OpAcquire, OpRelease, OpRenew, OpLeave, OpState, OpReplicas, OpReopen, OpLease}
+}
 
 // ErrCallerDeadline is wrapped by the error of a call to the store that its
 // caller cut short, not the store: a Check's own deadline came before the

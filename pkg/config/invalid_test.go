@@ -65,6 +65,11 @@ func TestParseInvalid(t *testing.T) {
 			`ledger.redis.key_prefix: must not contain '{', '}' or a newline (a bulkhead's keys share the hash tag {name}) (got "a{b")`},
 		{"redis timeout zero", "ledger: {backend: redis, redis: {address: 127.0.0.1:6379, timeout: 0s}}\n",
 			`ledger.redis.timeout: must be positive and at most 10s (a Check waits for it) (got 0s)`},
+		{"capacity leases and the local share", "ledger: {backend: redis, on_unavailable: local_share, redis: {address: 127.0.0.1:6379, capacity_leases: true}}\n",
+			`ledger.redis.capacity_leases: must be false with ledger.on_unavailable local_share (a replica cut off admits within its capacity lease: ` +
+				`the two are refused together for now; use fail_closed or fail_open) (got true)`},
+		{"capacity leases in memory", "ledger: {redis: {capacity_leases: true}}\n",
+			`ledger.redis.capacity_leases: must be false unless ledger.backend is redis (capacity is leased from the shared ledger) (got true)`},
 		{"redis tls bool", "ledger: {redis: {tls: {enabled: maybe}}}\n", `ledger.redis.tls.enabled: must be true or false (got "maybe")`},
 		{"redis and a dry run", "ledger: {backend: redis, redis: {address: 127.0.0.1:6379}}\nbulkheads: {catalog: {max_concurrent: 1, enforce: false}}\n",
 			`bulkheads.catalog.enforce: must be true with ledger.backend redis (a dry run is not available on the shared ledger) (got false)`},

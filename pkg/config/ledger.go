@@ -47,6 +47,9 @@ type Redis struct {
 	// Cluster connects to a Redis Cluster through Address (a cluster-mode
 	// configuration endpoint, or any one node).
 	Cluster bool
+	// CapacityLeases makes each replica admit locally from capacity it
+	// leases from Redis (redisledger.Capacity); off by default.
+	CapacityLeases bool
 	// Prefix starts every key and channel; it must not contain '{'.
 	Prefix      string
 	Timeout     time.Duration
@@ -101,8 +104,13 @@ func (d *decoder) ledger(c *Config) {
 	d.rule("ledger.local_share_for", l.LocalShareFor, l.LocalShareFor > 0 && l.LocalShareFor <= maxLocalShareFor,
 		"must be positive and at most "+maxLocalShareFor.String())
 	if l.Backend != LedgerRedis {
+		d.rule("ledger.redis.capacity_leases", l.Redis.CapacityLeases, !l.Redis.CapacityLeases,
+			"must be false unless ledger.backend is redis (capacity is leased from the shared ledger)")
 		return
 	}
+	d.rule("ledger.redis.capacity_leases", l.Redis.CapacityLeases, !l.Redis.CapacityLeases || l.OnUnavailable != admission.LocalShare,
+		"must be false with ledger.on_unavailable local_share (a replica cut off admits within its capacity lease: "+
+			"the two are refused together for now; use fail_closed or fail_open)")
 	// The shared ledger enforces every bulkhead with one FIFO queue per
 	// class: a dry run or CoDel would be silently enforced as FIFO.
 	for _, name := range slices.Sorted(maps.Keys(c.Bulkheads)) {

@@ -79,7 +79,7 @@ func TestRestartOnlyKeys(t *testing.T) {
 		"leases.sweep_interval", "leases.heartbeat_interval", "leases.heartbeat_ttl", "leases.recovery_window", "leases.max_permits",
 		"ledger.backend", "ledger.on_unavailable", "ledger.local_share_for", "ledger.redis.address", "ledger.redis.sentinel.master",
 		"ledger.redis.sentinel.addresses", "ledger.redis.sentinel.password_file", "ledger.redis.username",
-		"ledger.redis.password_file", "ledger.redis.cluster", "ledger.redis.db", "ledger.redis.tls.enabled", "ledger.redis.tls.ca_file",
+		"ledger.redis.password_file", "ledger.redis.cluster", "ledger.redis.db", "ledger.redis.capacity_leases", "ledger.redis.tls.enabled", "ledger.redis.tls.ca_file",
 		"ledger.redis.tls.cert_file", "ledger.redis.tls.key_file", "ledger.redis.tls.server_name",
 		"ledger.redis.key_prefix", "ledger.redis.timeout", "ledger.redis.dial_timeout",
 		"admin.token_file", "admin.tls.cert_file", "admin.tls.key_file", "admin.tls.client_ca_file",

@@ -24,6 +24,10 @@ type Request struct {
 	Node           string
 	// Deadline ends the wait (zero: only max_wait does).
 	Deadline time.Time
+	// Leased is how many permits this replica's capacity lease of the
+	// bulkhead has in use (0 without one): the script counts them, fresher
+	// than the lease's last report, against the class ceilings.
+	Leased int
 }
 
 // maxUnboundedWait bounds a wait with neither max_wait nor a deadline.
@@ -124,7 +128,7 @@ func (l *Ledger) acquireArgs(token string, r Request, wait time.Duration) []any 
 	}
 	return []any{token, int(p), ms(r.TTL), ms(wait), l.cfg.Replica, r.Node, r.Tenant,
 		r.Settings.Ceiling(bulkhead.Critical), r.Settings.Ceiling(bulkhead.Normal), r.Settings.Ceiling(bulkhead.BestEffort),
-		r.Settings.MaxQueue, tlim, tmq, maxTenants, ms(l.cfg.Recovery), ms(l.cfg.adopt()), ms(l.heldBack())}
+		r.Settings.MaxQueue, tlim, tmq, maxTenants, ms(l.cfg.Recovery), ms(l.cfg.adopt()), ms(l.heldBack()), r.Leased}
 }
 
 // heldBack is the acquire script's stale argument: with local shares, how
@@ -216,6 +220,9 @@ func (l *Ledger) Admit(ctx context.Context, r admission.Request) (admission.Admi
 	name := lim.Name()
 	req := Request{Bulkhead: name, Priority: r.Priority, Settings: lim.Settings(), Node: r.Node, Deadline: r.Deadline,
 		TTL: r.Lease}
+	if l.inLease != nil {
+		req.Leased = l.inLease(name)
+	}
 	if r.Tenants != nil && r.Tenant != "" {
 		tmpl := r.Tenants.Template()
 		req.Tenant, req.TenantSettings, req.MaxTenants = r.Tenant, &tmpl, r.Tenants.Max()

@@ -16,8 +16,9 @@ func TestResultCodesMatchLua(t *testing.T) {
 		"RENEW_RENEWED": renewRenewed, "RENEW_ADOPTED_EXPIRED": renewAdoptedExpired,
 		"RENEW_ADOPTED_UNKNOWN": renewAdoptedUnknown, "RENEW_LATE": renewLate, "RENEW_UNKNOWN": renewUnknown,
 		"LEAVE_LEFT": leaveLeft, "LEAVE_KEPT": leaveKept, "LEAVE_GIVEN_BACK": leaveGivenBack, "LEAVE_NOT_FOUND": leaveNotFound,
+		"LEASE_HELD": leaseHeld, "LEASE_STALE": leaseStale, "LEASE_LOST": leaseLost,
 	}
-	re := regexp.MustCompile(`(?m)^local ((?:ACQUIRE|RELEASE|RENEW|LEAVE)_[A-Z_]+) = (\d+)$`)
+	re := regexp.MustCompile(`(?m)^local ((?:ACQUIRE|RELEASE|RENEW|LEAVE|LEASE)_[A-Z_]+) = (\d+)$`)
 	luaCodes := map[string]int{}
 	for _, m := range re.FindAllStringSubmatch(read("common.lua"), -1) {
 		luaCodes[m[1]], _ = strconv.Atoi(m[2])

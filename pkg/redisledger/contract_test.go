@@ -46,7 +46,7 @@ func TestContract(t *testing.T) {
 
 // queuedIn tells the suite how many wait in a bulkhead's global queue.
 type queuedIn struct {
-	*Fallback
+	admission.Ledger
 	f      *fixture
 	prefix string
 }

@@ -78,8 +78,65 @@
 // Only calls that had the whole timeout judge Redis: a Redis that is gone
 // is found by the next of them (the ticker's, at the latest one Tick on).
 //
-// A Ledger and a Fallback are safe for concurrent use. Run owns its
-// goroutines (the wake-up subscriber, the batcher and the ticker; the
-// Fallback's adds the local shares' sizing) and returns when its context
-// ends.
+// # Capacity leases
+//
+// Capacity (ledger.redis.capacity_leases, off by default) is a third
+// backend behind the contract, over the Fallback. Redis hands each replica
+// a lease of k permits per bulkhead (scripts/lease.lua), counted in Redis as
+// held (CL, and their sum leased in the bulkhead's state); the replica
+// admits from it alone, with the limiter it uses in memory mode: an
+// admission.Memory over a registry whose limits follow the leases (fail
+// fast: no local queue). What the lease has no room for takes the
+// per-request path (the Fallback: today's scripts and global queue), and so
+// does every request of a tenant (a tenant's limit is counted in Redis). A
+// bulkhead with tenant compartments or in a dry run holds no lease.
+// Releases and renewals of the permits admitted from a lease are served
+// here; heartbeats and adoption stay per permit at the replica.
+//
+// The invariant is inuse + Σ held <= limit: every per-request grant (and
+// every grant of a waiter) needs the limit free of every lease, and a lease
+// grows only from what the limit leaves after the per-request permits and
+// the other leases. A lease never falls below what its replica may have in
+// use (need: its local limit, or its permits in use if more), so shrinking
+// takes two calls: the new target (the replica's local limit from then on),
+// then the give-back of what is not in use. Permits in use beyond the
+// target come back as their requests end (a release kicks the loop).
+//
+// Each replica calls the lease script per bulkhead each Tick (1 s), with
+// its demand: the peak in use since its last call plus its admissions the
+// lease had no room for (overflow). Far from the limit (no waiter, no
+// recovery window, and inuse + 2·Σ demand <= limit) a lease is twice its
+// replica's demand plus an equal share of half of what is left: a replica
+// can double its load between two renewals without a Redis call, and half
+// the slack stays free for per-request grants and for replicas that start.
+// Near the limit a lease shrinks to its replica's peak, and with waiters in
+// the queue to what it uses now and never grows: the rest is decided per
+// request, in the global queue's order. A lease smaller than the smallest
+// one whose reserves leave a best_effort permit is not granted (it would
+// hold capacity only some classes may use). Class ceilings below the limit
+// are checked per request against what the leases use (as each replica last
+// reported, this replica's own as of now), and within a lease by its own
+// reserves (fractions of k): approximate across replicas, exact for one.
+//
+// A lease lasts leaseTicks (3) ticks on Redis's clock. The replica stops
+// admitting from it at its own monotonic clock's reading when it sent the
+// call that set it, plus the lease, less a drift margin of 1% (20 times the
+// 500 ppm a clock under NTP may run off): its end comes before Redis's,
+// whatever the network delay, as long as the clocks' rates differ by less
+// than 1%; no synchronised clocks are needed. Redis reclaims a lease only
+// after its end by its own clock (sweep, in every script), then pauses the
+// bulkhead's admissions for the recovery window and adopts unknown tokens
+// (the cut-off or dead replica's requests may still run; their periodic
+// entries reach replicas that reach Redis). A replica cut off thus admits
+// within its lease until its end, then only by its on_unavailable policy
+// beyond it. The lease script is idempotent per (replica, bulkhead, epoch):
+// a call run again (same seq) answers as the first run and sets nothing
+// again, an older one is stale, and a later call of an epoch Redis no
+// longer holds is told it is lost (the replica starts a new epoch from its
+// permits in use, counted past the limit if need be).
+//
+// A Ledger, a Fallback and a Capacity are safe for concurrent use. Run owns
+// its goroutines (the wake-up subscriber, the batcher and the ticker; the
+// Fallback's adds the local shares' sizing; the Capacity's is the lease
+// loop) and returns when its context ends.
 package redisledger

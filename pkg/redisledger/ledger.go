@@ -113,6 +113,10 @@ type Ledger struct {
 	// Redis last reported them to the ticker (Global).
 	globalMu sync.Mutex
 	global   map[string]admission.Global
+	// inLease, with capacity leases, is how many permits this replica's
+	// lease of a bulkhead has in use (NewCapacity sets it before the ledger
+	// serves; nil without leases).
+	inLease func(bulkhead string) int
 }
 
 // New returns a ledger on rdb. It does not contact Redis: Run does.

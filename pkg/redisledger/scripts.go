@@ -30,6 +30,9 @@ var scriptFiles embed.FS
 // the data model.
 type scripts struct {
 	acquire, release, renew, leave, state, reopen, replicas *redis.Script
+	// lease grants, renews, resizes and gives back capacity leases
+	// (capacity.go).
+	lease *redis.Script
 }
 
 func loadScripts() scripts {
@@ -43,6 +46,7 @@ func loadScripts() scripts {
 		state:    op("state.lua"),
 		reopen:   op("reopen.lua"),
 		replicas: redis.NewScript(read("replicas.lua")),
+		lease:    op("lease.lua"),
 	}
 }
 
@@ -80,11 +84,15 @@ const (
 	leaveKept      = 2 // LEAVE_KEPT
 	leaveGivenBack = 3 // LEAVE_GIVEN_BACK
 	leaveNotFound  = 4 // LEAVE_NOT_FOUND
+
+	leaseHeld  = 1 // LEASE_HELD
+	leaseStale = 2 // LEASE_STALE
+	leaseLost  = 3 // LEASE_LOST
 )
 
 // keySuffixes are the keys of one bulkhead, in the order common.lua reads
 // KEYS.
-var keySuffixes = [...]string{"s", "p", "i", "q1", "q2", "q3", "w", "wd", "t", "tq", "ex", "ed", "r", "tw", "tm"}
+var keySuffixes = [...]string{"s", "p", "i", "q1", "q2", "q3", "w", "wd", "t", "tq", "ex", "ed", "r", "tw", "tm", "cl", "cx"}
 
 // keyInfo is the index in keySuffixes of I, the leases' info by token.
 const keyInfo = 2

@@ -24,6 +24,9 @@ type Replica struct {
 	Store    Store
 	Ledger   *redisledger.Ledger
 	Fallback *redisledger.Fallback
+	// Capacity is the backend with capacity leases over Fallback
+	// (ledger.redis.capacity_leases); nil when they are off.
+	Capacity *redisledger.Capacity
 	Repl     *Replicator
 	log      *slog.Logger
 }
@@ -65,8 +68,24 @@ func NewReplica(cfg *config.Config, p Parts) (*Replica, error) {
 		Heartbeat:     cfg.Leases.Heartbeat(),
 		Known:         p.Known,
 	}, p.Observer, p.Recorder, log)
-	return &Replica{Store: st, Ledger: l, Fallback: redisledger.NewFallback(l, cfg.Ledger.OnUnavailable, p.Leases, p.FailOpen),
-		log: log}, nil
+	s := &Replica{Store: st, Ledger: l, Fallback: redisledger.NewFallback(l, cfg.Ledger.OnUnavailable, p.Leases, p.FailOpen),
+		log: log}
+	if cfg.Ledger.Redis.CapacityLeases {
+		// The permits admitted from the leases are kept in p.Leases: the
+		// local share, which would keep its own there, is refused with
+		// leases (config).
+		s.Capacity = redisledger.NewCapacity(l, s.Fallback, p.Leases)
+	}
+	return s, nil
+}
+
+// Backend is the admission.Ledger the servers are given: the capacity
+// leases over the Fallback when they are on, else the Fallback.
+func (s *Replica) Backend() admission.Ledger {
+	if s.Capacity != nil {
+		return s.Capacity
+	}
+	return s.Fallback
 }
 
 // Replicate makes the replicator of the breakers' windows, the sizing
@@ -82,6 +101,9 @@ func (s *Replica) Replicate(breakers *breaker.Set, obs *sizing.Observer) *Replic
 func (s *Replica) Run(ctx context.Context, reg *bulkhead.Registry, apply Applier) error {
 	var g errgroup.Group
 	g.Go(func() error { return s.Fallback.Run(ctx, reg) })
+	if s.Capacity != nil {
+		g.Go(func() error { return s.Capacity.Run(ctx, reg) })
+	}
 	if s.Repl != nil {
 		g.Go(func() error { return s.Repl.Run(ctx, apply) })
 	}

@@ -158,7 +158,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 			return nil, err
 		}
 		m.UseGlobal(r.replica.Ledger)
-		backend = r.replica.Fallback
+		backend = r.replica.Backend()
 	} else {
 		r.memory = admission.NewMemory(r.Registry, r.Ledger, hb, admission.WithRecovery(cfg.Leases.RecoveryWindow, func(paused bool) {
 			r.Registry.SetPaused(paused)

@@ -6,6 +6,8 @@
 --   13 tenant max queue   14 max tenants   15 recovery ms   16 adopt ms
 --   17 stale ms: with local_share, the shares of replicas absent longer are
 --      held back from every ceiling (0: no replica admits alone)
+--   18 the permits the replica's capacity lease has in use now (its
+--      report in CL is older)
 -- Returns {code, detail, swept, now}: ACQUIRE_GRANTED; ACQUIRE_QUEUED (detail:
 -- ms until the recovery window ends, 0 if none); ACQUIRE_REJECTED (detail:
 -- the reason).
@@ -67,8 +69,13 @@ if tenant ~= '' then
   end
 end
 
-local st = redis.call('HMGET', S, 'inuse', 'qlen', 'q1', 'q2', 'q3', 'ru')
+local st = redis.call('HMGET', S, 'inuse', 'qlen', 'q1', 'q2', 'q3', 'ru', 'leased', 'lused')
 local inuse, qlen = num(st[1]), num(st[2])
+local leased, lused = num(st[7]), num(st[8])
+if leased > 0 then
+  local mine = redis.call('HGET', CL, replica)
+  if mine then lused = lused - lease_of(mine).used + num(ARGV[18]) end
+end
 local queued = {num(st[3]), num(st[4]), num(st[5])}
 local recovering = now < num(st[6])
 local left = 0
@@ -99,7 +106,7 @@ end
 -- higher one, not recovering (and a slot of its tenant free).
 local ahead = 0
 for k = 1, c do ahead = ahead + queued[k] end
-if not recovering and inuse < ceils[c] and ahead == 0 then
+if not recovering and fits(inuse, leased, lused, ceils[1], ceils[c]) and ahead == 0 then
   grant(token, prio, ttl, node, tenant, now)
   return {ACQUIRE_GRANTED, 0, swept, now}
 end

@@ -24,6 +24,17 @@
 --             .. class (1..3) .. seq (15 digits) .. token, so that a
 --             tenant's waiters are one range, highest class first, FIFO
 --   TM  hash  token -> its member of TW
+--   CL  hash  replica -> its capacity lease (lease.lua, capacity.go):
+--             epoch \n seq \n held \n target \n used \n wanted
+--   CX  zset  replica -> when its capacity lease ends (ms, Redis clock)
+--
+-- Capacity leases: a replica may hold a lease of permits of the bulkhead
+-- and admit from it alone (capacity.go). S's leased, lused and lwant are
+-- the sums over CL of held, used (as each replica last reported) and
+-- wanted; lease.lua moves them with CL, state.lua reconciles them. The
+-- invariant is inuse + leased <= the limit: a per-request grant needs the
+-- limit free of every lease (fits). A lease is reclaimed only after its
+-- end on Redis's clock (sweep).
 --
 -- Tenants, as in memory (pkg/authz takes the tenant's permit before it
 -- asks the bulkhead for one): a tenant's slots are its permits in use and
@@ -38,9 +49,9 @@
 -- whatever the number of waiters a tenant blocks. One sorted set for every
 -- compartment (a range each) rather than one key per tenant: a script
 -- declares every key it touches (Redis Cluster, ElastiCache).
-local S, P, I, Q1, Q2, Q3, W, WD, T, TQ, EX, ED, R, TW, TM =
+local S, P, I, Q1, Q2, Q3, W, WD, T, TQ, EX, ED, R, TW, TM, CL, CX =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12],
-  KEYS[13], KEYS[14], KEYS[15]
+  KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17]
 local Q = {Q1, Q2, Q3}
 local QN = {'q1', 'q2', 'q3'}
 -- The scripts' result codes (the first element of each answer). Go names
@@ -63,6 +74,9 @@ local LEAVE_LEFT = 1
 local LEAVE_KEPT = 2
 local LEAVE_GIVEN_BACK = 3
 local LEAVE_NOT_FOUND = 4
+local LEASE_HELD = 1
+local LEASE_STALE = 2
+local LEASE_LOST = 3
 local TOMB = 4096
 local SWEEP_BATCH = 256
 -- The wake-up channel of replica r is PREFIX .. 'wake:' .. r; a message is
@@ -102,6 +116,34 @@ end
 
 local function split5(s)
   return string.match(s, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
+end
+
+-- lease_of parses a capacity lease of CL.
+local function lease_of(s)
+  local e, q, h, g, u, w = string.match(s or '', '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
+  return {epoch = num(e), seq = num(q), held = num(h), target = num(g), used = num(u), want = num(w)}
+end
+
+-- fits reports whether a per-request grant may be made under class
+-- ceiling cc and the limit c1: the limit less every capacity lease
+-- (leased) has room, and the class ceiling has room beside what the
+-- leases use (lused). With no lease it is inuse < cc, as before leases.
+local function fits(inuse, leased, lused, c1, cc)
+  return inuse + leased < c1 and inuse + lused < cc
+end
+
+-- end_capacity removes replica's capacity lease and its share of the
+-- sums, and returns the lease (false if it held none).
+local function end_capacity(replica)
+  local s = redis.call('HGET', CL, replica)
+  redis.call('ZREM', CX, replica)
+  if not s then return false end
+  redis.call('HDEL', CL, replica)
+  local l = lease_of(s)
+  redis.call('HINCRBY', S, 'leased', -l.held)
+  redis.call('HINCRBY', S, 'lused', -l.used)
+  redis.call('HINCRBY', S, 'lwant', -l.want)
+  return l
 end
 
 local function tomb(key, token, now)
@@ -265,14 +307,15 @@ end
 -- O(waiters served or moved). A granted waiter's replica is woken on its
 -- channel, except self (the caller, who learns it from the script's answer).
 local function serve(now, self)
-  local st = redis.call('HMGET', S, 'inuse', 'qlen', 'c1', 'c2', 'c3', 'tlim', 'ru')
+  local st = redis.call('HMGET', S, 'inuse', 'qlen', 'c1', 'c2', 'c3', 'tlim', 'ru', 'leased', 'lused')
   local inuse, qlen = num(st[1]), num(st[2])
   if qlen <= 0 or now < num(st[7]) then return 0 end
   local ceil = {num(st[3]), num(st[4]), num(st[5])}
   local tlim = num(st[6])
+  local leased, lused = num(st[8]), num(st[9])
   local n = 0
   for c = 1, 3 do
-    while inuse < ceil[c] do
+    while fits(inuse, leased, lused, ceil[1], ceil[c]) do
       local tok = redis.call('ZRANGE', Q[c], 0, 0)[1]
       if not tok then break end
       local w = redis.call('HGET', W, tok)
@@ -307,7 +350,7 @@ end
 -- and its slot stays free for the next. It returns whether it moved or
 -- removed a waiter (so that the caller tries again).
 local function admit(tenant, now)
-  local st = redis.call('HMGET', S, 'tlim', 'mq', 'inuse', 'qlen', 'ru', 'c1', 'c2', 'c3', 'q1', 'q2', 'q3')
+  local st = redis.call('HMGET', S, 'tlim', 'mq', 'inuse', 'qlen', 'ru', 'c1', 'c2', 'c3', 'q1', 'q2', 'q3', 'leased', 'lused')
   local tlim = num(st[1])
   if tlim <= 0 then tlim = math.huge end
   if slots(tenant) >= tlim then return false end
@@ -323,7 +366,8 @@ local function admit(tenant, now)
   end
   local ahead = 0
   for k = 1, c do ahead = ahead + num(st[8 + k]) end
-  local room = num(st[4]) < num(st[2]) or (now >= num(st[5]) and num(st[3]) < num(st[5 + c]) and ahead == 0)
+  local room = num(st[4]) < num(st[2]) or
+    (now >= num(st[5]) and fits(num(st[3]), num(st[12]), num(st[13]), num(st[6]), num(st[5 + c])) and ahead == 0)
   if not room then
     local victim = youngest(c + 1)
     if victim then
@@ -375,7 +419,22 @@ local function sweep(now)
   end
   local late = redis.call('ZRANGEBYSCORE', WD, '-inf', now, 'LIMIT', 0, SWEEP_BATCH)
   for _, tok in ipairs(late) do drop_waiter(tok) end
-  if #acquired > 0 or next(freed) then pump(now, '') end
+  -- Capacity leases past their end (strictly: the replica stopped
+  -- admitting from it before, by its own clock less a drift margin).
+  local lapsed = redis.call('ZRANGEBYSCORE', CX, '-inf', '(' .. now, 'LIMIT', 0, SWEEP_BATCH)
+  local reclaimed = false
+  for _, r in ipairs(lapsed) do
+    local l = end_capacity(r)
+    if l and l.held > 0 then reclaimed = true end
+  end
+  if reclaimed then
+    -- Requests admitted from it may still run, counted nowhere now: as
+    -- after Redis lost its data, admit no one for the recovery window and
+    -- adopt their periodic entries (they reach replicas that reach Redis).
+    local st = redis.call('HMGET', S, 'ru', 'au', 'rcv', 'adp')
+    redis.call('HSET', S, 'ru', math.max(num(st[1]), now + num(st[3])), 'au', math.max(num(st[2]), now + num(st[4])))
+  end
+  if #acquired > 0 or next(freed) or reclaimed then pump(now, '') end
   return acquired
 end
 

@@ -1,7 +1,7 @@
 -- state.lua: the periodic look at a bulkhead: ends expired leases, puts the
 -- counts right (reconcile), serves the queue (a recovery window that ended,
 -- permits that expired), records that this replica reaches Redis, and
--- returns {inuse, queued, swept, recovering ms left, now, waiters of each
+-- returns {inuse (the capacity leases' use included), queued, swept, recovering ms left, now, waiters of each
 -- class, R (replica, seen, ...) after forgetting, whether R held this
 -- replica before (0: R was lost with Redis's data, or had forgotten it)}.
 -- ARGV: 1 recovery ms, 2 adopt ms, 3 replica, 4 forget ms (a replica not
@@ -59,6 +59,20 @@ local function reconcile(now)
     recount(T, I)
     recount(TQ, W)
   end
+  -- The capacity leases' sums, from CL (one entry per replica).
+  local sums = {0, 0, 0}
+  for _, v in ipairs(redis.call('HVALS', CL)) do
+    local l = lease_of(v)
+    sums[1], sums[2], sums[3] = sums[1] + l.held, sums[2] + l.used, sums[3] + l.want
+  end
+  local lf = {'leased', 'lused', 'lwant'}
+  local lh = redis.call('HMGET', S, unpack(lf))
+  for i = 1, 3 do
+    if num(lh[i]) ~= sums[i] then
+      fix[#fix + 1] = lf[i]
+      fix[#fix + 1] = sums[i]
+    end
+  end
   if #fix > 0 then redis.call('HSET', S, unpack(fix)) end
 end
 
@@ -86,7 +100,8 @@ if redis.call('ZCARD', TW) > 0 and redis.call('HLEN', TQ) <= RECOUNT then
   for _, t in ipairs(redis.call('HKEYS', TQ)) do freed[t] = true end
 end
 pump(now, '')
-local st = redis.call('HMGET', S, 'inuse', 'qlen', 'ru', 'q1', 'q2', 'q3')
+local st = redis.call('HMGET', S, 'inuse', 'qlen', 'ru', 'q1', 'q2', 'q3', 'lused')
 local left = num(st[3]) - now
 if left < 0 then left = 0 end
-return {num(st[1]), num(st[2]), swept, left, now, num(st[4]), num(st[5]), num(st[6]), kept, had}
+-- In use: the per-request permits and what the capacity leases use.
+return {num(st[1]) + num(st[7]), num(st[2]), swept, left, now, num(st[4]), num(st[5]), num(st[6]), kept, had}

@@ -1,0 +1,267 @@
+package redisledger
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+)
+
+// The capacity leases' timing (doc.go, "Capacity leases").
+const (
+	// leaseTicks is a capacity lease's length in ticks: renewed each tick,
+	// it outlives two lost renewals.
+	leaseTicks = 3
+	// driftDivisor sets the drift margin: a replica stops admitting from
+	// its lease TTL/driftDivisor (1%) before its end by its own monotonic
+	// clock, twenty times the largest rate error NTP lets a clock have
+	// (500 ppm).
+	driftDivisor = 100
+	// renewGapDivisor bounds how often demand or a give-back can make the
+	// lease loop call Redis: at most each Tick/renewGapDivisor.
+	renewGapDivisor = 20
+	// maxPasses bounds the calls of one round for one bulkhead (a shrink is
+	// two: the new target, then the give-back).
+	maxPasses = 3
+)
+
+// Capacity is the Redis ledger with capacity leases (ledger.redis.
+// capacity_leases): this replica holds, per bulkhead, a lease of permits
+// that Redis counts in use, and admits from it alone, with an in-process
+// limiter sized to the lease (an admission.Memory over a registry whose
+// limits follow the leases). What the lease has no room for, and every
+// request of a tenant, takes the per-request path: next, the Fallback
+// (Redis's scripts and global queue, under the unavailable policy).
+// Releases and renewals of the permits admitted from a lease are served
+// here; the others go on to next. Safe for concurrent use; Run owns the
+// lease loop.
+type Capacity struct {
+	ledger *Ledger
+	next   admission.Ledger
+	leases *permit.Memory
+	local  *bulkhead.Registry
+	mem    *admission.Memory
+	clock  clock.Clock
+	base   time.Time // the lease ends are kept as durations since base
+	ttl    time.Duration
+	margin time.Duration
+	held   sync.Map // bulkhead name -> *capLease
+	kick   chan struct{}
+
+	// want is the local registry's settings (the lease loop's only).
+	want map[string]bulkhead.Settings
+}
+
+// capLease is this replica's capacity lease of one bulkhead.
+type capLease struct {
+	// end is when this replica stops admitting from the lease, since
+	// Capacity.base on its clock (0: never held).
+	end atomic.Int64
+	// target is the local limit; held what Redis counts (>= target).
+	target, held atomic.Int64
+	// overflow counts the admissions the lease had no room for since the
+	// last call (demand, reported with it).
+	overflow atomic.Int64
+	// waiters: Redis's queue had waiters at the last call, so permits
+	// freed here go back at once.
+	waiters atomic.Bool
+	// epoch and seq number the calls (lease loop only).
+	epoch, seq int64
+}
+
+var _ admission.Ledger = (*Capacity)(nil)
+
+// CapacityOption configures a Capacity.
+type CapacityOption func(*Capacity)
+
+// WithCapacityClock sets the clock the lease ends are measured on
+// (default: real, monotonic).
+func WithCapacityClock(c clock.Clock) CapacityOption { return func(cp *Capacity) { cp.clock = c } }
+
+// NewCapacity returns the capacity-lease backend over l: next is l under
+// its unavailable policy (the per-request path), leases keeps the permits
+// admitted from the leases (its owner sweeps it). It installs the hook
+// through which l's per-request acquires count the lease's permits in use;
+// build it before l serves.
+func NewCapacity(l *Ledger, next admission.Ledger, leases *permit.Memory, opts ...CapacityOption) *Capacity {
+	c := &Capacity{ledger: l, next: next, leases: leases, local: bulkhead.NewRegistry(), clock: clock.Real{},
+		kick: make(chan struct{}, 1), want: map[string]bulkhead.Settings{}}
+	for _, o := range opts {
+		o(c)
+	}
+	c.base = c.clock.Now()
+	c.ttl = leaseTicks * l.cfg.Tick
+	c.margin = c.ttl / driftDivisor
+	// No adoption of unknown tokens here: those are Redis's (Renew).
+	c.mem = admission.NewMemory(c.local, leases, permit.Heartbeat{Interval: l.cfg.Heartbeat.Interval, TTL: l.cfg.Heartbeat.TTL},
+		admission.WithClock(c.clock))
+	l.inLease = c.inUse
+	return c
+}
+
+// inUse is how many permits the lease of bulkhead name has in use.
+func (c *Capacity) inUse(name string) int {
+	if lim := c.local.Get(name); lim != nil {
+		return lim.Snapshot().InUse
+	}
+	return 0
+}
+
+func (c *Capacity) lease(name string) *capLease {
+	if v, ok := c.held.Load(name); ok {
+		return v.(*capLease)
+	}
+	v, _ := c.held.LoadOrStore(name, &capLease{})
+	return v.(*capLease)
+}
+
+// live reports whether this replica may still admit from ls: before its
+// end less the drift margin, by its own clock (set so by the last answer).
+func (c *Capacity) live(ls *capLease) bool {
+	return int64(c.clock.Now().Sub(c.base)) < ls.end.Load()
+}
+
+// Admit implements admission.Ledger: from the lease when it has room (no
+// Redis call), else the per-request path. A request of a tenant always
+// takes the per-request path (a tenant's limit is counted in Redis).
+func (c *Capacity) Admit(ctx context.Context, r admission.Request) (admission.Admitted, error) {
+	if r.Tenants == nil || r.Tenant == "" {
+		if a, ok, err := c.admitLocal(ctx, r); ok {
+			return a, err
+		}
+	}
+	return c.next.Admit(ctx, r)
+}
+
+// admitLocal admits r from its bulkhead's lease, and reports whether it
+// answered (false: the lease had no room, the per-request path decides).
+func (c *Capacity) admitLocal(ctx context.Context, r admission.Request) (admission.Admitted, bool, error) {
+	name := r.Bulkhead.Name()
+	v, ok := c.held.Load(name)
+	if !ok {
+		return admission.Admitted{}, false, nil
+	}
+	ls := v.(*capLease)
+	lim := c.local.Get(name)
+	if lim == nil || !c.live(ls) {
+		ls.overflow.Add(1)
+		return admission.Admitted{}, false, nil
+	}
+	local := r
+	local.Bulkhead, local.Tenants, local.Tenant = lim, nil, ""
+	a, err := c.mem.Admit(ctx, local)
+	switch {
+	case err == nil:
+		r.Bulkhead.Count(r.Priority, bulkhead.ReasonNone, false)
+		return a, true, nil
+	case ctx.Err() != nil:
+		r.Bulkhead.Count(r.Priority, bulkhead.ReasonNone, true)
+		return admission.Admitted{}, true, ctx.Err()
+	}
+	ls.overflow.Add(1)
+	return admission.Admitted{}, false, nil
+}
+
+// Release implements admission.Ledger: a permit of a lease is released
+// here (its slot is the lease's again), any other by the per-request path.
+func (c *Capacity) Release(e admission.Entry, done admission.Done) {
+	lease, res := c.leases.Release(e.Token, permit.AccessLog)
+	switch res {
+	case permit.Released:
+		done.Done(lease, res)
+		c.freed(lease.Bulkhead)
+	case permit.Duplicate:
+		done.Done(lease, res)
+	case permit.Expired:
+		// Reclaimed here; another replica may have adopted it since.
+		c.next.Release(e, expiredUnlessKnown{done})
+	default:
+		c.next.Release(e, done)
+	}
+}
+
+// freed kicks the lease loop when a permit of bulkhead name's lease came
+// back while the lease is to shrink, or while Redis's queue has waiters:
+// the permit goes back to Redis at once.
+func (c *Capacity) freed(name string) {
+	v, ok := c.held.Load(name)
+	if !ok {
+		return
+	}
+	ls := v.(*capLease)
+	if ls.waiters.Load() || ls.held.Load() > ls.target.Load() {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// expiredUnlessKnown answers Expired for a permit whose lease expired here
+// and that Redis does not know either.
+type expiredUnlessKnown struct{ done admission.Done }
+
+func (d expiredUnlessKnown) Done(l permit.Lease, r permit.Result) {
+	if r == permit.Unknown {
+		r = permit.Expired
+	}
+	d.done.Done(l, r)
+}
+
+// Renew implements admission.Ledger: a permit of a lease is renewed here,
+// and adopted here (past the lease, it runs) when its lease expired here;
+// any other goes on to the per-request path (Redis renews or adopts it).
+func (c *Capacity) Renew(e admission.Entry, done admission.Done) {
+	lease, res := c.leases.Renew(e.Token, c.ledger.cfg.Heartbeat.TTL)
+	switch res {
+	case permit.Renewed:
+		done.Done(lease, res)
+	case permit.Duplicate:
+		done.Done(lease, permit.Late) // ended: nothing runs
+	case permit.Expired:
+		if lim := c.local.Get(string(e.Bulkhead)); lim != nil {
+			done.Done(c.adopt(lim, e))
+			return
+		}
+		c.next.Renew(e, done)
+	default:
+		c.next.Renew(e, done)
+	}
+}
+
+// adopt counts e's running request in the lease's limiter again, past its
+// limit if need be (the next call to Redis counts it: need).
+func (c *Capacity) adopt(lim *bulkhead.Limiter, e admission.Entry) (permit.Lease, permit.Result) {
+	p, err := lim.Adopt()
+	if err != nil {
+		return permit.Lease{}, permit.Unknown
+	}
+	lease, err := c.leases.Adopt(p, e.Token, permit.Grant{Bulkhead: lim.Name(), Priority: bulkhead.Normal,
+		TTL: c.ledger.cfg.Heartbeat.TTL, Node: e.Node})
+	switch {
+	case errors.Is(err, permit.ErrLive):
+		p.Release()
+		return lease, permit.Renewed
+	case err != nil:
+		p.Release()
+		return permit.Lease{}, permit.Unknown
+	}
+	return lease, permit.AdoptedExpired
+}
+
+// Holders implements admission.Ledger: the permits of this replica's
+// lease and Redis's per-request ones, oldest first.
+func (c *Capacity) Holders(name string, max int) ([]permit.Lease, int) {
+	local, n := c.leases.Holders(name, max)
+	shared, m := c.ledger.Holders(name, max)
+	all := append(local, shared...)
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Acquired.Before(all[j].Acquired) })
+	return all[:min(max, len(all))], n + m
+}

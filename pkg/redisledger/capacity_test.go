@@ -1,0 +1,307 @@
+package redisledger
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
+)
+
+var capHeartbeat = permit.Heartbeat{Interval: time.Second, TTL: 3 * time.Second}
+
+func capRegistry(t *testing.T, s bulkhead.Settings) *bulkhead.Registry {
+	t.Helper()
+	reg := bulkhead.NewRegistry()
+	if _, err := reg.Apply(map[string]bulkhead.Settings{"catalog": s}); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+func capRequest(reg *bulkhead.Registry, p bulkhead.Priority) admission.Request {
+	return admission.Request{Bulkhead: reg.Get("catalog"), Priority: p, Lease: 10 * time.Second, Node: "envoy-1"}
+}
+
+func releaseSync(l admission.Ledger, token string) permit.Result {
+	ch := make(chan permit.Result, 1)
+	l.Release(admission.Entry{Bulkhead: []byte("catalog"), Token: token}, admission.DoneFunc(func(_ permit.Lease, r permit.Result) { ch <- r }))
+	return <-ch
+}
+
+// leaseOf reads replica's capacity lease of catalog in Redis (ok false:
+// none) and when it ends there (ms, Redis's clock).
+func (f *fixture) leaseOf(prefix, replica string) (held, target int, end int64, ok bool) {
+	ctx := context.Background()
+	v, err := f.rdb.HGet(ctx, Key(prefix, "catalog", "cl"), replica).Result()
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	var e, s, u, w int
+	if _, err := fmtSscan(v, &e, &s, &held, &target, &u, &w); err != nil {
+		f.t.Fatalf("lease %q: %v", v, err)
+	}
+	end = int64(f.rdb.ZScore(ctx, Key(prefix, "catalog", "cx"), replica).Val())
+	return held, target, end, true
+}
+
+func (f *fixture) redisNow() int64 { return f.rdb.Time(context.Background()).Val().UnixMilli() }
+
+// Three replicas with capacity leases admit concurrently on one Redis:
+// the permits in use, counted by the holders themselves, never exceed the
+// limit, whichever path (lease or per request) admitted them.
+func TestCapacityStrictAcrossReplicas(t *testing.T) {
+	f := newFixture(t)
+	const limit = 6
+	var reps [3]capReplica
+	var regs [3]*bulkhead.Registry
+	for i, id := range []string{"a", "b", "c"} {
+		regs[i] = capRegistry(t, bulkhead.Settings{MaxConcurrent: limit, MaxQueue: 8, MaxWait: 50 * time.Millisecond})
+		reps[i] = f.capacity(t, id, "strict:", regs[i], capHeartbeat, f.rdb, time.Second)
+	}
+	var inUse, peak, admitted atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(2 * time.Second)
+	for w := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := reps[w%3]
+			for time.Now().Before(deadline) {
+				a, err := r.Admit(context.Background(), capRequest(regs[w%3], bulkhead.Priority(w%3)))
+				if err != nil {
+					if bulkhead.ReasonOf(err) == bulkhead.ReasonNone {
+						t.Errorf("admit: %v", err)
+						return
+					}
+					continue
+				}
+				n := inUse.Add(1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				admitted.Add(1)
+				time.Sleep(time.Millisecond) // the request's own work, not a synchronisation
+				inUse.Add(-1)
+				if res := releaseSync(r, a.Token); res != permit.Released {
+					t.Errorf("release = %v", res)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p > limit {
+		t.Fatalf("%d permits in use at once, limit %d", p, limit)
+	}
+	if admitted.Load() == 0 {
+		t.Fatal("nothing admitted")
+	}
+	t.Logf("peak %d of %d; %d admitted", peak.Load(), limit, admitted.Load())
+	// Every permit came back: Redis holds nothing per request.
+	testkit.Eventually(t, "per-request permits back", func() bool {
+		v, _ := f.rdb.HGet(context.Background(), Key("strict:", "catalog", "s"), "inuse").Int()
+		return v == 0
+	})
+}
+
+// Far below half the limit, admissions cost Redis (almost) nothing with
+// leases; without them, one acquire and one release each.
+func TestCapacityRedisCallsPerAdmission(t *testing.T) {
+	for _, leases := range []bool{false, true} {
+		f := newFixture(t)
+		reg := capRegistry(t, bulkhead.Settings{MaxConcurrent: 100})
+		var l admission.Ledger
+		if leases {
+			l = f.capacity(t, "a", "calls:", reg, capHeartbeat, f.rdb, time.Second)
+		} else {
+			led := f.replica("a", "catalog")
+			l = NewFallback(led, admission.FailClosed, permit.NewMemory(clock.Real{}), nopFallbackRecorder{})
+		}
+		if leases {
+			testkit.Eventually(t, "a lease held", func() bool { h, _, _, ok := f.leaseOf("calls:", "a"); return ok && h > 0 })
+		}
+		before := f.rec.total()
+		const n, workers = 4000, 8
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range n / workers {
+					a, err := l.Admit(context.Background(), capRequest(reg, bulkhead.Normal))
+					if err != nil {
+						t.Errorf("admit: %v", err)
+						return
+					}
+					releaseSync(l, a.Token)
+				}
+			}()
+		}
+		wg.Wait()
+		per := float64(f.rec.total()-before) / n
+		t.Logf("capacity leases %v: %.4f Redis calls per admission (%d admissions, %d workers, limit 100)", leases, per, n, workers)
+		if leases && per > 0.05 {
+			t.Errorf("%.4f Redis calls per admission with leases, want <= 0.05", per)
+		}
+	}
+}
+
+func (r *fakeRec) total() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for op, c := range r.calls {
+		if op != admission.OpState && op != admission.OpReplicas {
+			n += c
+		}
+	}
+	return n
+}
+
+// A lease follows demand: it shrinks to what its replica uses when another
+// replica's demand brings the bulkhead near its limit, and grows again when
+// that demand is gone.
+func TestCapacityLeaseFollowsDemand(t *testing.T) {
+	f := newFixture(t)
+	s := bulkhead.Settings{MaxConcurrent: 10, MaxQueue: 10, MaxWait: time.Second}
+	regA, regB := capRegistry(t, s), capRegistry(t, s)
+	a := f.capacity(t, "a", "demand:", regA, capHeartbeat, f.rdb, time.Second)
+	b := f.capacity(t, "b", "demand:", regB, capHeartbeat, f.rdb, time.Second)
+	testkit.Eventually(t, "a holds a lease", func() bool { h, _, _, ok := f.leaseOf("demand:", "a"); return ok && h > 0 })
+	// One permit in use at a.
+	held, err := a.Admit(context.Background(), capRequest(regA, bulkhead.Normal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b takes 8: near the limit.
+	var toks []string
+	for range 8 {
+		got, err := b.Admit(context.Background(), capRequest(regB, bulkhead.Normal))
+		if err != nil {
+			t.Fatalf("b's admission %d: %v", len(toks)+1, err)
+		}
+		toks = append(toks, got.Token)
+	}
+	testkit.Eventually(t, "a's lease shrunk to its one permit in use", func() bool {
+		h, g, _, ok := f.leaseOf("demand:", "a")
+		return ok && h == 1 && g <= 1
+	})
+	for _, tok := range toks {
+		if res := releaseSync(b, tok); res != permit.Released {
+			t.Fatalf("release = %v", res)
+		}
+	}
+	testkit.Eventually(t, "a's lease grown again, far from the limit", func() bool {
+		h, _, _, ok := f.leaseOf("demand:", "a")
+		return ok && h > 1
+	})
+	releaseSync(a, held.Token)
+}
+
+// A replica cut off from Redis admits only from the lease it holds, and
+// stops at the lease's end by its own clock less the drift margin; Redis
+// reclaims the lease only after its end by Redis's clock, and then pauses
+// admissions and adopts the cut-off replica's running requests.
+func TestCapacityCutOff(t *testing.T) {
+	f := newFixture(t)
+	s := bulkhead.Settings{MaxConcurrent: 10}
+	regA, regB := capRegistry(t, s), capRegistry(t, s)
+	proxy := testkit.StartProxy(t, f.redis.Addr)
+	viaProxy := redis.NewClient(&redis.Options{Addr: proxy.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { viaProxy.Close() })
+	clk := clock.NewFake(time.Now())
+	a := f.capacity(t, "a", "cut:", regA, capHeartbeat, viaProxy, 200*time.Millisecond, WithCapacityClock(clk))
+	b := f.capacity(t, "b", "cut:", regB, capHeartbeat, f.rdb, time.Second)
+	testkit.Eventually(t, "a holds a lease", func() bool { return a.lease("catalog").target.Load() > 0 })
+
+	proxy.Hang()
+	testkit.Eventually(t, "a cut off", func() bool { return a.ledger.State() == admission.Unavailable })
+	ls := a.lease("catalog")
+	k := int(ls.target.Load())
+	heldAtRedis, _, redisEnd, ok := f.leaseOf("cut:", "a")
+	if !ok || heldAtRedis < k {
+		t.Fatalf("Redis holds %d (present %v) of a's lease of %d", heldAtRedis, ok, k)
+	}
+	// Within the lease: k admissions, no Redis.
+	var toks []string
+	for range k {
+		got, err := a.Admit(context.Background(), capRequest(regA, bulkhead.Normal))
+		if err != nil {
+			t.Fatalf("admission %d of a's lease of %d while cut off: %v", len(toks)+1, k, err)
+		}
+		toks = append(toks, got.Token)
+	}
+	// Beyond it: the per-request path, which cannot decide (fail_closed).
+	if _, err := a.Admit(context.Background(), capRequest(regA, bulkhead.Normal)); !errors.Is(err, bulkhead.ErrLedgerUnavailable) {
+		t.Fatalf("admission beyond a's lease while cut off: %v, want ledger_unavailable", err)
+	}
+	// b admits only what the lease leaves.
+	var bToks []string
+	for {
+		got, err := b.Admit(context.Background(), capRequest(regB, bulkhead.Normal))
+		if err != nil {
+			break
+		}
+		bToks = append(bToks, got.Token)
+	}
+	if len(bToks)+heldAtRedis > s.MaxConcurrent {
+		t.Fatalf("b admitted %d beside a's lease of %d, limit %d", len(bToks), heldAtRedis, s.MaxConcurrent)
+	}
+	// One permit back at a, then its lease ends by its own clock (less the margin).
+	if res := releaseSync(a, toks[0]); res != permit.Released {
+		t.Fatalf("release at a = %v", res)
+	}
+	end := a.base.Add(time.Duration(ls.end.Load()))
+	clk.Advance(end.Add(-time.Millisecond).Sub(clk.Now()))
+	got, err := a.Admit(context.Background(), capRequest(regA, bulkhead.Normal))
+	if err != nil {
+		t.Fatalf("admission 1 ms before the lease's end at a: %v", err)
+	}
+	toks[0] = got.Token
+	releaseSync(a, got.Token)
+	clk.Advance(end.Sub(clk.Now()))
+	if _, err := a.Admit(context.Background(), capRequest(regA, bulkhead.Normal)); !errors.Is(err, bulkhead.ErrLedgerUnavailable) {
+		t.Fatalf("admission at the lease's end at a: %v, want none from the lease", err)
+	}
+	// Redis reclaims it only after its own end.
+	testkit.Eventually(t, "a's lease reclaimed by Redis", func() bool {
+		_, _, _, ok := f.leaseOf("cut:", "a")
+		return !ok
+	})
+	if now := f.redisNow(); now <= redisEnd {
+		t.Fatalf("reclaimed at %d, its end %d on Redis's clock", now, redisEnd)
+	}
+	// And, since a's requests may still run, Redis adopts their heartbeats.
+	st := f.rdb.HMGet(context.Background(), Key("cut:", "catalog", "s"), "au").Val()
+	if au, _ := st[0].(string); au == "" {
+		t.Fatal("no adoption window after the reclaim")
+	}
+	for _, tok := range toks[1:] {
+		if _, res := answerOf(func(d admission.Done) {
+			b.Renew(admission.Entry{Bulkhead: []byte("catalog"), Token: tok, Node: "envoy-1"}, d)
+		}); res != permit.Adopted {
+			t.Fatalf("a's running request's heartbeat at b after the reclaim = %v, want adopted", res)
+		}
+	}
+	proxy.Pass()
+}
+
+func answerOf(call func(admission.Done)) (permit.Lease, permit.Result) {
+	type res struct {
+		l permit.Lease
+		r permit.Result
+	}
+	ch := make(chan res, 1)
+	call(admission.DoneFunc(func(l permit.Lease, r permit.Result) { ch <- res{l, r} }))
+	got := <-ch
+	return got.l, got.r
+}

@@ -1,0 +1,219 @@
+package redisledger
+
+import (
+	"context"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+)
+
+// Run keeps this replica's capacity leases until ctx ends, then gives them
+// back: each Tick, and soon after a kick (demand, a permit to give back),
+// it calls the lease script for each configured bulkhead of reg and sizes
+// the local limiter to the answer. It does not run the ledger (the
+// Fallback's Run does).
+func (c *Capacity) Run(ctx context.Context, reg *bulkhead.Registry) error {
+	defer c.giveBack(reg)
+	tick := c.ledger.cfg.Tick
+	for {
+		start := time.Now()
+		c.round(ctx, reg)
+		t := time.NewTimer(tick)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-c.kick:
+			t.Stop()
+			// At most one round each Tick/renewGapDivisor.
+			if wait := tick/renewGapDivisor - time.Since(start); wait > 0 {
+				gap := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					gap.Stop()
+					return nil
+				case <-gap.C:
+				}
+			}
+		case <-t.C:
+		}
+	}
+}
+
+// round renews the lease of every bulkhead of reg, and gives back those of
+// bulkheads no longer configured. A bulkhead with tenant compartments, or
+// in a dry run, holds no lease: its admissions are per request.
+func (c *Capacity) round(ctx context.Context, reg *bulkhead.Registry) {
+	for _, name := range reg.Keys() {
+		lim := reg.Get(name)
+		if lim == nil {
+			continue
+		}
+		s := lim.Settings()
+		leaving := reg.Tenants(name) != nil || s.DryRun
+		for range maxPasses {
+			if !c.renew(ctx, name, s, leaving) {
+				break
+			}
+		}
+	}
+	c.held.Range(func(k, _ any) bool {
+		if name := k.(string); reg.Get(name) == nil {
+			c.renew(ctx, name, c.want[name], true)
+		}
+		return true
+	})
+}
+
+// giveBack returns every lease when Run ends: the local limiters stop
+// admitting, and Redis keeps counting only the permits still in use.
+func (c *Capacity) giveBack(reg *bulkhead.Registry) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*c.ledger.cfg.Timeout)
+	defer cancel()
+	c.held.Range(func(k, _ any) bool {
+		name := k.(string)
+		s := c.want[name]
+		if lim := reg.Get(name); lim != nil {
+			s = lim.Settings()
+		}
+		c.renew(ctx, name, s, true)
+		return true
+	})
+}
+
+// renew makes one call of the lease script for bulkhead name (settings s;
+// leaving: target 0) and applies the answer; it reports whether a second
+// call would give something back now (a shrink's second step, or a lost
+// lease's new epoch).
+func (c *Capacity) renew(ctx context.Context, name string, s bulkhead.Settings, leaving bool) bool {
+	ls := c.lease(name)
+	if ls.epoch == 0 {
+		ls.epoch = 1
+	}
+	if ls.waiters.Load() || leaving {
+		// Waiters in Redis's queue (or a bulkhead that holds no lease): the
+		// idle part of the lease goes back in this very call.
+		c.setLocal(name, c.inUse(name), s)
+	}
+	size, used, peak := c.localState(name)
+	need := max(size, used)
+	ls.seq++
+	sent := c.clock.Now()
+	res, err := c.ledger.call(ctx, time.Time{}, admission.OpLease, c.ledger.sc.lease, c.ledger.keysOf(name),
+		c.ledger.cfg.Replica, ls.epoch, ls.seq, need, used, peak, ls.overflow.Swap(0), s.MaxConcurrent, ms(c.ttl),
+		ms(c.ledger.cfg.Recovery), ms(c.ledger.cfg.adopt()), boolArg(leaving), smallestLease(s))
+	if err != nil {
+		// The lease stands until its end by this replica's clock (live).
+		return false
+	}
+	a, _ := res.([]any)
+	n := func(i int) int64 {
+		if i < len(a) {
+			v, _ := a[i].(int64)
+			return v
+		}
+		return 0
+	}
+	if swept, _ := a[4].([]any); len(swept) > 0 {
+		c.ledger.expired(name, swept, n(5))
+	}
+	switch n(0) {
+	case leaseLost:
+		// Its end passed at Redis (or Redis lost it): a new epoch, from
+		// what is in use here.
+		ls.epoch, ls.seq = ls.epoch+1, 0
+		ls.end.Store(0)
+		c.setLocal(name, 0, s)
+		return true
+	case leaseHeld:
+		target, held := n(1), n(2)
+		end := sent.Add(time.Duration(n(3))*time.Millisecond - c.margin)
+		ls.end.Store(int64(end.Sub(c.base)))
+		ls.target.Store(target)
+		ls.held.Store(held)
+		ls.waiters.Store(n(6) > 0)
+		c.setLocal(name, int(target), s)
+		return held > max(target, int64(c.inUse(name)))
+	}
+	return false // leaseStale: an older call's answer; nothing changed
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// setLocal sizes the local limiter of bulkhead name to k permits (settings
+// s otherwise, fail fast: a request the lease has no room for takes the
+// per-request path at once). A limiter is created at its first k >= 1 and
+// kept: at k = 0 it is paused, so that the permits it has in use stay
+// counted by the next call (need).
+func (c *Capacity) setLocal(name string, k int, s bulkhead.Settings) {
+	s.MaxConcurrent, s.MaxQueue, s.MaxWait = max(k, 1), 0, 0
+	s.DryRun, s.Queue, s.CoDelTarget, s.CoDelInterval = false, bulkhead.FIFO, 0, 0
+	lim := c.local.Get(name)
+	if lim == nil {
+		if k == 0 {
+			return
+		}
+		c.want[name] = s
+		if _, err := c.local.Apply(c.want); err != nil {
+			delete(c.want, name)
+			c.ledger.log.Warn("capacity lease not applied: its bulkhead's settings are invalid", "bulkhead", name, "err", err)
+		}
+		return
+	}
+	if k == 0 {
+		lim.SetPaused(true)
+	}
+	if c.want[name] != s {
+		c.want[name] = s
+		if err := lim.Resize(s); err != nil {
+			c.ledger.log.Warn("capacity lease not applied: its bulkhead's settings are invalid", "bulkhead", name, "err", err)
+		}
+	}
+	if k > 0 {
+		lim.SetPaused(false)
+	}
+}
+
+// localState returns the local limiter of bulkhead name's limit (0 while
+// paused or absent), its permits in use, and its peak since the last call.
+func (c *Capacity) localState(name string) (size, used, peak int) {
+	lim := c.local.Get(name)
+	if lim == nil {
+		return 0, 0, 0
+	}
+	snap := lim.Snapshot()
+	peak = lim.TakePeak()
+	if !snap.Paused {
+		size = snap.Settings.MaxConcurrent
+	}
+	return size, snap.InUse, peak
+}
+
+// smallestLease is the smallest lease a limiter with settings s can use:
+// its reserves leave a best_effort permit in it (bulkhead.Settings.Validate).
+// A smaller lease would hold capacity that only some classes may use, and
+// Redis counts a lease whole: the script grants none rather than that.
+func smallestLease(s bulkhead.Settings) int {
+	ok := func(k int) bool {
+		t := s
+		t.MaxConcurrent, t.MaxQueue, t.MaxWait, t.DryRun, t.Queue, t.CoDelTarget, t.CoDelInterval = k, 0, 0, false, bulkhead.FIFO, 0, 0
+		return t.Validate() == nil
+	}
+	// k less its reserves never falls as k grows: the first k that holds a
+	// best_effort permit, by bisection.
+	lo, hi := 1, max(s.MaxConcurrent, 1)
+	for lo < hi {
+		if mid := lo + (hi-lo)/2; ok(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
