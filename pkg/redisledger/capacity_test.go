@@ -289,7 +289,7 @@ func TestCapacityCutOff(t *testing.T) {
 		if _, res := answerOf(func(d admission.Done) {
 			b.Renew(admission.Entry{Bulkhead: []byte("catalog"), Token: tok, Node: "envoy-1"}, d)
 		}); res != permit.Adopted {
-			t.Fatalf("a's running request's heartbeat at b after the reclaim = %v, want adopted", res)
+			t.Fatalf("a's running request's heartbeat at b after the reclaim = %v, want adopted (b %v, a %v)", res, b.ledger.State(), a.ledger.State())
 		}
 	}
 	proxy.Pass()

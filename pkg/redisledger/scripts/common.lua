@@ -140,9 +140,11 @@ local function end_capacity(replica)
   if not s then return false end
   redis.call('HDEL', CL, replica)
   local l = lease_of(s)
-  redis.call('HINCRBY', S, 'leased', -l.held)
-  redis.call('HINCRBY', S, 'lused', -l.used)
-  redis.call('HINCRBY', S, 'lwant', -l.want)
+  -- 0 - x, never -x: Lua's -0 is the string "-0", which HINCRBY refuses
+  -- (not an integer), failing the whole script.
+  redis.call('HINCRBY', S, 'leased', 0 - l.held)
+  redis.call('HINCRBY', S, 'lused', 0 - l.used)
+  redis.call('HINCRBY', S, 'lwant', 0 - l.want)
   return l
 end
 
