@@ -29,7 +29,7 @@ func TestCapacityContract(t *testing.T) {
 			t.Fatal(err)
 		}
 		prefix := fmt.Sprintf("capcontract%d:", n.Add(1))
-		c := f.capacity(t, "a", prefix, reg, admissiontest.Heartbeat, f.rdb, time.Second)
+		c := f.capacity(t, capSpec{id: "a", prefix: prefix, reg: reg, hb: admissiontest.Heartbeat})
 		return admissiontest.Backend{Ledger: queuedIn{c.Capacity, f, prefix}, Bulkheads: reg}
 	})
 }
@@ -41,18 +41,42 @@ type capReplica struct {
 	leases *permit.Memory
 }
 
-// capacity starts a replica named id with capacity leases on prefix,
-// through rdb (the fixture's client, or one through a proxy) with calls of
-// at most timeout, admitting
-// from reg, until the test ends; it waits until the ledger is strict.
-func (f *fixture) capacity(t *testing.T, id, prefix string, reg *bulkhead.Registry, hb permit.Heartbeat, rdb redis.UniversalClient,
-	timeout time.Duration, opts ...CapacityOption) capReplica {
+// capSpec is one replica of the capacity-lease backend to start: its name
+// and key prefix, the registry it admits from, and what differs from the
+// defaults (the fixture's client, calls of at most 1 s, a tick of 100 ms,
+// capHeartbeat).
+type capSpec struct {
+	id, prefix string
+	reg        *bulkhead.Registry
+	rdb        redis.UniversalClient // through a proxy, for a test that cuts it off
+	timeout    time.Duration
+	tick       time.Duration
+	hb         permit.Heartbeat
+	opts       []CapacityOption
+}
+
+// capacity starts the replica sp until the test ends; it waits until the
+// ledger is strict.
+func (f *fixture) capacity(t *testing.T, sp capSpec) capReplica {
 	t.Helper()
+	rdb, timeout, tick, hb, reg, prefix, id := sp.rdb, sp.timeout, sp.tick, sp.hb, sp.reg, sp.prefix, sp.id
+	if rdb == nil {
+		rdb = f.rdb
+	}
+	if timeout == 0 {
+		timeout = time.Second
+	}
+	if tick == 0 {
+		tick = 100 * time.Millisecond
+	}
+	if hb == (permit.Heartbeat{}) {
+		hb = capHeartbeat
+	}
 	l := New(rdb, Config{Prefix: prefix, Replica: id, Timeout: timeout, Heartbeat: hb,
-		Known: func(name string) bool { return reg.Get(name) != nil }, Tick: 100 * time.Millisecond}, f.obs, f.rec, nil)
+		Known: func(name string) bool { return reg.Get(name) != nil }, Tick: tick}, f.obs, f.rec, nil)
 	leases := permit.NewMemory(clock.Real{}, permit.WithSweepInterval(20*time.Millisecond))
 	fb := NewFallback(l, admission.FailClosed, leases, nopFallbackRecorder{})
-	c := NewCapacity(l, fb, leases, opts...)
+	c := NewCapacity(l, fb, leases, sp.opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 3)
 	go func() { defer func() { done <- struct{}{} }(); _ = fb.Run(ctx, reg) }()

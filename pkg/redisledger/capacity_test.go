@@ -66,7 +66,7 @@ func TestCapacityStrictAcrossReplicas(t *testing.T) {
 	var regs [3]*bulkhead.Registry
 	for i, id := range []string{"a", "b", "c"} {
 		regs[i] = capRegistry(t, bulkhead.Settings{MaxConcurrent: limit, MaxQueue: 8, MaxWait: 50 * time.Millisecond})
-		reps[i] = f.capacity(t, id, "strict:", regs[i], capHeartbeat, f.rdb, time.Second)
+		reps[i] = f.capacity(t, capSpec{id: id, prefix: "strict:", reg: regs[i]})
 	}
 	var inUse, peak, admitted atomic.Int64
 	var wg sync.WaitGroup
@@ -121,7 +121,7 @@ func TestCapacityRedisCallsPerAdmission(t *testing.T) {
 		reg := capRegistry(t, bulkhead.Settings{MaxConcurrent: 100})
 		var l admission.Ledger
 		if leases {
-			l = f.capacity(t, "a", "calls:", reg, capHeartbeat, f.rdb, time.Second)
+			l = f.capacity(t, capSpec{id: "a", prefix: "calls:", reg: reg})
 		} else {
 			led := f.replica("a", "catalog")
 			l = NewFallback(led, admission.FailClosed, permit.NewMemory(clock.Real{}), nopFallbackRecorder{})
@@ -174,8 +174,8 @@ func TestCapacityLeaseFollowsDemand(t *testing.T) {
 	f := newFixture(t)
 	s := bulkhead.Settings{MaxConcurrent: 10, MaxQueue: 10, MaxWait: time.Second}
 	regA, regB := capRegistry(t, s), capRegistry(t, s)
-	a := f.capacity(t, "a", "demand:", regA, capHeartbeat, f.rdb, time.Second)
-	b := f.capacity(t, "b", "demand:", regB, capHeartbeat, f.rdb, time.Second)
+	a := f.capacity(t, capSpec{id: "a", prefix: "demand:", reg: regA})
+	b := f.capacity(t, capSpec{id: "b", prefix: "demand:", reg: regB})
 	testkit.Eventually(t, "a holds a lease", func() bool { h, _, _, ok := f.leaseOf("demand:", "a"); return ok && h > 0 })
 	// One permit in use at a.
 	held, err := a.Admit(context.Background(), capRequest(regA, bulkhead.Normal))
@@ -210,7 +210,11 @@ func TestCapacityLeaseFollowsDemand(t *testing.T) {
 // A replica cut off from Redis admits only from the lease it holds, and
 // stops at the lease's end by its own clock less the drift margin; Redis
 // reclaims the lease only after its end by Redis's clock, and then pauses
-// admissions and adopts the cut-off replica's running requests.
+// admissions and adopts the cut-off replica's running requests. The
+// replica's clock runs at the real rate (the drift the margin allows) and
+// is moved forward to the lease's end: a clock that ran slower than
+// Redis's beyond the margin would let the replica admit from a lease
+// Redis has reclaimed.
 func TestCapacityCutOff(t *testing.T) {
 	f := newFixture(t)
 	s := bulkhead.Settings{MaxConcurrent: 10}
@@ -218,11 +222,15 @@ func TestCapacityCutOff(t *testing.T) {
 	proxy := testkit.StartProxy(t, f.redis.Addr)
 	viaProxy := redis.NewClient(&redis.Options{Addr: proxy.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { viaProxy.Close() })
-	clk := clock.NewFake(time.Now())
-	a := f.capacity(t, "a", "cut:", regA, capHeartbeat, viaProxy, 200*time.Millisecond, WithCapacityClock(clk))
-	b := f.capacity(t, "b", "cut:", regB, capHeartbeat, f.rdb, time.Second)
+	clk := &aheadClock{}
+	// A tick of 1 s: a lease of 3 s, time enough to admit from it once cut off.
+	a := f.capacity(t, capSpec{id: "a", prefix: "cut:", reg: regA, rdb: viaProxy, timeout: 200 * time.Millisecond,
+		tick: time.Second, opts: []CapacityOption{WithCapacityClock(clk)}})
+	b := f.capacity(t, capSpec{id: "b", prefix: "cut:", reg: regB})
 	testkit.Eventually(t, "a holds a lease", func() bool { return a.lease("catalog").target.Load() > 0 })
-
+	// Cut just after a renewal: the most of the lease left to admit from.
+	renewed := a.lease("catalog").end.Load()
+	testkit.Eventually(t, "a's lease renewed", func() bool { return a.lease("catalog").end.Load() != renewed })
 	proxy.Hang()
 	testkit.Eventually(t, "a cut off", func() bool { return a.ledger.State() == admission.Unavailable })
 	ls := a.lease("catalog")
@@ -236,7 +244,12 @@ func TestCapacityCutOff(t *testing.T) {
 	for range k {
 		got, err := a.Admit(context.Background(), capRequest(regA, bulkhead.Normal))
 		if err != nil {
-			t.Fatalf("admission %d of a's lease of %d while cut off: %v", len(toks)+1, k, err)
+			var snap bulkhead.Snapshot
+			if lim := a.local.Get("catalog"); lim != nil {
+				snap = lim.Snapshot()
+			}
+			t.Fatalf("admission %d of a's lease of %d while cut off: %v (lease live %v, ends in %v; local limiter %+v)",
+				len(toks)+1, k, err, a.live(ls), a.base.Add(time.Duration(ls.end.Load())).Sub(clk.Now()), snap)
 		}
 		toks = append(toks, got.Token)
 	}
@@ -261,14 +274,15 @@ func TestCapacityCutOff(t *testing.T) {
 		t.Fatalf("release at a = %v", res)
 	}
 	end := a.base.Add(time.Duration(ls.end.Load()))
-	clk.Advance(end.Add(-time.Millisecond).Sub(clk.Now()))
+	// Shortly before (the clock runs on while the test does).
+	clk.Advance(end.Add(-250 * time.Millisecond).Sub(clk.Now()))
 	got, err := a.Admit(context.Background(), capRequest(regA, bulkhead.Normal))
 	if err != nil {
-		t.Fatalf("admission 1 ms before the lease's end at a: %v", err)
+		t.Fatalf("admission shortly before the lease's end at a: %v", err)
 	}
 	toks[0] = got.Token
 	releaseSync(a, got.Token)
-	clk.Advance(end.Sub(clk.Now()))
+	clk.Advance(max(end.Sub(clk.Now()), 0))
 	if _, err := a.Admit(context.Background(), capRequest(regA, bulkhead.Normal)); !errors.Is(err, bulkhead.ErrLedgerUnavailable) {
 		t.Fatalf("admission at the lease's end at a: %v, want none from the lease", err)
 	}
@@ -305,3 +319,13 @@ func answerOf(call func(admission.Done)) (permit.Lease, permit.Result) {
 	got := <-ch
 	return got.l, got.r
 }
+
+// aheadClock runs at the real rate, ahead of it by what Advance added: a
+// replica's clock within the drift margin, moved forward by the test.
+type aheadClock struct{ ahead atomic.Int64 }
+
+func (c *aheadClock) Now() time.Time                       { return time.Now().Add(time.Duration(c.ahead.Load())) }
+func (c *aheadClock) NewTimer(d time.Duration) clock.Timer { return clock.Real{}.NewTimer(d) }
+
+// Advance moves the clock d forward.
+func (c *aheadClock) Advance(d time.Duration) { c.ahead.Add(int64(d)) }
