@@ -171,7 +171,8 @@ type inUseSample struct {
 // checkChaos reads the schedule's outcome against the upstream's record,
 // and Redis's count from settled on against the requests the upstream had
 // around each sample (a grant reaches the upstream, and a release Redis,
-// within milliseconds: half a second either way).
+// within milliseconds: half a second either way; with capacity leases a
+// lease's use is reported at each renewal, a tick later: a second more).
 func checkChaos(s schedule, outs []chaosOutcome, spans []testbed.Span, inUse []inUseSample, settled time.Duration) chaosReport {
 	c := concurrencyOf(spans)
 	byTenant := map[string][]testbed.Span{}
@@ -183,9 +184,13 @@ func checkChaos(s schedule, outs []chaosOutcome, spans []testbed.Span, inUse []i
 		tenants[t] = concurrencyOf(sps)
 	}
 	r := chaosReport{sched: s, sent: len(outs), byReason: map[string]int{}}
+	lag := 500 * time.Millisecond
+	if s.leases {
+		lag += time.Second
+	}
 	for _, x := range inUse {
 		if x.at >= settled {
-			r.stale = max(r.stale, x.n-c.most(x.at-500*time.Millisecond, x.at+500*time.Millisecond))
+			r.stale = max(r.stale, x.n-c.most(x.at-lag, x.at+lag))
 		}
 	}
 	r.peak, r.overFor = c.peak(chaosLimit)
@@ -260,13 +265,13 @@ func logChaosSummary(t *testing.T, reports []chaosReport) {
 		a.worstStale = max(a.worstStale, r.stale)
 	}
 	for _, r := range reports {
-		add("policy "+r.sched.policy, r)
+		add("policy "+r.sched.name(), r)
 		kinds := map[string]bool{}
 		for _, f := range r.sched.faults {
 			kinds[f.kind.String()] = true
 		}
 		for k := range kinds {
-			add("fault "+k+" / "+r.sched.policy, r)
+			add("fault "+k+" / "+r.sched.name(), r)
 		}
 	}
 	keys := make([]string, 0, len(by))
@@ -275,11 +280,11 @@ func logChaosSummary(t *testing.T, reports []chaosReport) {
 	}
 	slices.Sort(keys)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d schedules\n%-36s %4s %4s %4s %9s %7s %5s %7s %12s %10s\n", len(reports),
+	fmt.Fprintf(&b, "%d schedules\n%-44s %4s %4s %4s %9s %7s %5s %7s %12s %10s\n", len(reports),
 		"", "runs", "over", "peak", "over_for", "back", "stale", "ok/sent", "refused_free", "inversions")
 	for _, k := range keys {
 		a := by[k]
-		fmt.Fprintf(&b, "%-36s %4d %4d %4d %9v %7v %5d %7.2f %12d %10d\n", k, a.n, a.overN, a.worstPeak,
+		fmt.Fprintf(&b, "%-44s %4d %4d %4d %9v %7v %5d %7.2f %12d %10d\n", k, a.n, a.overN, a.worstPeak,
 			a.worstOver.Round(time.Millisecond), a.worstBack.Round(time.Millisecond), a.worstStale,
 			float64(a.ok)/float64(max(a.sent, 1)), a.refusedFree, a.inversions)
 	}

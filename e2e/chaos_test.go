@@ -102,6 +102,10 @@ bulkheads:
 `
 )
 
+// chaosLeasesYAML is chaosYAML without the tenant compartments, for the
+// schedules with capacity leases.
+var chaosLeasesYAML = strings.Replace(chaosYAML, "    tenant: {max_concurrent: 3, max_queue: 2, max_wait: 300ms}\n", "", 1)
+
 var chaosCeiling = [3]int{4, 3, 2}
 
 // chaosTenantLimit is each tenant's own limit (chaosYAML).
@@ -170,7 +174,19 @@ type schedule struct {
 	seed     uint64
 	policy   string
 	sentinel bool // a master, its replica and Sentinel; else one Redis
-	faults   []fault
+	// leases: capacity leases on (never with local_share), and the
+	// bulkhead without tenant compartments (a tenant's Checks take the
+	// per-request path: no lease would be held).
+	leases bool
+	faults []fault
+}
+
+// name is the policy, and the leases when they are on.
+func (s schedule) name() string {
+	if s.leases {
+		return s.policy + "+leases"
+	}
+	return s.policy
 }
 
 func (s schedule) bounded() bool {
@@ -224,6 +240,11 @@ func drawSchedule(seed uint64) schedule {
 		used[part] = true
 		s.faults = append(s.faults, f)
 	}
+	// Drawn last: the schedules drawn before leases existed stay the same.
+	s.leases = capacityLeases || (s.policy != "local_share" && rng.IntN(2) == 0)
+	if s.policy == "local_share" {
+		s.leases = false
+	}
 	return s
 }
 
@@ -249,16 +270,19 @@ func (r chaosReport) String() string {
 	}
 	return fmt.Sprintf("seed %d, %s%s, faults %v: sent %d, ok %d, refused %d %v, errors %d; upstream peak %d (limit %d), "+
 		"above it for %v; permits back %v after the end, stale %d; inversions %d; refused with capacity free %d",
-		r.sched.seed, r.sched.policy, topology, r.sched.faults, r.sent, r.ok, r.refusedTotal, r.byReason, r.errors, r.peak, chaosLimit,
+		r.sched.seed, r.sched.name(), topology, r.sched.faults, r.sent, r.ok, r.refusedTotal, r.byReason, r.errors, r.peak, chaosLimit,
 		r.overFor.Round(time.Millisecond), r.back.Round(time.Millisecond), r.stale, r.inversions, r.refusedFree)
 }
 
 func runChaos(t *testing.T, s schedule) chaosReport {
 	t.Logf("schedule: seed %d, policy %s, sentinel %v, faults %v (replay: make chaos CHAOS_SEEDS=%d)",
-		s.seed, s.policy, s.sentinel, s.faults, s.seed)
+		s.seed, s.name(), s.sentinel, s.faults, s.seed)
 	srv := testkit.StartRedis(t)
 	links := make([]*testkit.Proxy, 3)
 	spec := replicaSpec{yaml: chaosYAML, replicas: 3, envoys: 2}
+	if s.leases {
+		spec.yaml = chaosLeasesYAML
+	}
 	if s.sentinel {
 		h, p := hostPort("http://" + srv.Addr)
 		testkit.StartRedis(t, "--replicaof", h, fmt.Sprint(p))
@@ -266,15 +290,14 @@ func runChaos(t *testing.T, s schedule) chaosReport {
 		rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "bulkhead", SentinelAddrs: []string{sentinel.Addr}, MaxRetries: -1})
 		t.Cleanup(func() { rdb.Close() })
 		spec.rdb = rdb
-		spec.ledger = fmt.Sprintf("ledger: {backend: redis, on_unavailable: %s, redis: {sentinel: {master: bulkhead, addresses: [%q]}, timeout: 100ms}}",
-			s.policy, sentinel.Addr)
+		spec.ledger = ledgerSection(s.policy, fmt.Sprintf("sentinel: {master: bulkhead, addresses: [%q]}", sentinel.Addr), s.leases)
 	} else {
 		for i := range links {
 			links[i] = testkit.StartProxy(t, srv.Addr)
 		}
 		spec.rdb = newRedisClient(t, srv.Addr)
 		spec.ledgerOf = func(i int) string {
-			return fmt.Sprintf("ledger: {backend: redis, on_unavailable: %s, redis: {address: %q, timeout: 100ms}}", s.policy, links[i].Addr)
+			return ledgerSection(s.policy, fmt.Sprintf("address: %q", links[i].Addr), s.leases)
 		}
 	}
 	rs := startReplicaStack(t, spec)

@@ -234,13 +234,21 @@ func (rs *replicaStack) waitStrict(ctx context.Context) {
 }
 
 // inUse is a bulkhead's permits in use as Redis counts them (prefix
-// "bulkhead:"), or -1 when Redis cannot say.
+// "bulkhead:"): per request, plus what the capacity leases had in use at
+// their replicas' last renewals; -1 when Redis cannot say (or counts
+// neither).
 func (rs *replicaStack) inUse(ctx context.Context, name string) int {
-	v, err := rs.rdb.HGet(ctx, "bulkhead:{"+name+"}:s", "inuse").Result()
+	v, err := rs.rdb.HMGet(ctx, "bulkhead:{"+name+"}:s", "inuse", "lused").Result()
 	if err != nil {
 		return -1
 	}
-	n, _ := strconv.Atoi(strings.TrimSpace(v))
+	n := -1
+	for _, x := range v {
+		if s, ok := x.(string); ok {
+			m, _ := strconv.Atoi(strings.TrimSpace(s))
+			n = max(n, 0) + m
+		}
+	}
 	return n
 }
 
