@@ -38,15 +38,24 @@ func (rs *replicaStack) replicaMetrics(ctx context.Context, i int) *testbed.Metr
 // The periodic entries that reached it must renew their leases elsewhere
 // before they run out, or the others admit past the limit. The upstream
 // never sees more than the ceiling.
+//
+// With capacity leases the replica cut off for longer than its capacity
+// lease (3 s) admits from it until its end by its own clock, Redis
+// reclaims it after its end by Redis's, and the requests it admitted
+// (which outlive the lease) are adopted where their periodic entries land.
 func TestSharedLedgerReplicaCutOff(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
+		leases    bool
 		cut, heal func(rs *replicaStack, links []*testkit.Proxy, i int)
 	}{
-		{"link to Redis silent",
+		{"link to Redis silent", false,
 			func(_ *replicaStack, links []*testkit.Proxy, i int) { links[i].Hang() },
 			func(_ *replicaStack, links []*testkit.Proxy, i int) { links[i].Pass() }},
-		{"replica paused",
+		{"link to Redis silent, capacity leases", true,
+			func(_ *replicaStack, links []*testkit.Proxy, i int) { links[i].Hang() },
+			func(_ *replicaStack, links []*testkit.Proxy, i int) { links[i].Pass() }},
+		{"replica paused", false,
 			func(rs *replicaStack, _ []*testkit.Proxy, i int) {
 				_ = syscall.Kill(-rs.replicas[i].proc.cmd.Process.Pid, syscall.SIGSTOP)
 			},
@@ -54,18 +63,23 @@ func TestSharedLedgerReplicaCutOff(t *testing.T) {
 				_ = syscall.Kill(-rs.replicas[i].proc.cmd.Process.Pid, syscall.SIGCONT)
 			}},
 	} {
-		t.Run(tc.name, func(t *testing.T) { replicaCutOff(t, tc.cut, tc.heal) })
+		t.Run(tc.name, func(t *testing.T) { replicaCutOff(t, tc.leases, tc.cut, tc.heal) })
 	}
 }
 
-func replicaCutOff(t *testing.T, cutOff, heal func(rs *replicaStack, links []*testkit.Proxy, i int)) {
+func replicaCutOff(t *testing.T, leases bool, cutOff, heal func(rs *replicaStack, links []*testkit.Proxy, i int)) {
 	srv := testkit.StartRedis(t)
 	links := make([]*testkit.Proxy, 3)
 	for i := range links {
 		links[i] = testkit.StartProxy(t, srv.Addr)
 	}
 	rs := startReplicaStack(t, replicaSpec{
-		ledgerOf: func(i int) string { return redisLedger(links[i].Addr) },
+		ledgerOf: func(i int) string {
+			if leases {
+				return leasedLedger(links[i].Addr)
+			}
+			return redisLedger(links[i].Addr)
+		},
 		yaml:     "bulkheads:\n  catalog: {max_concurrent: 5, max_queue: 4, max_wait: 200ms, reserve: {critical: 0.2}}\n",
 		replicas: 3, envoys: 2, rdb: newRedisClient(t, srv.Addr),
 	})

@@ -22,6 +22,13 @@ func redisLedger(addr string) string {
 	return sharedLedger("fail_closed", fmt.Sprintf("address: %q", addr))
 }
 
+// leasedLedger is redisLedger with capacity leases, always: the tests that
+// make test runs with them (every shared-ledger test does with
+// BULKHEAD_E2E_CAPACITY_LEASES=1).
+func leasedLedger(addr string) string {
+	return ledgerSection("fail_closed", fmt.Sprintf("address: %q", addr), true)
+}
+
 // capacityLeases runs the shared-ledger tests with capacity leases
 // (BULKHEAD_E2E_CAPACITY_LEASES=1; make e2e-leases).
 var capacityLeases = os.Getenv("BULKHEAD_E2E_CAPACITY_LEASES") == "1"
@@ -68,11 +75,12 @@ func summary(st testbed.Stats) string {
 
 // Many replicas, one limit: three replicas behind two Envoys hold catalog's
 // limit under a flood; a replica SIGKILLed under load leaks nothing and lets
-// nothing past the limit.
+// nothing past the limit. With capacity leases: the killed replica's lease
+// is reclaimed at its end, its running requests adopted.
 func TestSharedLedgerFloodAndReplicaKill(t *testing.T) {
 	srv := testkit.StartRedis(t)
 	rs := startReplicaStack(t, replicaSpec{
-		ledger:   redisLedger(srv.Addr),
+		ledger:   leasedLedger(srv.Addr),
 		yaml:     "bulkheads:\n  catalog: {max_concurrent: 6, max_queue: 6, max_wait: 300ms}\n",
 		replicas: 3, envoys: 2, rdb: newRedisClient(t, srv.Addr),
 	})

@@ -256,6 +256,29 @@ func (c *Capacity) adopt(lim *bulkhead.Limiter, e admission.Entry) (permit.Lease
 	return lease, permit.AdoptedExpired
 }
 
+// EachLease calls each for every bulkhead this replica has held a lease
+// of: the permits it may admit from alone now (0 once the lease's end
+// passed here, by its clock), those in use, and the Checks admitted from
+// it (metrics.CapacitySource).
+func (c *Capacity) EachLease(each func(name string, permits, inUse int, admitted uint64)) {
+	c.held.Range(func(k, v any) bool {
+		name, ls := k.(string), v.(*capLease)
+		permits, inUse, admitted := 0, 0, uint64(0)
+		if c.live(ls) {
+			permits = int(ls.target.Load())
+		}
+		if lim := c.local.Get(name); lim != nil {
+			snap := lim.Snapshot()
+			inUse = snap.InUse
+			for _, n := range snap.Admitted {
+				admitted += n
+			}
+		}
+		each(name, permits, inUse, admitted)
+		return true
+	})
+}
+
 // Holders implements admission.Ledger: the permits of this replica's
 // lease and Redis's per-request ones, oldest first.
 func (c *Capacity) Holders(name string, max int) ([]permit.Lease, int) {

@@ -253,6 +253,9 @@ func TestCapacityCutOff(t *testing.T) {
 		}
 		toks = append(toks, got.Token)
 	}
+	if permits, inUse := leaseSeries(a.Capacity); permits != k || inUse != k {
+		t.Fatalf("a's lease reports %d permits, %d in use; want %d and %d", permits, inUse, k, k)
+	}
 	// Beyond it: the per-request path, which cannot decide (fail_closed).
 	if _, err := a.Admit(context.Background(), capRequest(regA, bulkhead.Normal)); !errors.Is(err, bulkhead.ErrLedgerUnavailable) {
 		t.Fatalf("admission beyond a's lease while cut off: %v, want ledger_unavailable", err)
@@ -285,6 +288,9 @@ func TestCapacityCutOff(t *testing.T) {
 	clk.Advance(max(end.Sub(clk.Now()), 0))
 	if _, err := a.Admit(context.Background(), capRequest(regA, bulkhead.Normal)); !errors.Is(err, bulkhead.ErrLedgerUnavailable) {
 		t.Fatalf("admission at the lease's end at a: %v, want none from the lease", err)
+	}
+	if permits, _ := leaseSeries(a.Capacity); permits != 0 {
+		t.Fatalf("a's lease reports %d permits after its end, want 0", permits)
 	}
 	// Redis reclaims it only after its own end.
 	testkit.Eventually(t, "a's lease reclaimed by Redis", func() bool {
@@ -329,3 +335,13 @@ func (c *aheadClock) NewTimer(d time.Duration) clock.Timer { return clock.Real{}
 
 // Advance moves the clock d forward.
 func (c *aheadClock) Advance(d time.Duration) { c.ahead.Add(int64(d)) }
+
+// leaseSeries is what c reports of its lease of catalog (metrics).
+func leaseSeries(c *Capacity) (permits, inUse int) {
+	c.EachLease(func(name string, p, u int, _ uint64) {
+		if name == "catalog" {
+			permits, inUse = p, u
+		}
+	})
+	return permits, inUse
+}

@@ -16,6 +16,7 @@ import (
 var (
 	_ admission.Ledger  = (*admission.Memory)(nil)
 	_ admission.Ledger  = (*redisledger.Fallback)(nil)
+	_ admission.Ledger  = (*redisledger.Capacity)(nil)
 	_ authz.SilentNodes = (*permit.SilentNodes)(nil)
 )
 
@@ -25,6 +26,7 @@ var (
 	_ redisledger.Recorder         = (*metrics.LedgerMetrics)(nil)
 	_ redisledger.Recorder         = (*replication.Gate)(nil)
 	_ redisledger.FallbackRecorder = (*metrics.LedgerMetrics)(nil)
+	_ metrics.CapacitySource       = (*redisledger.Capacity)(nil)
 )
 
 // The daemon's metrics record what both Envoy-facing servers see. The

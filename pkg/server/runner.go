@@ -158,6 +158,11 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 			return nil, err
 		}
 		m.UseGlobal(r.replica.Ledger)
+		if c := r.replica.Capacity; c != nil {
+			if err := metrics.RegisterCapacity(r.promReg, c); err != nil {
+				return nil, err
+			}
+		}
 		backend = r.replica.Backend()
 	} else {
 		r.memory = admission.NewMemory(r.Registry, r.Ledger, hb, admission.WithRecovery(cfg.Leases.RecoveryWindow, func(paused bool) {
