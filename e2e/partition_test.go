@@ -80,7 +80,10 @@ func replicaCutOff(t *testing.T, leases bool, cutOff, heal func(rs *replicaStack
 			}
 			return redisLedger(links[i].Addr)
 		},
-		yaml:     "bulkheads:\n  catalog: {max_concurrent: 5, max_queue: 4, max_wait: 200ms, reserve: {critical: 0.2}}\n",
+		// orders, far from its limit, holds generous leases: the victim
+		// admits from its own while Envoy still sends it Checks.
+		yaml: "bulkheads:\n  catalog: {max_concurrent: 5, max_queue: 4, max_wait: 200ms, reserve: {critical: 0.2}}\n" +
+			"  orders: {max_concurrent: 20, max_queue: 4, max_wait: 200ms}\n",
 		replicas: 3, envoys: 2, rdb: newRedisClient(t, srv.Addr),
 	})
 	rs.settle = 10 * time.Second // the last requests end 5 s after the load
@@ -95,7 +98,11 @@ func replicaCutOff(t *testing.T, leases bool, cutOff, heal func(rs *replicaStack
 		_, wait := runLoad(t, ctx, testbed.LoadSpec{URL: base + "/catalog", Rate: rate, Duration: before + cut + after,
 			MaxRequests: int(rate*(before+cut+after).Seconds()) + 1, MaxOutstanding: 200, Timeout: 15 * time.Second})
 		waits = append(waits, wait)
+		_, wait = runLoad(t, ctx, testbed.LoadSpec{URL: base + "/orders", Rate: 4 * rate, Duration: before + cut + after,
+			MaxRequests: int(4*rate*(before+cut+after).Seconds()) + 1, MaxOutstanding: 200, Timeout: 15 * time.Second})
+		waits = append(waits, wait)
 	}
+	rs.up["orders"].SetDelay(20 * time.Millisecond)
 	poll(t, ctx, "the ceiling reached", func() bool { return up.Inflight() == 4 })
 	time.Sleep(before) // into the load: the fault's moment, not a synchronisation
 	// Cut the replica that renews the most leases: the running requests'
@@ -111,8 +118,18 @@ func replicaCutOff(t *testing.T, leases bool, cutOff, heal func(rs *replicaStack
 		t.Fatal("no replica renewed a lease: the requests' periodic entries reach none")
 	}
 	rs.point((victim + 1) % len(rs.replicas)) // the stack reads a replica that serves
+	leaseAdmitted := func() float64 {
+		return rs.replicaMetrics(ctx, victim).Sum("bulkhead_ledger_lease_admitted_total", nil)
+	}
+	var fromLease float64
+	if leases {
+		fromLease = -leaseAdmitted()
+	}
 	cutOff(rs, links, victim)
 	time.Sleep(cut) // the fault's length
+	if leases {
+		fromLease += leaseAdmitted() // the victim runs: only its link is cut
+	}
 	heal(rs, links, victim)
 	healed := time.Now()
 	poll(t, ctx, "the cut-off replica strict again", func() bool {
@@ -133,6 +150,12 @@ func replicaCutOff(t *testing.T, leases bool, cutOff, heal func(rs *replicaStack
 	t.Logf("replica %d cut for %v (strict %v after healing): %s; upstream max %d, ceiling 4; "+
 		"it renewed %v leases before the cut, refused %v entries while cut off; adoptions %v",
 		victim, cut, strictAfter.Round(time.Millisecond), summary(st), up.Max(), renewed, moved, adopted)
+	if leases {
+		t.Logf("replica %d admitted %v Checks from its capacity lease while cut off", victim, fromLease)
+	}
+	if m := rs.up["orders"].Max(); m > 20 {
+		t.Fatalf("OVER-ADMISSION: orders' upstream saw %d requests at once, limit 20", m)
+	}
 	if up.Max() > 4 {
 		t.Fatalf("OVER-ADMISSION: upstream saw %d requests at once across a replica's cut, normal ceiling 4 (limit 5)", up.Max())
 	}
