@@ -66,8 +66,9 @@ func TestParseInvalid(t *testing.T) {
 		{"redis timeout zero", "ledger: {backend: redis, redis: {address: 127.0.0.1:6379, timeout: 0s}}\n",
 			`ledger.redis.timeout: must be positive and at most 10s (a Check waits for it) (got 0s)`},
 		{"capacity leases and the local share", "ledger: {backend: redis, on_unavailable: local_share, redis: {address: 127.0.0.1:6379, capacity_leases: true}}\n",
-			`ledger.redis.capacity_leases: must be false with ledger.on_unavailable local_share (a replica cut off admits within its capacity lease: ` +
-				`the two are refused together for now; use fail_closed or fail_open) (got true)`},
+			`ledger.redis.capacity_leases: must be false with ledger.on_unavailable local_share: capacity leases replace the local share ` +
+				`(a replica cut off from Redis admits within the lease it holds, until the lease's end); ` +
+				`on_unavailable then says what happens beyond the lease: set fail_closed or fail_open (got true)`},
 		{"capacity leases in memory", "ledger: {redis: {capacity_leases: true}}\n",
 			`ledger.redis.capacity_leases: must be false unless ledger.backend is redis (capacity is leased from the shared ledger) (got true)`},
 		{"redis tls bool", "ledger: {redis: {tls: {enabled: maybe}}}\n", `ledger.redis.tls.enabled: must be true or false (got "maybe")`},

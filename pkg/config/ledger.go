@@ -109,8 +109,9 @@ func (d *decoder) ledger(c *Config) {
 		return
 	}
 	d.rule("ledger.redis.capacity_leases", l.Redis.CapacityLeases, !l.Redis.CapacityLeases || l.OnUnavailable != admission.LocalShare,
-		"must be false with ledger.on_unavailable local_share (a replica cut off admits within its capacity lease: "+
-			"the two are refused together for now; use fail_closed or fail_open)")
+		"must be false with ledger.on_unavailable local_share: capacity leases replace the local share "+
+			"(a replica cut off from Redis admits within the lease it holds, until the lease's end); "+
+			"on_unavailable then says what happens beyond the lease: set fail_closed or fail_open")
 	// The shared ledger enforces every bulkhead with one FIFO queue per
 	// class: a dry run or CoDel would be silently enforced as FIFO.
 	for _, name := range slices.Sorted(maps.Keys(c.Bulkheads)) {
