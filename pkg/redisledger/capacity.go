@@ -102,8 +102,24 @@ func NewCapacity(l *Ledger, next admission.Ledger, leases *permit.Memory, opts .
 	// No adoption of unknown tokens here: those are Redis's (Renew).
 	c.mem = admission.NewMemory(c.local, leases, permit.Heartbeat{Interval: l.cfg.Heartbeat.Interval, TTL: l.cfg.Heartbeat.TTL},
 		admission.WithClock(c.clock))
-	l.inLease = c.inUse
+	l.inLease, l.recall = c.inUse, c.recall
 	return c
+}
+
+// recall makes the lease of bulkhead name give back its unused permits at
+// the lease loop's next call, made at once: a waiter queued in Redis while
+// they sat idle here. Without it they would go back at the next renewal,
+// up to a tick later.
+func (c *Capacity) recall(name string) {
+	v, ok := c.held.Load(name)
+	if !ok {
+		return
+	}
+	v.(*capLease).waiters.Store(true)
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
 }
 
 // inUse is how many permits the lease of bulkhead name has in use.

@@ -345,3 +345,41 @@ func leaseSeries(c *Capacity) (permits, inUse int) {
 	})
 	return permits, inUse
 }
+
+// A waiter queued in Redis while another replica's lease holds permits
+// unused does not wait for that replica's next renewal: the acquire that
+// queued it recalls them, and the replica gives them back at once. Here
+// the lease holder renews every 5 s; b's waiters are served within a
+// fraction of that.
+func TestCapacityRecall(t *testing.T) {
+	f := newFixture(t)
+	s := bulkhead.Settings{MaxConcurrent: 10, MaxQueue: 10, MaxWait: 3 * time.Second}
+	regA, regB := capRegistry(t, s), capRegistry(t, s)
+	a := f.capacity(t, capSpec{id: "a", prefix: "recall:", reg: regA, tick: 5 * time.Second})
+	testkit.Eventually(t, "a holds a lease", func() bool { return a.lease("catalog").target.Load() > 0 })
+	idle := a.lease("catalog").target.Load()
+	b := f.capacity(t, capSpec{id: "b", prefix: "recall:", reg: regB})
+	start := time.Now()
+	var toks []string
+	var slowest time.Duration
+	for len(toks) < s.MaxConcurrent {
+		t0 := time.Now()
+		got, err := b.Admit(context.Background(), capRequest(regB, bulkhead.Normal))
+		if err != nil {
+			t.Fatalf("b's admission %d of %d (a's lease of %d idle): %v after %v", len(toks)+1, s.MaxConcurrent, idle, err, time.Since(t0))
+		}
+		slowest = max(slowest, time.Since(t0))
+		toks = append(toks, got.Token)
+	}
+	t.Logf("b admitted the whole limit (%d) in %v, the longest wait %v; a's idle lease was %d, its renewals 5 s apart",
+		s.MaxConcurrent, time.Since(start).Round(time.Millisecond), slowest.Round(time.Millisecond), idle)
+	if held, _, _, ok := f.leaseOf("recall:", "a"); ok && held > 0 {
+		t.Fatalf("a still holds %d permits of its lease while b holds the limit", held)
+	}
+	if slowest > time.Second {
+		t.Fatalf("a waiter waited %v for a's idle lease, want well under a's renewal interval (5 s)", slowest)
+	}
+	for _, tok := range toks {
+		releaseSync(b, tok)
+	}
+}

@@ -37,7 +37,7 @@ func TestResultCodesMatchLua(t *testing.T) {
 
 // The wake-up messages are named on both sides too.
 func TestWakeMessagesMatchLua(t *testing.T) {
-	goMsgs := map[string]wakeMsg{"WAKE_GRANTED": wakeGranted, "WAKE_SHED": wakeShed, "WAKE_QUEUE_FULL": wakeQueueFull}
+	goMsgs := map[string]wakeMsg{"WAKE_GRANTED": wakeGranted, "WAKE_SHED": wakeShed, "WAKE_QUEUE_FULL": wakeQueueFull, "WAKE_RECALL": wakeRecall}
 	re := regexp.MustCompile(`(?m)^local (WAKE_[A-Z_]+) = '(.)'$`)
 	luaMsgs := map[string]wakeMsg{}
 	for _, m := range re.FindAllStringSubmatch(read("common.lua"), -1) {

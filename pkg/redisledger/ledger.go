@@ -117,6 +117,9 @@ type Ledger struct {
 	// lease of a bulkhead has in use (NewCapacity sets it before the ledger
 	// serves; nil without leases).
 	inLease func(bulkhead string) int
+	// recall, with capacity leases, asks this replica's lease of a bulkhead
+	// to give back its unused permits now (a wake-up named it).
+	recall func(bulkhead string)
 }
 
 // New returns a ledger on rdb. It does not contact Redis: Run does.

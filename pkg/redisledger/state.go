@@ -71,6 +71,12 @@ func (l *Ledger) listen(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
+			if len(m.Payload) > 1 && wakeMsg(m.Payload[0]) == wakeRecall {
+				if l.recall != nil {
+					l.recall(m.Payload[1:])
+				}
+				continue
+			}
 			l.wake.deliver(m.Payload)
 		}
 	}

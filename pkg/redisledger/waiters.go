@@ -14,6 +14,9 @@ const (
 	wakeGranted   wakeMsg = 'g' // WAKE_GRANTED: a release handed it a permit
 	wakeShed      wakeMsg = 's' // WAKE_SHED: a higher-class arrival evicted it
 	wakeQueueFull wakeMsg = 'q' // WAKE_QUEUE_FULL: its tenant let it in, the bulkhead's queue was full
+	// wakeRecall (WAKE_RECALL) names a bulkhead, not a waiter: a waiter
+	// queued while this replica's capacity lease of it had permits unused.
+	wakeRecall wakeMsg = 'l'
 )
 
 // rejection is the error of a waiter that m did not grant a permit.

@@ -126,4 +126,6 @@ add_waiter(token, c, info, tenant, now + wait + 1000, false)
 -- A shed waiter freed a slot of its tenant: serve its compartment.
 pump(now, token)
 if redis.call('ZSCORE', P, token) then return {ACQUIRE_GRANTED, 0, swept, now} end
+-- It waits while permits sit unused in capacity leases: recall them.
+if leased > lused then recall() end
 return {ACQUIRE_QUEUED, left, swept, now}

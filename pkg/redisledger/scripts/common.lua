@@ -85,6 +85,9 @@ local PREFIX = string.match(S, '^(.-){') or ''
 local WAKE_GRANTED = 'g'
 local WAKE_SHED = 's'
 local WAKE_QUEUE_FULL = 'q'
+-- WAKE_RECALL .. bulkhead name: give back your lease's unused permits now
+-- (a waiter queued while they sat idle).
+local WAKE_RECALL = 'l'
 
 -- freed: the tenants that gave back a slot during this script (a lease
 -- ended, a waiter left a class queue); pump lets their compartments in.
@@ -122,6 +125,18 @@ end
 local function lease_of(s)
   local e, q, h, g, u, w = string.match(s or '', '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
   return {epoch = num(e), seq = num(q), held = num(h), target = num(g), used = num(u), want = num(w)}
+end
+
+-- recall asks every replica whose capacity lease has permits unused (as
+-- it last reported) to give them back at once, rather than at its next
+-- renewal: a waiter queued while they sat idle (capacity.go, recall).
+local function recall()
+  local name = string.match(S, '{(.*)}:s$')
+  local all = redis.call('HGETALL', CL)
+  for i = 1, #all, 2 do
+    local l = lease_of(all[i + 1])
+    if l.held > l.used then redis.call('PUBLISH', PREFIX .. 'wake:' .. all[i], WAKE_RECALL .. name) end
+  end
 end
 
 -- fits reports whether a per-request grant may be made under class
