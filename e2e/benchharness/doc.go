@@ -14,9 +14,10 @@
 //     server (./noopauthz), Envoy with the bulkhead daemon (ext_authz and
 //     the gRPC access log; the bootstrap of package envoy, as shipped),
 //     Envoy's own circuit breaker (max_requests), the bulkhead on the Redis
-//     ledger with one replica and with two behind the same Envoy (each on a
-//     redis-server the harness starts), and a diagnostic no-op ext_authz
-//     plus access log. For each: closed-loop maximum throughput,
+//     ledger with one replica and with two behind the same Envoy, each per
+//     request and with capacity leases (ledger.redis.capacity_leases; each
+//     configuration on a redis-server the harness starts), and a diagnostic
+//     no-op ext_authz plus access log. For each: closed-loop maximum throughput,
 //     then open-loop latency at 25, 50 and 75% of the floor's maximum,
 //     measured from each request's intended send time (coordinated
 //     omission corrected); CPU per 1,000 requests and wake-ups per request
