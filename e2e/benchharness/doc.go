@@ -25,8 +25,9 @@
 //     from Envoy's /stats; the daemon's memory from its /metrics; the
 //     release lag from its permit hold-time histogram; on the Redis
 //     ledger, the calls to Redis per request (the daemons' counters and
-//     Redis's INFO commandstats, the periodic ticks apart) and Redis's CPU
-//     (INFO cpu and /proc). Figures measured in
+//     Redis's INFO commandstats, the periodic ticks apart; the capacity
+//     leases' calls per request and per second) and Redis's CPU (INFO cpu
+//     and /proc). Figures measured in
 //     several rounds are reported as their median with its spread;
 //  3. the heartbeat phase: the shipped configuration with heartbeat leases
 //     on and off (Envoy's periodic access log and the daemon's
