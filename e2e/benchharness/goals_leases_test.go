@@ -87,6 +87,18 @@ func TestLeaseGoals(t *testing.T) {
 	if g := goals["Throughput on the Redis ledger, one replica, closed loop"]; g.Met != nil || g.Measured != "" {
 		t.Errorf("the Redis ledger's goal measured from the leases': %+v", g)
 	}
+	// The Redis section shows the leases' calls, per request and per second.
+	var b strings.Builder
+	if err := writeMarkdown(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{"| lease / req |", "| lease / s |", "| lease call ms |",
+		"| bulkhead-redis-leases | 0.0010 | 0.0010 | 0.0000 | 0.0020 | 0 | 1.00 | 1.00 | 1.50 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("results.md lacks %q:\n%s", want, md)
+		}
+	}
 }
 
 // TestLeaseGoalsNotMeasured: without the configurations' phases, every

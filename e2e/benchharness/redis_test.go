@@ -278,4 +278,8 @@ func TestRedisGoals(t *testing.T) {
 	if !strings.Contains(b.String(), "## The Redis ledger") || !strings.Contains(b.String(), "| reported |") {
 		t.Errorf("results.md lacks the Redis ledger's section or a reported goal:\n%s", b.String())
 	}
+	// Without capacity leases, their columns are empty.
+	if want := "| bulkhead-redis | 1.0100 | 0.9900 | 0.0000 | - | 0 | 1.00 | 1.00 | - |"; !strings.Contains(b.String(), want) {
+		t.Errorf("results.md lacks %q:\n%s", want, b.String())
+	}
 }
