@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -185,6 +186,26 @@ func withBaseline(specs []configSpec) []configSpec {
 		}
 	}
 	return out
+}
+
+// knownConfigs checks a -configs list: every name is a configuration of
+// the loops (the floor, the diagnostic and opt-in ones and the -baseline
+// ones included), so that a misspelt name fails at once rather than
+// leaving a run that measures the floor alone.
+func knownConfigs(list string) error {
+	if list == "" {
+		return nil
+	}
+	var known []string
+	for _, s := range withBaseline(configSpecs(true)) {
+		known = append(known, s.Name)
+	}
+	for name := range strings.SplitSeq(list, ",") {
+		if !slices.Contains(known, name) {
+			return fmt.Errorf("-configs: unknown configuration %q (known: %s)", name, strings.Join(known, ", "))
+		}
+	}
+	return nil
 }
 
 // heartbeatSpecs are the heartbeat phase's configurations: on, on with a

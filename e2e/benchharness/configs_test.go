@@ -122,3 +122,31 @@ func TestDaemonConfigParses(t *testing.T) {
 		})
 	}
 }
+
+func TestParseFlagsConfigs(t *testing.T) {
+	tests := []struct {
+		configs string
+		ok      bool
+	}{
+		{"", true},
+		{RedisLeases, true},
+		{Bulkhead + "," + RedisLeases + "," + RedisLeasesTwo, true},
+		{NoopOTel + "," + RedisOneBaseline, true}, // opt-in and -baseline configurations
+		{Bulkhead + ",bulkhead-redis-lease", false},
+		{HeartbeatOn, false}, // the heartbeat phase's, not the loops'
+		{Bulkhead + ",", false},
+	}
+	for _, tt := range tests {
+		var stderr strings.Builder
+		o, err := parseFlags([]string{"-configs", tt.configs}, &stderr)
+		if (err == nil) != tt.ok {
+			t.Errorf("-configs %q: err %v, want ok=%v", tt.configs, err, tt.ok)
+		}
+		if err == nil && o.configs != tt.configs {
+			t.Errorf("-configs %q: options %q", tt.configs, o.configs)
+		}
+		if err != nil && !strings.Contains(stderr.String(), "unknown configuration") {
+			t.Errorf("-configs %q: stderr %q does not say why", tt.configs, stderr.String())
+		}
+	}
+}

@@ -64,7 +64,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+		err := fmt.Errorf("unexpected arguments %q", fs.Args())
+		fmt.Fprintln(stderr, err)
+		return o, err
+	}
+	if err := knownConfigs(o.configs); err != nil {
+		fmt.Fprintln(stderr, err)
+		return o, err
 	}
 	o.plan = fullPlan()
 	if o.quick {
