@@ -45,8 +45,8 @@ func (r *Results) redisThroughputGoal(name, what string) Goal {
 }
 
 // throughputVsMemory measures g: config's closed-loop throughput against
-// the in-memory bulkhead's (medians), met at least times it or more; false
-// (g untouched) when either was not measured.
+// the in-memory bulkhead's (medians), met when their ratio is least or
+// more; false (g untouched) when either was not measured.
 func (r *Results) throughputVsMemory(g *Goal, config string, least float64) bool {
 	x, b := r.closedThroughput(config), r.closedThroughput(Bulkhead)
 	if x.Median <= 0 || b.Median <= 0 {
