@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -39,6 +40,11 @@ const (
 	// daemon on the in-memory ledger through the same bootstrap.
 	RedisOne = "bulkhead-redis"
 	RedisTwo = "bulkhead-redis-2"
+	// RedisOne and RedisTwo with capacity leases (ledger.redis.
+	// capacity_leases: true): each replica admits from the permits it
+	// leases from Redis, each configuration on a redis-server of its own.
+	RedisLeases    = "bulkhead-redis-leases"
+	RedisLeasesTwo = "bulkhead-redis-leases-2"
 	// The heartbeat phase's configurations, each with a daemon of its own:
 	// the shipped configuration with heartbeat leases on (periodic entries
 	// on a batched logger of their own) and off, and, to compare, on with
@@ -56,7 +62,8 @@ const (
 
 // The sidecars, by what configSpec.sidecar names: the no-op server bare or
 // with the bulkhead's metadata, and the daemons (the one of Bulkhead and
-// Batched, and the heartbeat phase's three).
+// Batched, the heartbeat phase's three, and one per configuration on the
+// Redis ledger).
 const (
 	sidecarNoop            = "noop"
 	sidecarNoopMetadata    = "noop-metadata"
@@ -66,6 +73,8 @@ const (
 	sidecarHeartbeatOff    = "daemon-heartbeat-off"
 	sidecarRedisOne        = "daemon-redis"
 	sidecarRedisTwo        = "daemon-redis-2"
+	sidecarRedisLeases     = "daemon-redis-leases"
+	sidecarRedisLeasesTwo  = "daemon-redis-leases-2"
 	sidecarShedding        = "daemon-shedding"
 	sidecarBaseline        = "daemon-baseline"
 	sidecarRedisBaseline   = "daemon-redis-baseline"
@@ -126,8 +135,12 @@ func configSpecs(diagnostic bool) []configSpec {
 		{Name: Breaker, Title: fmt.Sprintf("Envoy's own circuit breaker (cluster max_requests %d)", limit), maxRequests: limit},
 		{Name: RedisOne, Title: "the bulkhead on the Redis ledger (ledger.backend: redis, on_unavailable: fail_closed, " +
 			"redis-server on loopback, no persistence), one replica; the shipped bootstrap", sidecar: sidecarRedisOne, redisReplicas: 1},
+		{Name: RedisLeases, Title: "bulkhead-redis with capacity leases (ledger.redis.capacity_leases: true: the replica admits " +
+			"from the permits it leases from Redis), one replica", sidecar: sidecarRedisLeases, redisReplicas: 1},
 		{Name: RedisTwo, Title: "the bulkhead on the Redis ledger, two replicas behind the same Envoy (envoy.Params.BulkheadReplicas: " +
 			"one cluster, health-checked), one redis-server", sidecar: sidecarRedisTwo, redisReplicas: 2},
+		{Name: RedisLeasesTwo, Title: "bulkhead-redis-2 with capacity leases (ledger.redis.capacity_leases: true), two replicas " +
+			"behind the same Envoy, one redis-server", sidecar: sidecarRedisLeasesTwo, redisReplicas: 2},
 	}
 	if diagnostic {
 		specs = append(specs, configSpec{Name: Batched,
@@ -173,6 +186,26 @@ func withBaseline(specs []configSpec) []configSpec {
 		}
 	}
 	return out
+}
+
+// knownConfigs checks a -configs list: every name is a configuration of
+// the loops (the floor, the diagnostic and opt-in ones and the -baseline
+// ones included), so that a misspelt name fails at once rather than
+// leaving a run that measures the floor alone.
+func knownConfigs(list string) error {
+	if list == "" {
+		return nil
+	}
+	var known []string
+	for _, s := range withBaseline(configSpecs(true)) {
+		known = append(known, s.Name)
+	}
+	for name := range strings.SplitSeq(list, ",") {
+		if !slices.Contains(known, name) {
+			return fmt.Errorf("-configs: unknown configuration %q (known: %s)", name, strings.Join(known, ", "))
+		}
+	}
+	return nil
 }
 
 // heartbeatSpecs are the heartbeat phase's configurations: on, on with a
@@ -273,7 +306,8 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint, replicas ...envo
 // shipped defaults for sidecarDaemon; the heartbeat phase's daemons set
 // leases.heartbeat_interval, to Envoy's default interval or to 0 (off);
 // with redisAddr, the ledger on that Redis (its default timeout, failing
-// closed: a Redis that does not answer shows as rejections, not as speed).
+// closed: a Redis that does not answer shows as rejections, not as speed),
+// with capacity leases for the sidecars of RedisLeases and RedisLeasesTwo.
 func daemonConfig(sidecar, redisAddr string) string {
 	extra := ""
 	switch sidecar {
@@ -289,7 +323,11 @@ bulkheads:
 `, routeName)
 	}
 	if redisAddr != "" {
-		extra += fmt.Sprintf("ledger: {backend: redis, on_unavailable: fail_closed, redis: {address: %q}}\n", redisAddr)
+		leases := ""
+		if sidecar == sidecarRedisLeases || sidecar == sidecarRedisLeasesTwo {
+			leases = ", capacity_leases: true"
+		}
+		extra += fmt.Sprintf("ledger: {backend: redis, on_unavailable: fail_closed, redis: {address: %q%s}}\n", redisAddr, leases)
 	}
 	return fmt.Sprintf(`listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0", admin: "127.0.0.1:0"}
 log: {level: info}

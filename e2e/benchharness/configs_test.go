@@ -52,6 +52,8 @@ func TestConfigsRender(t *testing.T) {
 			[]string{"bulkhead-heartbeat", "buffer_flush_interval", "log_type_filter"}},
 		{RedisOne, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0", "port_value: 9001"}, []string{"health_checks", "port_value: 9002"}},
 		{RedisTwo, []string{"envoy.filters.http.ext_authz", "port_value: 9001", "port_value: 9002", "health_checks"}, nil},
+		{RedisLeases, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0", "port_value: 9001"}, []string{"health_checks", "port_value: 9002"}},
+		{RedisLeasesTwo, []string{"envoy.filters.http.ext_authz", "port_value: 9001", "port_value: 9002", "health_checks"}, nil},
 		{HeartbeatOff, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0"}, []string{"access_log_flush_interval"}},
 	}
 	for _, tt := range tests {
@@ -87,13 +89,17 @@ func TestDaemonConfigParses(t *testing.T) {
 		sidecar, redis string
 		interval       time.Duration
 		backend        config.LedgerBackend
+		leases         bool // ledger.redis.capacity_leases
 	}{
-		{sidecarDaemon, "", permit.DefaultHeartbeatInterval, config.LedgerMemory},
-		{sidecarHeartbeatOn, "", permit.DefaultHeartbeatInterval, config.LedgerMemory},
-		{sidecarHeartbeatSingle, "", permit.DefaultHeartbeatInterval, config.LedgerMemory},
-		{sidecarHeartbeatOff, "", 0, config.LedgerMemory},
-		{sidecarRedisOne, "127.0.0.1:6380", permit.DefaultHeartbeatInterval, config.LedgerRedis},
-		{sidecarRedisTwo, "127.0.0.1:6381", permit.DefaultHeartbeatInterval, config.LedgerRedis},
+		{sidecarDaemon, "", permit.DefaultHeartbeatInterval, config.LedgerMemory, false},
+		{sidecarHeartbeatOn, "", permit.DefaultHeartbeatInterval, config.LedgerMemory, false},
+		{sidecarHeartbeatSingle, "", permit.DefaultHeartbeatInterval, config.LedgerMemory, false},
+		{sidecarHeartbeatOff, "", 0, config.LedgerMemory, false},
+		{sidecarRedisOne, "127.0.0.1:6380", permit.DefaultHeartbeatInterval, config.LedgerRedis, false},
+		{sidecarRedisTwo, "127.0.0.1:6381", permit.DefaultHeartbeatInterval, config.LedgerRedis, false},
+		{sidecarRedisLeases, "127.0.0.1:6382", permit.DefaultHeartbeatInterval, config.LedgerRedis, true},
+		{sidecarRedisLeasesTwo, "127.0.0.1:6383", permit.DefaultHeartbeatInterval, config.LedgerRedis, true},
+		{sidecarRedisBaseline, "127.0.0.1:6384", permit.DefaultHeartbeatInterval, config.LedgerRedis, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.sidecar, func(t *testing.T) {
@@ -110,6 +116,37 @@ func TestDaemonConfigParses(t *testing.T) {
 			if l := cfg.Ledger; l.Backend != tt.backend || l.Redis.Address != tt.redis || (tt.redis != "" && l.OnUnavailable.String() != "fail_closed") {
 				t.Fatalf("ledger = %+v, want backend %v on %q, failing closed", l, tt.backend, tt.redis)
 			}
+			if got := cfg.Ledger.Redis.CapacityLeases; got != tt.leases {
+				t.Fatalf("ledger.redis.capacity_leases = %v, want %v", got, tt.leases)
+			}
 		})
+	}
+}
+
+func TestParseFlagsConfigs(t *testing.T) {
+	tests := []struct {
+		configs string
+		ok      bool
+	}{
+		{"", true},
+		{RedisLeases, true},
+		{Bulkhead + "," + RedisLeases + "," + RedisLeasesTwo, true},
+		{NoopOTel + "," + RedisOneBaseline, true}, // opt-in and -baseline configurations
+		{Bulkhead + ",bulkhead-redis-lease", false},
+		{HeartbeatOn, false}, // the heartbeat phase's, not the loops'
+		{Bulkhead + ",", false},
+	}
+	for _, tt := range tests {
+		var stderr strings.Builder
+		o, err := parseFlags([]string{"-configs", tt.configs}, &stderr)
+		if (err == nil) != tt.ok {
+			t.Errorf("-configs %q: err %v, want ok=%v", tt.configs, err, tt.ok)
+		}
+		if err == nil && o.configs != tt.configs {
+			t.Errorf("-configs %q: options %q", tt.configs, o.configs)
+		}
+		if err != nil && !strings.Contains(stderr.String(), "unknown configuration") {
+			t.Errorf("-configs %q: stderr %q does not say why", tt.configs, stderr.String())
+		}
 	}
 }

@@ -14,9 +14,10 @@
 //     server (./noopauthz), Envoy with the bulkhead daemon (ext_authz and
 //     the gRPC access log; the bootstrap of package envoy, as shipped),
 //     Envoy's own circuit breaker (max_requests), the bulkhead on the Redis
-//     ledger with one replica and with two behind the same Envoy (each on a
-//     redis-server the harness starts), and a diagnostic no-op ext_authz
-//     plus access log. For each: closed-loop maximum throughput,
+//     ledger with one replica and with two behind the same Envoy, each per
+//     request and with capacity leases (ledger.redis.capacity_leases; each
+//     configuration on a redis-server the harness starts), and a diagnostic
+//     no-op ext_authz plus access log. For each: closed-loop maximum throughput,
 //     then open-loop latency at 25, 50 and 75% of the floor's maximum,
 //     measured from each request's intended send time (coordinated
 //     omission corrected); CPU per 1,000 requests and wake-ups per request
@@ -24,8 +25,9 @@
 //     from Envoy's /stats; the daemon's memory from its /metrics; the
 //     release lag from its permit hold-time histogram; on the Redis
 //     ledger, the calls to Redis per request (the daemons' counters and
-//     Redis's INFO commandstats, the periodic ticks apart) and Redis's CPU
-//     (INFO cpu and /proc). Figures measured in
+//     Redis's INFO commandstats, the periodic ticks apart; the capacity
+//     leases' calls per request and per second) and Redis's CPU (INFO cpu
+//     and /proc). Figures measured in
 //     several rounds are reported as their median with its spread;
 //  3. the heartbeat phase: the shipped configuration with heartbeat leases
 //     on and off (Envoy's periodic access log and the daemon's

@@ -230,6 +230,7 @@ func (r *Results) evaluate() {
 	gs = append(gs, g)
 
 	gs = append(gs, r.redisGoals()...)
+	gs = append(gs, r.leaseGoals()...)
 
 	r.Heartbeat = heartbeatCosts(r.Phases)
 	if r.Plan.Heartbeat != nil {

@@ -17,10 +17,13 @@ type LedgerCost struct {
 	Replicas int `json:"replicas"`
 	// PerRequest is the daemons' calls per request by operation, every
 	// result, summed over the replicas: acquire, release, renew, leave,
-	// reopen (one script each).
+	// reopen (one script each); and lease when capacity leases made calls:
+	// periodic (in TicksPerSecond too), but the price of the admissions
+	// made from the leases, so counted against the requests as well.
 	PerRequest map[string]float64 `json:"calls_per_request"`
 	// TicksPerSecond is the periodic calls per second, every replica: state
-	// (one pipeline of one state script per bulkhead) and replicas.
+	// (one pipeline of one state script per bulkhead) and replicas; lease
+	// (one script per bulkhead) when capacity leases made calls.
 	TicksPerSecond map[string]float64 `json:"tick_calls_per_second"`
 	// CallMs is the daemons' mean time of one call by operation, in
 	// milliseconds (bulkhead_ledger_call_seconds, every replica): an
@@ -116,10 +119,13 @@ func ledgerCost(replicas int, a, b reading, requests int64) *LedgerCost {
 		d := b.ledger.calls[string(op)] - a.ledger.calls[string(op)]
 		switch {
 		case slices.Contains(requestOps, op):
-			c.PerRequest[string(op)] = round3(d / n)
+			c.PerRequest[string(op)] = round6(d / n)
 		case d > 0 || op == admission.OpState || op == admission.OpReplicas:
 			// Periodic; the capacity leases' calls only when they are on.
 			c.TicksPerSecond[string(op)] = round3(d / secs)
+		}
+		if op == admission.OpLease && d > 0 {
+			c.PerRequest[string(op)] = round6(d / n)
 		}
 	}
 	// One bulkhead is configured: a state call is one script, and so is a
@@ -145,9 +151,13 @@ func ledgerCost(replicas int, a, b reading, requests int64) *LedgerCost {
 		}
 	}
 	c.EvalCalls = c.Commands["eval"]
-	c.ScriptsPerRequest = round3(float64(scripts-c.TickScripts) / n)
-	c.InScriptsPerRequest = round3(float64(inside) / n)
+	c.ScriptsPerRequest = round6(float64(scripts-c.TickScripts) / n)
+	c.InScriptsPerRequest = round6(float64(inside) / n)
 	c.ScriptUsPerRequest = round3(float64(usec) / n)
 	c.CPUMsPer1k = round3(float64(b.redis.cpu-a.redis.cpu) / float64(time.Millisecond) / (n / 1000))
 	return c
 }
+
+// round6 rounds a figure of calls per request: with capacity leases they
+// fall to 1e-4 and below, which round3 would show as 0.
+func round6(v float64) float64 { return math.Round(v*1e6) / 1e6 }

@@ -42,7 +42,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("benchharness", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.out, "out", "docs/perf", "results folder (results.md, results.json, latency.png, hotpath-profile.txt)")
-	fs.BoolVar(&o.quick, "quick", false, "a short run (about three minutes and a half): indicative figures only")
+	fs.BoolVar(&o.quick, "quick", false, "a short run (about four minutes): indicative figures only")
 	fs.BoolVar(&o.micro, "micro", true, "run the Go micro-benchmarks and profile the daemon's hot path")
 	fs.BoolVar(&o.e2e, "e2e", true, "run the load harness through real Envoys")
 	fs.BoolVar(&o.diagnostic, "diagnostic", true, "also measure no-op ext_authz + access log (tells Envoy's access-log cost apart)")
@@ -64,7 +64,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+		err := fmt.Errorf("unexpected arguments %q", fs.Args())
+		fmt.Fprintln(stderr, err)
+		return o, err
+	}
+	if err := knownConfigs(o.configs); err != nil {
+		fmt.Fprintln(stderr, err)
+		return o, err
 	}
 	o.plan = fullPlan()
 	if o.quick {

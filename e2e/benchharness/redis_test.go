@@ -150,6 +150,36 @@ func TestLedgerCost(t *testing.T) {
 	}
 }
 
+// TestLedgerCostLeases: the capacity leases' calls are ticks, per second,
+// and counted per request too; their scripts are the ticks'.
+func TestLedgerCostLeases(t *testing.T) {
+	at := time.Unix(1000, 0)
+	// One replica; in the window (2 s, 10,000 requests): 3 acquires and 3
+	// releases (the lease had no room), 2 state, 2 replicas and 4 lease
+	// calls; Redis ran 14 scripts (8 the ticks').
+	before := reading{at: at, replicas: []*testbed.Metrics{
+		ledgerMetrics(t, map[string]float64{"acquire": 10, "release": 10, "state": 5, "replicas": 5, "lease": 6}, 0),
+	}, redis: &redisReading{calls: map[string]int64{"evalsha": 36}, usec: map[string]int64{}, cpu: time.Second}}
+	after := reading{at: at.Add(2 * time.Second), replicas: []*testbed.Metrics{
+		ledgerMetrics(t, map[string]float64{"acquire": 13, "release": 13, "state": 7, "replicas": 7, "lease": 10}, 0),
+	}, redis: &redisReading{calls: map[string]int64{"evalsha": 50}, usec: map[string]int64{}, cpu: 1010 * time.Millisecond}}
+	before.ledger, after.ledger = sumLedgerCalls(before.replicas), sumLedgerCalls(after.replicas)
+	c := ledgerCost(1, before, after, 10000)
+	if c == nil {
+		t.Fatal("ledgerCost = nil")
+	}
+	want := map[string]float64{"acquire": 0.0003, "release": 0.0003, "renew": 0, "leave": 0, "reopen": 0, "lease": 0.0004}
+	if !maps.Equal(c.PerRequest, want) {
+		t.Errorf("PerRequest = %v, want %v", c.PerRequest, want)
+	}
+	if w := map[string]float64{"state": 1, "replicas": 1, "lease": 2}; !maps.Equal(c.TicksPerSecond, w) {
+		t.Errorf("TicksPerSecond = %v, want %v", c.TicksPerSecond, w)
+	}
+	if c.TickScripts != 8 || c.ScriptsPerRequest != 0.0006 || c.CPUMsPer1k != 1 {
+		t.Errorf("TickScripts, ScriptsPerRequest, CPUMsPer1k = %d, %v, %v; want 8, 0.0006, 1", c.TickScripts, c.ScriptsPerRequest, c.CPUMsPer1k)
+	}
+}
+
 func TestRoundDiffs(t *testing.T) {
 	a := []*Phase{{Round: 1, Latency: Summary{N: 1, P99Ms: 3}}, {Round: 2, Latency: Summary{N: 1, P99Ms: 2.5}},
 		{Round: 3, Latency: Summary{N: 1, P99Ms: 9}}}
@@ -247,5 +277,9 @@ func TestRedisGoals(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "## The Redis ledger") || !strings.Contains(b.String(), "| reported |") {
 		t.Errorf("results.md lacks the Redis ledger's section or a reported goal:\n%s", b.String())
+	}
+	// Without capacity leases, their columns are empty.
+	if want := "| bulkhead-redis | 1.0100 | 0.9900 | 0.0000 | - | 0 | 1.00 | 1.00 | - |"; !strings.Contains(b.String(), want) {
+		t.Errorf("results.md lacks %q:\n%s", want, b.String())
 	}
 }

@@ -175,6 +175,20 @@ func envoyUs(p *Phase) (float64, bool) {
 	return u.UsPerRequest, ok && p.Requests > 0 && u.UsPerRequest > 0
 }
 
+// sidecarUs is the sidecar's CPU per request from its threads' nanosecond
+// counters: every daemon replica's together.
+func sidecarUs(p *Phase) (float64, bool) {
+	u, ok := p.CPU["sidecar"]
+	return u.UsPerRequest, ok && p.Requests > 0 && u.UsPerRequest > 0
+}
+
+// redisUs is the Redis ledger's server's CPU per request from its threads'
+// nanosecond counters.
+func redisUs(p *Phase) (float64, bool) {
+	u, ok := p.CPU["redis"]
+	return u.UsPerRequest, ok && u.UsPerRequest > 0
+}
+
 // allCPUUs is the CPU per request of every process of the configuration
 // (Envoy, sidecar, harness), from /proc/PID/stat (ms per 1,000 requests
 // = us per request).

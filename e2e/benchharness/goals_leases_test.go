@@ -1,0 +1,118 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestLeaseGoals: each goal of the capacity leases met with one replica
+// and not met with two, from synthetic phases.
+func TestLeaseGoals(t *testing.T) {
+	ledger := func(acquire, release, lease, scripts, cpuMsPer1k float64) *LedgerCost {
+		return &LedgerCost{Replicas: 1,
+			PerRequest:     map[string]float64{"acquire": acquire, "release": release, "renew": 0, "leave": 0, "reopen": 0, "lease": lease},
+			TicksPerSecond: map[string]float64{"state": 1, "replicas": 1, "lease": 1.5}, ScriptsPerRequest: scripts,
+			ScriptUsPerRequest: 0.25, CPUMsPer1k: cpuMsPer1k}
+	}
+	r := &Results{Configs: []ConfigInfo{{Name: Bulkhead}, {Name: RedisLeases}, {Name: RedisLeasesTwo}},
+		Plan: Plan{Fractions: []float64{lagLoad}}}
+	for round, v := range []struct{ mem, one, two, p99mem, p99one, daemonOne float64 }{
+		{7000, 6900, 5000, 2, 2.2, 52}, {6000, 5900, 4000, 3, 3.1, 49}, {6500, 6300, 4500, 2.5, 2.7, 53},
+	} {
+		r.Phases = append(r.Phases, closedPhase(Bulkhead, round+1, v.mem, 90), closedPhase(RedisLeases, round+1, v.one, 90),
+			closedPhase(RedisLeasesTwo, round+1, v.two, 90))
+		mem := openPhase(Bulkhead, round+1, lagLoad, 300, 500, v.p99mem, nil)
+		mem.CPU["sidecar"] = CPUUse{UsPerRequest: 50}
+		// One replica: 0.004 calls per request, 2 ms of Redis CPU per
+		// 1,000 (0.8 us per request), its daemon's CPU 1.04x: every goal met.
+		one := openPhase(RedisLeases, round+1, lagLoad, 300, 500, v.p99one, nil)
+		one.Ledger = ledger(0.001, 0.001, 0.002, 0.002, 2)
+		one.CPU["sidecar"], one.CPU["redis"] = CPUUse{UsPerRequest: v.daemonOne}, CPUUse{UsPerRequest: 0.8}
+		// Two replicas: half the requests on the per-request path, Redis
+		// at 40 ms per 1,000 (30 us per request), the daemons' CPU 1.6x,
+		// p99 +1.5 ms: none met.
+		two := openPhase(RedisLeasesTwo, round+1, lagLoad, 300, 500, 4, nil)
+		two.Ledger = ledger(0.5, 0.5, 0.004, 1, 40)
+		two.CPU["sidecar"], two.CPU["redis"] = CPUUse{UsPerRequest: 80}, CPUUse{UsPerRequest: 30}
+		two.NonOK = 3
+		r.Phases = append(r.Phases, mem, one, two)
+	}
+	r.evaluate()
+	goals := map[string]Goal{}
+	for _, g := range r.Goals {
+		goals[g.Name] = g
+	}
+	tests := []struct {
+		name, verdict, measured string
+	}{
+		// 6300 / 6500 = 0.97x: met; 4500 / 6500 = 0.69x: not.
+		{"Throughput with capacity leases, one replica, closed loop", "met", "0.97x (median 6300 [5900-6900] vs 6500 [6000-7000] req/s"},
+		{"Throughput with capacity leases, two replicas, closed loop", "NOT met", "0.69x"},
+		// Rounds of median p99: 2.7 vs 2.5 ms.
+		{"Added p99 over the in-memory bulkhead with capacity leases, one replica, 50% of the common maximum", "met",
+			"+0.200 ms (p99 2.700 vs 2.500 ms"},
+		{"Added p99 over the in-memory bulkhead with capacity leases, two replicas, 50% of the common maximum", "NOT met", "+1.500 ms"},
+		{"Redis calls per request with capacity leases, one replica, 50% of the common maximum", "met",
+			"0.0040 [0.0040-0.0040] calls per request (daemons: 0.0010 [0.0010-0.0010] acquire + 0.0010 [0.0010-0.0010] release + " +
+				"0.0000 [0.0000-0.0000] renew/leave/reopen + 0.0020 [0.0020-0.0020] lease); Redis: 0.0040 [0.0040-0.0040] scripts"},
+		{"Redis calls per request with capacity leases, two replicas, 50% of the common maximum", "NOT met", "1.0040 [1.0040-1.0040] calls per request"},
+		{"Redis CPU per 1,000 requests with capacity leases, one replica, 50% of the common maximum", "met", "2.00 [2.00-2.00] ms (INFO)"},
+		{"Redis CPU per 1,000 requests with capacity leases, two replicas, 50% of the common maximum", "NOT met", "40.00 [40.00-40.00] ms (INFO)"},
+		// Daemon CPU: 52 / 50 = 1.04x; 80 / 50 = 1.6x.
+		{"Daemon CPU per request with capacity leases, one replica, 50% of the common maximum", "met", "1.04x (52.0 [49.0-53.0] vs 50.0"},
+		{"Daemon CPU per request with capacity leases, two replicas, 50% of the common maximum", "NOT met", "1.60x"},
+		{"Redis CPU per request with capacity leases, one replica, 50% of the common maximum", "met", "0.80 [0.80-0.80] us per request"},
+		{"Redis CPU per request with capacity leases, two replicas, 50% of the common maximum", "NOT met", "30.00 [30.00-30.00] us per request"},
+	}
+	for _, tt := range tests {
+		g, ok := goals[tt.name]
+		if !ok {
+			t.Errorf("no goal %q", tt.name)
+			continue
+		}
+		if v := g.verdictText("met", "NOT met"); v != tt.verdict || !strings.Contains(g.Measured, tt.measured) {
+			t.Errorf("%s: %s, %q; want %s, containing %q", tt.name, v, g.Measured, tt.verdict, tt.measured)
+		}
+	}
+	if g := goals["Redis calls per request with capacity leases, one replica, 50% of the common maximum"]; !strings.Contains(g.Measured,
+		"ticks apart: 1.50 [1.50-1.50] lease + 1.00 [1.00-1.00] state + 1.00 [1.00-1.00] replicas calls per second") {
+		t.Errorf("ticks: %q", g.Measured)
+	}
+	if g := goals["Redis calls per request with capacity leases, two replicas, 50% of the common maximum"]; !strings.Contains(g.Note,
+		"requests without a 200") {
+		t.Errorf("no note of the requests not admitted: %q", g.Note)
+	}
+	// The per-request goals of the Redis ledger do not take the leases'
+	// configurations for theirs.
+	if g := goals["Throughput on the Redis ledger, one replica, closed loop"]; g.Met != nil || g.Measured != "" {
+		t.Errorf("the Redis ledger's goal measured from the leases': %+v", g)
+	}
+	// The Redis section shows the leases' calls, per request and per second.
+	var b strings.Builder
+	if err := writeMarkdown(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{"| lease / req |", "| lease / s |", "| lease call ms |",
+		"| bulkhead-redis-leases | 0.0010 | 0.0010 | 0.0000 | 0.0020 | 0 | 1.00 | 1.00 | 1.50 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("results.md lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// TestLeaseGoalsNotMeasured: without the configurations' phases, every
+// goal of the capacity leases says so rather than passing.
+func TestLeaseGoalsNotMeasured(t *testing.T) {
+	r := &Results{Configs: []ConfigInfo{{Name: Bulkhead}}, Plan: Plan{Fractions: []float64{lagLoad}},
+		Phases: []Phase{closedPhase(Bulkhead, 1, 7000, 90), openPhase(Bulkhead, 1, lagLoad, 300, 500, 2, nil)}}
+	gs := r.leaseGoals()
+	if len(gs) != 12 {
+		t.Fatalf("%d goals, want 6 per configuration", len(gs))
+	}
+	for _, g := range gs {
+		if g.Met != nil || g.Measured != "" || g.verdictText("met", "NOT met") != "not measured" {
+			t.Errorf("%s: %+v, want not measured", g.Name, g)
+		}
+	}
+}
