@@ -60,6 +60,9 @@ func (s *Server) released(st *stream, e *entry, lease permit.Lease, res permit.R
 	case permit.Duplicate:
 		s.rec.LogEntry(permit.EntryDuplicate)
 		return
+	case permit.Forwarded:
+		s.rec.LogEntry(permit.EntryForwarded)
+		return
 	case permit.Unavailable:
 		s.unavailable(st)
 		return
@@ -109,6 +112,8 @@ func (s *Server) renewed(move *atomic.Bool, lease permit.Lease, res permit.Resul
 		s.rec.Adopted(lease.Bulkhead)
 	case permit.Late:
 		s.rec.LogEntry(permit.EntryLate)
+	case permit.Forwarded:
+		s.rec.LogEntry(permit.EntryForwarded)
 	case permit.Unavailable:
 		s.rec.LogEntry(permit.EntryLedgerUnavailable)
 		move.Store(true)

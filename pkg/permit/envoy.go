@@ -76,12 +76,16 @@ const (
 	// EntryLedgerUnavailable: the shared ledger did not answer; the lease
 	// ends by expiry (a release) or is adopted by a later entry (a renewal).
 	EntryLedgerUnavailable EntryResult = "ledger_unavailable"
+	// EntryForwarded: a token the shared ledger does not know, passed to
+	// the replicas that hold capacity leases (the one that admitted it from
+	// its lease serves it).
+	EntryForwarded EntryResult = "forwarded"
 )
 
 // EntryResults lists every result.
 func EntryResults() []EntryResult {
 	return []EntryResult{EntryReleased, EntryRenewed, EntryAdopted, EntryDuplicate, EntryLate, EntryUnknown, EntryNoToken,
-		EntryNotEnd, EntryLedgerUnavailable}
+		EntryNotEnd, EntryLedgerUnavailable, EntryForwarded}
 }
 
 // HeartbeatProblem is a sign that an Envoy does not keep its permits'

@@ -37,12 +37,16 @@ const (
 	// of the lease (a release ends by expiry, a renewal is adopted by a
 	// later entry).
 	Unavailable
+	// Forwarded: the shared ledger did not know the token and passed the
+	// entry to the replicas that hold capacity leases, one of which may
+	// have admitted its permit from its lease and serves it.
+	Forwarded
 
-	numResults = 9
+	numResults = 10
 )
 
 var resultNames = [numResults]string{"released", "duplicate", "unknown", "expired", "renewed", "adopted", "adopted_expired", "late",
-	"unavailable"}
+	"unavailable", "forwarded"}
 
 // String returns the result's metric name.
 func (r Result) String() string {

@@ -102,7 +102,7 @@ func NewCapacity(l *Ledger, next admission.Ledger, leases *permit.Memory, opts .
 	// No adoption of unknown tokens here: those are Redis's (Renew).
 	c.mem = admission.NewMemory(c.local, leases, permit.Heartbeat{Interval: l.cfg.Heartbeat.Interval, TTL: l.cfg.Heartbeat.TTL},
 		admission.WithClock(c.clock))
-	l.inLease, l.recall = c.inUse, c.recall
+	l.inLease, l.lease = c.inUse, c
 	return c
 }
 
@@ -218,6 +218,20 @@ func (c *Capacity) freed(name string) {
 		default:
 		}
 	}
+}
+
+// forwarded serves an entry of token that reached another replica, which
+// Redis does not know: if this replica admitted its permit from its lease,
+// the end entry releases it and the periodic one renews it here. Otherwise
+// it is nothing of this replica's (every lease holder is told).
+func (c *Capacity) forwarded(ended bool, name, token string) {
+	if ended {
+		if lease, res := c.leases.Release(token, permit.AccessLog); res == permit.Released {
+			c.freed(lease.Bulkhead)
+		}
+		return
+	}
+	c.leases.Renew(token, c.ledger.cfg.Heartbeat.TTL)
 }
 
 // expiredUnlessKnown answers Expired for a permit whose lease expired here

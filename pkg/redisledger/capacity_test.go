@@ -383,3 +383,47 @@ func TestCapacityRecall(t *testing.T) {
 		releaseSync(b, tok)
 	}
 }
+
+// An entry of a permit admitted from a's lease that reaches b (each Envoy
+// worker's access-log stream goes to one replica, its Checks to any) is
+// forwarded through Redis to a, which renews or releases it: the permit
+// does not sit in a's lease until its TTL.
+func TestCapacityForwarded(t *testing.T) {
+	f := newFixture(t)
+	s := bulkhead.Settings{MaxConcurrent: 100}
+	regA, regB := capRegistry(t, s), capRegistry(t, s)
+	a := f.capacity(t, capSpec{id: "a", prefix: "fwd:", reg: regA})
+	b := f.capacity(t, capSpec{id: "b", prefix: "fwd:", reg: regB})
+	testkit.Eventually(t, "a holds a lease", func() bool { return a.lease("catalog").target.Load() > 0 })
+	// Past the new bulkhead's adoption window (during it, Redis adopts an
+	// unknown token's periodic entry itself).
+	testkit.Eventually(t, "the adoption window over", func() bool {
+		au, _ := f.rdb.HGet(context.Background(), Key("fwd:", "catalog", "s"), "au").Int64()
+		return f.redisNow() > au
+	})
+	got, err := a.Admit(context.Background(), capRequest(regA, bulkhead.Normal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := a.inUse("catalog"); n != 1 {
+		t.Fatalf("a's lease has %d permits in use, want 1 (admitted from it)", n)
+	}
+	entry := admission.Entry{Bulkhead: []byte("catalog"), Token: got.Token, Node: "envoy-1"}
+	if _, res := answerOf(func(d admission.Done) { b.Renew(entry, d) }); res != permit.Forwarded {
+		t.Fatalf("a's permit's periodic entry at b = %v, want forwarded", res)
+	}
+	testkit.Eventually(t, "a's permit renewed by the forwarded entry", func() bool {
+		hs, _ := a.leases.Holders("catalog", 1)
+		return len(hs) == 1 && !hs[0].Renewed.IsZero()
+	})
+	if _, res := answerOf(func(d admission.Done) { b.Release(entry, d) }); res != permit.Forwarded {
+		t.Fatalf("a's permit's end entry at b = %v, want forwarded", res)
+	}
+	testkit.Eventually(t, "a's permit released by the forwarded entry", func() bool { return a.inUse("catalog") == 0 })
+	// A token nobody holds: forwarded, and nothing changes.
+	if _, res := answerOf(func(d admission.Done) {
+		b.Release(admission.Entry{Bulkhead: []byte("catalog"), Token: "AAAAAAAAAAAAAAAAAAAAAA"}, d)
+	}); res != permit.Forwarded {
+		t.Fatalf("unknown token's end entry at b = %v, want forwarded", res)
+	}
+}

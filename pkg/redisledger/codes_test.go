@@ -12,9 +12,9 @@ func TestResultCodesMatchLua(t *testing.T) {
 	goCodes := map[string]int{
 		"ACQUIRE_GRANTED": acquireGranted, "ACQUIRE_QUEUED": acquireQueued, "ACQUIRE_REJECTED": acquireRejected,
 		"RELEASE_RELEASED": releaseReleased, "RELEASE_DUPLICATE": releaseDuplicate, "RELEASE_EXPIRED": releaseExpired,
-		"RELEASE_UNKNOWN": releaseUnknown, "RELEASE_WAITER": releaseWaiter,
+		"RELEASE_UNKNOWN": releaseUnknown, "RELEASE_WAITER": releaseWaiter, "RELEASE_FORWARDED": releaseForwarded,
 		"RENEW_RENEWED": renewRenewed, "RENEW_ADOPTED_EXPIRED": renewAdoptedExpired,
-		"RENEW_ADOPTED_UNKNOWN": renewAdoptedUnknown, "RENEW_LATE": renewLate, "RENEW_UNKNOWN": renewUnknown,
+		"RENEW_ADOPTED_UNKNOWN": renewAdoptedUnknown, "RENEW_LATE": renewLate, "RENEW_UNKNOWN": renewUnknown, "RENEW_FORWARDED": renewForwarded,
 		"LEAVE_LEFT": leaveLeft, "LEAVE_KEPT": leaveKept, "LEAVE_GIVEN_BACK": leaveGivenBack, "LEAVE_NOT_FOUND": leaveNotFound,
 		"LEASE_HELD": leaseHeld, "LEASE_STALE": leaseStale, "LEASE_LOST": leaseLost,
 	}
@@ -37,7 +37,8 @@ func TestResultCodesMatchLua(t *testing.T) {
 
 // The wake-up messages are named on both sides too.
 func TestWakeMessagesMatchLua(t *testing.T) {
-	goMsgs := map[string]wakeMsg{"WAKE_GRANTED": wakeGranted, "WAKE_SHED": wakeShed, "WAKE_QUEUE_FULL": wakeQueueFull, "WAKE_RECALL": wakeRecall}
+	goMsgs := map[string]wakeMsg{"WAKE_GRANTED": wakeGranted, "WAKE_SHED": wakeShed, "WAKE_QUEUE_FULL": wakeQueueFull, "WAKE_RECALL": wakeRecall,
+		"WAKE_ENDED": wakeEnded, "WAKE_HEARTBEAT": wakeHeartbeat}
 	re := regexp.MustCompile(`(?m)^local (WAKE_[A-Z_]+) = '(.)'$`)
 	luaMsgs := map[string]wakeMsg{}
 	for _, m := range re.FindAllStringSubmatch(read("common.lua"), -1) {

@@ -9,7 +9,7 @@ import (
 )
 
 // Run keeps this replica's capacity leases until ctx ends, then gives them
-// back: each Tick, and soon after a kick (demand, a permit to give back),
+// back: each Tick, and soon after a kick (a permit to give back, a recall),
 // it calls the lease script for each configured bulkhead of reg and sizes
 // the local limiter to the answer. It does not run the ledger (the
 // Fallback's Run does).
@@ -108,6 +108,10 @@ func (c *Capacity) renew(ctx context.Context, name string, s bulkhead.Settings, 
 		return false
 	}
 	a, _ := res.([]any)
+	if len(a) < 6 { // LEASE_STALE and LEASE_LOST answer 6, LEASE_HELD 7
+		c.ledger.log.Warn("capacity lease: the lease script's answer is malformed", "bulkhead", name, "answer", res)
+		return false
+	}
 	n := func(i int) int64 {
 		if i < len(a) {
 			v, _ := a[i].(int64)

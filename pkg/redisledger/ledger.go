@@ -117,9 +117,18 @@ type Ledger struct {
 	// lease of a bulkhead has in use (NewCapacity sets it before the ledger
 	// serves; nil without leases).
 	inLease func(bulkhead string) int
-	// recall, with capacity leases, asks this replica's lease of a bulkhead
-	// to give back its unused permits now (a wake-up named it).
-	recall func(bulkhead string)
+	// lease, with capacity leases, takes the wake-ups for this replica's
+	// leases (NewCapacity sets it before the ledger runs; nil without).
+	lease leaseWakeups
+}
+
+// leaseWakeups are the wake-ups a replica's capacity leases take (Capacity).
+type leaseWakeups interface {
+	// recall: give back the lease's unused permits now.
+	recall(bulkhead string)
+	// forwarded: an end entry (ended) or a periodic one of token reached
+	// another replica, and Redis does not know the token.
+	forwarded(ended bool, bulkhead, token string)
 }
 
 // New returns a ledger on rdb. It does not contact Redis: Run does.

@@ -39,6 +39,8 @@ func (l *Ledger) released(name, token string, src permit.Source, res any, err er
 		return permit.Lease{}, permit.Expired
 	case releaseWaiter: // a waiter whose Acquire failed: it held nothing yet
 		return permit.Lease{}, permit.Unknown
+	case releaseForwarded: // the replica that admitted it from its lease releases it
+		return permit.Lease{Token: token, Bulkhead: name}, permit.Forwarded
 	default: // releaseUnknown
 		l.obs.Ignored(src, permit.Unknown)
 		return permit.Lease{}, permit.Unknown
@@ -81,6 +83,8 @@ func (l *Ledger) renewedResult(name, token string, res any, err error) (permit.L
 		return lease, permit.Adopted
 	case renewLate:
 		return lease, permit.Late
+	case renewForwarded:
+		return lease, permit.Forwarded
 	default: // renewUnknown
 		return lease, permit.Unknown
 	}

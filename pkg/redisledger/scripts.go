@@ -73,12 +73,14 @@ const (
 	releaseExpired   = 3 // RELEASE_EXPIRED
 	releaseUnknown   = 4 // RELEASE_UNKNOWN
 	releaseWaiter    = 5 // RELEASE_WAITER
+	releaseForwarded = 6 // RELEASE_FORWARDED
 
 	renewRenewed        = 1 // RENEW_RENEWED
 	renewAdoptedExpired = 2 // RENEW_ADOPTED_EXPIRED
 	renewAdoptedUnknown = 3 // RENEW_ADOPTED_UNKNOWN
 	renewLate           = 4 // RENEW_LATE
 	renewUnknown        = 5 // RENEW_UNKNOWN
+	renewForwarded      = 6 // RENEW_FORWARDED
 
 	leaveLeft      = 1 // LEAVE_LEFT
 	leaveKept      = 2 // LEAVE_KEPT

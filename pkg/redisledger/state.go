@@ -71,11 +71,17 @@ func (l *Ledger) listen(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-			if len(m.Payload) > 1 && wakeMsg(m.Payload[0]) == wakeRecall {
-				if l.recall != nil {
-					l.recall(m.Payload[1:])
+			if len(m.Payload) > 1 && l.lease != nil {
+				switch msg := wakeMsg(m.Payload[0]); msg {
+				case wakeRecall:
+					l.lease.recall(m.Payload[1:])
+					continue
+				case wakeEnded, wakeHeartbeat:
+					if name, token, ok := strings.Cut(m.Payload[1:], "\n"); ok {
+						l.lease.forwarded(msg == wakeEnded, name, token)
+					}
+					continue
 				}
-				continue
 			}
 			l.wake.deliver(m.Payload)
 		}

@@ -17,6 +17,11 @@ const (
 	// wakeRecall (WAKE_RECALL) names a bulkhead, not a waiter: a waiter
 	// queued while this replica's capacity lease of it had permits unused.
 	wakeRecall wakeMsg = 'l'
+	// wakeEnded and wakeHeartbeat (WAKE_ENDED, WAKE_HEARTBEAT) carry a
+	// bulkhead name and a token: an entry of a permit this replica may have
+	// admitted from its lease reached another replica.
+	wakeEnded     wakeMsg = 'e'
+	wakeHeartbeat wakeMsg = 'h'
 )
 
 // rejection is the error of a waiter that m did not grant a permit.

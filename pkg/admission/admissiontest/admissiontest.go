@@ -125,6 +125,16 @@ func wantResult(t *testing.T, what string, got, want permit.Result) {
 	}
 }
 
+// wantUnknown checks the answer to an entry of a token the backend never
+// issued: unknown, or forwarded by a backend whose replicas admit from
+// capacity leases (one of them may have issued it).
+func wantUnknown(t *testing.T, what string, got permit.Result) {
+	t.Helper()
+	if got != permit.Unknown && got != permit.Forwarded {
+		t.Fatalf("%s = %v, want unknown (or forwarded)", what, got)
+	}
+}
+
 func limit(n int) bulkhead.Settings { return bulkhead.Settings{MaxConcurrent: n} }
 
 func admitRelease(t *testing.T, newBackend New) {
@@ -138,7 +148,7 @@ func admitRelease(t *testing.T, newBackend New) {
 	_, res = release(t, b, "catalog", tok)
 	wantResult(t, "second release", res, permit.Duplicate)
 	_, res = release(t, b, "catalog", "AAAAAAAAAAAAAAAAAAAAAA")
-	wantResult(t, "release of a token never issued", res, permit.Unknown)
+	wantUnknown(t, "release of a token never issued", res)
 	_, res = release(t, b, "catalog", "not a token")
 	wantResult(t, "release of a malformed token", res, permit.Unknown)
 }
@@ -314,7 +324,7 @@ func lateEntryNotAdopted(t *testing.T, newBackend New) {
 		t.Fatal(err)
 	}
 	_, res = release(t, b, "catalog", unknown)
-	wantResult(t, "end entry of an unknown permit", res, permit.Unknown)
+	wantUnknown(t, "end entry of an unknown permit", res)
 	_, res = renew(t, b, "catalog", unknown)
 	wantResult(t, "its late periodic entry", res, permit.Late)
 	admit(t, b, request(t, b, "catalog", bulkhead.Normal))

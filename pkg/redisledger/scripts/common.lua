@@ -65,11 +65,13 @@ local RELEASE_DUPLICATE = 2
 local RELEASE_EXPIRED = 3
 local RELEASE_UNKNOWN = 4
 local RELEASE_WAITER = 5
+local RELEASE_FORWARDED = 6
 local RENEW_RENEWED = 1
 local RENEW_ADOPTED_EXPIRED = 2
 local RENEW_ADOPTED_UNKNOWN = 3
 local RENEW_LATE = 4
 local RENEW_UNKNOWN = 5
+local RENEW_FORWARDED = 6
 local LEAVE_LEFT = 1
 local LEAVE_KEPT = 2
 local LEAVE_GIVEN_BACK = 3
@@ -88,6 +90,11 @@ local WAKE_QUEUE_FULL = 'q'
 -- WAKE_RECALL .. bulkhead name: give back your lease's unused permits now
 -- (a waiter queued while they sat idle).
 local WAKE_RECALL = 'l'
+-- WAKE_ENDED / WAKE_HEARTBEAT .. bulkhead name .. '\n' .. token: the end
+-- entry, or a periodic one, of a token Redis does not know reached another
+-- replica: it may be a permit you admitted from your lease.
+local WAKE_ENDED = 'e'
+local WAKE_HEARTBEAT = 'h'
 
 -- freed: the tenants that gave back a slot during this script (a lease
 -- ended, a waiter left a class queue); pump lets their compartments in.
@@ -127,11 +134,29 @@ local function lease_of(s)
   return {epoch = num(e), seq = num(q), held = num(h), target = num(g), used = num(u), want = num(w)}
 end
 
+-- bulkhead_name is this bulkhead's name, from its keys (the prefix holds no
+-- '{').
+local function bulkhead_name()
+  return string.match(S, '{(.*)}:s$')
+end
+
+-- forward passes an entry of a token Redis does not know (what: WAKE_ENDED
+-- or WAKE_HEARTBEAT) to every replica that holds a capacity lease of the
+-- bulkhead: its permit may be one of those it admitted from its lease
+-- (capacity.go, forwarded). It reports whether there was any.
+local function forward(what, token)
+  local holders = redis.call('HKEYS', CL)
+  if #holders == 0 then return false end
+  local msg = what .. bulkhead_name() .. '\n' .. token
+  for _, r in ipairs(holders) do redis.call('PUBLISH', PREFIX .. 'wake:' .. r, msg) end
+  return true
+end
+
 -- recall asks every replica whose capacity lease has permits unused (as
 -- it last reported) to give them back at once, rather than at its next
 -- renewal: a waiter queued while they sat idle (capacity.go, recall).
 local function recall()
-  local name = string.match(S, '{(.*)}:s$')
+  local name = bulkhead_name()
   local all = redis.call('HGETALL', CL)
   for i = 1, #all, 2 do
     local l = lease_of(all[i + 1])

@@ -46,7 +46,10 @@ end
 local st = redis.call('HMGET', S, 'inuse', 'qlen', 'leased', 'lwant', 'ru')
 local inreq, queued = num(st[1]), num(st[2])
 local others = num(st[3]) - old.held
-local want = peak + over
+-- Demand: the peak in use, plus the admissions the lease had no room for
+-- (a count over the tick, not a concurrency: at most the peak again, so a
+-- full lease's demand doubles per renewal rather than jumping by a rate).
+local want = peak + math.min(over, math.max(peak, 1))
 local wanted = num(st[4]) - old.want + want
 -- What this replica may hold: the limit less the per-request permits and
 -- the other leases.

@@ -3,7 +3,8 @@
 -- info), RELEASE_DUPLICATE, RELEASE_EXPIRED (its lease had been reclaimed),
 -- RELEASE_UNKNOWN, RELEASE_WAITER: a waiter, taken out of its queue (an
 -- Acquire whose answer was lost gives back what its script may hold, queued
--- as well as granted).
+-- as well as granted), RELEASE_FORWARDED: unknown here, passed to the
+-- replicas that hold capacity leases (one of them may have admitted it).
 local token = ARGV[1]
 local now = now_ms()
 touch(now, tonumber(ARGV[2]), tonumber(ARGV[3]))
@@ -30,4 +31,5 @@ end
 -- Unknown: never granted here, or Redis lost its data since (a request
 -- that ended while its bulkhead's state was being rebuilt).
 tomb(ED, token, now)
+if forward(WAKE_ENDED, token) then return {RELEASE_FORWARDED, '', swept, now} end
 return {RELEASE_UNKNOWN, '', swept, now}

@@ -5,7 +5,8 @@
 -- Returns {code, info, swept, now}: RENEW_RENEWED, RENEW_ADOPTED_EXPIRED
 -- (after its lease expired), RENEW_ADOPTED_UNKNOWN (unknown token, during
 -- the adoption window or forced), RENEW_LATE (its request ended),
--- RENEW_UNKNOWN.
+-- RENEW_UNKNOWN, RENEW_FORWARDED (unknown, passed to the replicas that hold
+-- capacity leases: one of them may have admitted it).
 local token, ttl, node = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local now = now_ms()
 touch(now, tonumber(ARGV[4]), tonumber(ARGV[5]))
@@ -29,6 +30,8 @@ if redis.call('ZSCORE', EX, token) then
   code = RENEW_ADOPTED_EXPIRED
 elseif ARGV[6] == '1' or now < num(redis.call('HGET', S, 'au')) then
   code = RENEW_ADOPTED_UNKNOWN
+elseif forward(WAKE_HEARTBEAT, token) then
+  return {RENEW_FORWARDED, '', swept, now}
 else
   return {RENEW_UNKNOWN, '', swept, now}
 end
