@@ -43,7 +43,7 @@ var closedSets = map[string]map[string]bool{
 	"source":     set("access_log", "ttl", "cancel", "shutdown", "handover", "duplicate", "unknown"),
 	"outcome":    set("allowed", "denied", "defaulted"),
 	"input":      set(string(bulkhead.InputTenant), string(bulkhead.InputNode)),
-	"result":     set("released", "renewed", "adopted", "duplicate", "late", "unknown", "no_token", "not_end", "ledger_unavailable", "success", "failure", "ok", "error", "timeout", "deadline"),
+	"result":     set("released", "renewed", "adopted", "duplicate", "late", "unknown", "no_token", "not_end", "ledger_unavailable", "forwarded", "success", "failure", "ok", "error", "timeout", "deadline"),
 	"op":         set("acquire", "release", "renew", "leave", "state", "replicas", "reopen"),
 	"state":      set("strict", "unavailable", "recovering"),
 	"to":         set("strict", "unavailable", "recovering"),
