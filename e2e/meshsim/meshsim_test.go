@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -140,7 +143,7 @@ func TestMeshAgainstFakeDaemon(t *testing.T) {
 	defer wg.Wait()
 	defer gs.Stop()
 
-	m, err := New(Config{Target: ln.Addr().String(), Envoys: 3, Routes: []Route{{Bulkhead: "tight", Limit: 2}, {Bulkhead: "loose"}},
+	m, err := New(Config{Targets: []string{ln.Addr().String()}, Envoys: 3, Routes: []Route{{Bulkhead: "tight", Limit: 2}, {Bulkhead: "loose"}},
 		Tenants: 5, Heartbeat: 200 * time.Millisecond, Ping: 50 * time.Millisecond,
 		Durations: []DurationShare{{10 * time.Millisecond, 1}, {450 * time.Millisecond, 1}}})
 	if err != nil {
@@ -257,3 +260,136 @@ type bufConn struct {
 
 func (c *bufConn) Write(b []byte) (int, error)      { return c.w.Write(b) }
 func (c *bufConn) SetWriteDeadline(time.Time) error { return nil }
+
+func TestSpreadPlace(t *testing.T) {
+	tests := []struct {
+		spread Spread
+		worker int
+		k      int
+		want   placement
+	}{
+		{SpreadRequest, 0, 1, placement{replicas: []int{0}}},
+		{SpreadWorker, 5, 1, placement{replicas: []int{0}}},
+		{SpreadRequest, 0, 2, placement{replicas: []int{0, 1}, release: 0, heartbeat: 1}},
+		{SpreadRequest, 1, 2, placement{replicas: []int{0, 1}, release: 1, heartbeat: 0}},
+		{SpreadRequest, 4, 3, placement{replicas: []int{0, 1, 2}, release: 1, heartbeat: 2}},
+		{SpreadWorker, 0, 2, placement{replicas: []int{0}}},
+		{SpreadWorker, 3, 2, placement{replicas: []int{1}}},
+		{SpreadWorker, 5, 3, placement{replicas: []int{2}}},
+	}
+	for _, tt := range tests {
+		got := tt.spread.place(tt.worker, tt.k)
+		if !slices.Equal(got.replicas, tt.want.replicas) || got.release != tt.want.release || got.heartbeat != tt.want.heartbeat {
+			t.Errorf("%s.place(%d, %d) = %+v, want %+v", tt.spread, tt.worker, tt.k, got, tt.want)
+		}
+	}
+}
+
+// replicaView is one replica of a fakeDaemon that several serve (one
+// ledger): it counts the connections, Checks and streams it serves.
+type replicaView struct {
+	*fakeDaemon
+	conns, checks, streams atomic.Int64
+}
+
+func (r *replicaView) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	r.checks.Add(1)
+	return r.fakeDaemon.Check(ctx, req)
+}
+
+func (r *replicaView) StreamAccessLogs(stream alsv3.AccessLogService_StreamAccessLogsServer) error {
+	r.streams.Add(1)
+	return r.fakeDaemon.StreamAccessLogs(stream)
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
+}
+
+// TestMeshSpreadsOverReplicas: with two replicas, SpreadRequest connects
+// every worker to both, sends its Checks to each in turn and opens its two
+// streams on different replicas; SpreadWorker pins each worker to one.
+func TestMeshSpreadsOverReplicas(t *testing.T) {
+	tests := []struct {
+		spread       Spread
+		conns        int // in all
+		connsPerRepl int64
+	}{
+		{SpreadRequest, 12, 6},
+		{SpreadWorker, 6, 3},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.spread), func(t *testing.T) {
+			d := &fakeDaemon{t: t, limit: map[string]int{}, held: map[string]string{}, ended: map[string]bool{}, inUse: map[string]int{},
+				streams: map[string]int{}, nodes: map[string]bool{}}
+			var views [2]*replicaView
+			var targets []string
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			for i := range views {
+				views[i] = &replicaView{fakeDaemon: d}
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				gs := grpc.NewServer()
+				authv3.RegisterAuthorizationServer(gs, views[i])
+				alsv3.RegisterAccessLogServiceServer(gs, views[i])
+				wg.Go(func() { _ = gs.Serve(countingListener{ln, &views[i].conns}) })
+				defer gs.Stop()
+				targets = append(targets, ln.Addr().String())
+			}
+			m, err := New(Config{Targets: targets, Spread: tt.spread, Envoys: 3, Routes: []Route{{Bulkhead: "loose"}},
+				Heartbeat: 200 * time.Millisecond, Ping: -1, Durations: []DurationShare{{10 * time.Millisecond, 1}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := m.Connect(ctx, 4); err != nil {
+				t.Fatal(err)
+			}
+			m.Run(ctx, ctx, 400, 500*time.Millisecond)
+			// The end entries sent are on their way: Close would cut them off.
+			testkit.Eventually(t, "every end entry received", func() bool {
+				d.mu.Lock()
+				defer d.mu.Unlock()
+				return int64(d.ends) == m.Stats.ChecksOK.Load()
+			})
+			m.Close()
+
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			for _, p := range d.problems {
+				t.Error(p)
+			}
+			if m.Connections() != tt.conns {
+				t.Errorf("Connections() = %d, want %d", m.Connections(), tt.conns)
+			}
+			// A Check that timed out on a busy machine leaves its permit held.
+			ok := m.Stats.ChecksOK.Load()
+			if ok == 0 || int64(d.ends) != ok || int64(len(d.held)) > m.Stats.Errored.Load() {
+				t.Errorf("admitted %d, end entries %d, permits still held %d (Check errors %v)", ok, d.ends, len(d.held), m.Stats.ErrorCodes())
+			}
+			for i, v := range views {
+				// Each replica serves half the workers' release streams (the
+				// requests end before any periodic entry), and about half the
+				// Checks.
+				if v.conns.Load() != tt.connsPerRepl || v.streams.Load() != 3 || v.checks.Load() < ok/4 {
+					t.Errorf("replica %d: %d connections, %d streams, %d of %d Checks; want %d, 3, about half",
+						i, v.conns.Load(), v.streams.Load(), v.checks.Load(), ok, tt.connsPerRepl)
+				}
+			}
+		})
+	}
+}

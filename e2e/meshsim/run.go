@@ -153,7 +153,7 @@ func (s *series) config(grpcAddr string) string {
 }
 
 func (s *series) meshConfig(target string, n int) Config {
-	return Config{Target: target, Envoys: n, Workers: s.plan.Workers, Routes: s.plan.Routes(), Tenants: s.plan.Tenants,
+	return Config{Targets: []string{target}, Envoys: n, Workers: s.plan.Workers, Routes: s.plan.Routes(), Tenants: s.plan.Tenants,
 		Priorities: []string{"", "", "critical", "best_effort"}, Seed: uint64(n), Ping: s.plan.Ping}
 }
 
