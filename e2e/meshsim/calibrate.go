@@ -44,7 +44,7 @@ func calibrate(ctx context.Context, log *slog.Logger, bin, dir, envoyBin string,
 	if err != nil {
 		return nil, err
 	}
-	d, err := StartDaemon(ctx, bin, dir, DaemonConfig(addr, routes, true))
+	d, err := StartDaemon(ctx, bin, dir, DaemonConfig(addr, routes, true, LedgerMemory.yaml("")))
 	if err != nil {
 		return nil, err
 	}

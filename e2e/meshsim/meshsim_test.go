@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,8 +27,12 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisproc"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
@@ -391,5 +399,152 @@ func TestMeshSpreadsOverReplicas(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDaemonConfigLedger renders the daemon's configuration for each
+// ledger and reads it as the daemon does.
+func TestDaemonConfigLedger(t *testing.T) {
+	tests := []struct {
+		ledger  Ledger
+		backend config.LedgerBackend
+		leases  bool
+	}{
+		{LedgerMemory, config.LedgerMemory, false},
+		{LedgerRedis, config.LedgerRedis, false},
+		{LedgerLeases, config.LedgerRedis, true},
+	}
+	routes := []Route{{Bulkhead: "tight", Limit: 4}, {Bulkhead: "loose"}}
+	for _, tt := range tests {
+		t.Run(string(tt.ledger), func(t *testing.T) {
+			text := DaemonConfig("127.0.0.1:7000", routes, false, tt.ledger.yaml("127.0.0.1:6390"))
+			c, err := config.Parse("meshsim.yaml", []byte(text))
+			if err != nil {
+				t.Fatalf("%v\n%s", err, text)
+			}
+			l := c.Ledger
+			if l.Backend != tt.backend || l.Redis.CapacityLeases != tt.leases || len(c.Bulkheads) != 2 {
+				t.Fatalf("backend %v, capacity leases %v, %d bulkheads; want %v, %v, 2\n%s", l.Backend, l.Redis.CapacityLeases,
+					len(c.Bulkheads), tt.backend, tt.leases, text)
+			}
+			if tt.ledger.shared() && (l.Redis.Address != "127.0.0.1:6390" || l.OnUnavailable != admission.FailClosed) {
+				t.Fatalf("redis address %q, on_unavailable %v; want 127.0.0.1:6390, fail_closed", l.Redis.Address, l.OnUnavailable)
+			}
+		})
+	}
+}
+
+func TestPlanCheck(t *testing.T) {
+	ok := Plan{Ledger: LedgerMemory, Replicas: 1, Spread: SpreadRequest, Storm: true}
+	tests := []struct {
+		name string
+		edit func(*Plan)
+		ok   bool
+	}{
+		{"memory, one daemon, the storm", func(*Plan) {}, true},
+		{"leases, two replicas, no storm", func(p *Plan) { p.Ledger, p.Replicas, p.Storm = LedgerLeases, 2, false }, true},
+		{"redis, one replica, the storm", func(p *Plan) { p.Ledger = LedgerRedis }, true},
+		{"unknown ledger", func(p *Plan) { p.Ledger = "etcd" }, false},
+		{"unknown spread", func(p *Plan) { p.Spread = "random" }, false},
+		{"no replica", func(p *Plan) { p.Replicas = 0 }, false},
+		{"replicas in memory", func(p *Plan) { p.Replicas, p.Storm = 2, false }, false},
+		{"the storm with replicas", func(p *Plan) { p.Ledger, p.Replicas = LedgerRedis, 2 }, false},
+	}
+	for _, tt := range tests {
+		p := ok
+		tt.edit(&p)
+		if err := p.check(); (err == nil) != tt.ok {
+			t.Errorf("%s: check() = %v, want ok %v", tt.name, err, tt.ok)
+		}
+	}
+}
+
+// metricsOf parses a /metrics exposition.
+func metricsOf(t *testing.T, text string) *testbed.Metrics {
+	t.Helper()
+	m, err := testbed.ParseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestLedgerCost: two replicas' ledger calls and lease admissions, and
+// Redis's INFO, before and after a window of 1,000 admissions (and 10
+// denials).
+func TestLedgerCost(t *testing.T) {
+	info := func(evalsha, eval int64, cpu time.Duration) *redisproc.Info {
+		text := fmt.Sprintf("used_cpu_sys:0\nused_cpu_user:%f\ncmdstat_evalsha:calls=%d,usec=1\ncmdstat_eval:calls=%d,usec=1\n"+
+			"cmdstat_info:calls=9,usec=1\n", cpu.Seconds(), evalsha, eval)
+		i, err := redisproc.ParseInfo(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &i
+	}
+	replica := func(lease, release, timeouts, leased float64) *testbed.Metrics {
+		return metricsOf(t, fmt.Sprintf(`bulkhead_ledger_calls_total{op="lease",result="ok"} %g
+bulkhead_ledger_calls_total{op="release",result="ok"} %g
+bulkhead_ledger_calls_total{op="release",result="timeout"} %g
+bulkhead_ledger_lease_admitted_total{dependency="a"} %g
+bulkhead_ledger_lease_admitted_total{dependency="b"} 7
+`, lease, release, timeouts, leased))
+	}
+	at := time.Unix(1000, 0)
+	before := reading{at: at, scrape: scrape{replica(100, 10, 0, 50), replica(100, 0, 1, 0)}, redis: info(300, 2, time.Second)}
+	after := reading{at: at.Add(20 * time.Second), scrape: scrape{replica(140, 30, 0, 550), replica(160, 10, 3, 450)},
+		redis: info(450, 2, 1010*time.Millisecond)}
+	c := ledgerCost(before, after, 1000, 1010)
+	if c == nil {
+		t.Fatal("ledgerCost = nil")
+	}
+	// lease: 40 + 60, release: 20 + 10 + 2 timeouts.
+	want := map[string]float64{"lease": 0.1, "release": 0.032}
+	if !maps.Equal(c.Calls, want) || !near(c.CallsPerAdmitted, 0.132) || c.Failed != 2 {
+		t.Errorf("calls %v (%g in all), failed %g; want %v (0.132), 2", c.Calls, c.CallsPerAdmitted, c.Failed, want)
+	}
+	if !near(c.ScriptsPerAdmitted, 0.15) || !near(c.RedisCPUPerAdmitted, 10) || !near(c.RedisCPUPer1k, 10/1.01) || !near(c.FromLeases, 0.95) {
+		t.Errorf("scripts %g, Redis CPU %g us per admitted, %g ms per 1k, from leases %g; want 0.15, 10, 9.9, 0.95",
+			c.ScriptsPerAdmitted, c.RedisCPUPerAdmitted, c.RedisCPUPer1k, c.FromLeases)
+	}
+	if r := redisCPURate(before, after); !near(r, 0.5) {
+		t.Errorf("redisCPURate = %g ms/s, want 0.5", r)
+	}
+	if ledgerCost(reading{scrape: before.scrape}, reading{scrape: after.scrape}, 1000, 1000) != nil || ledgerCost(before, after, 0, 0) != nil {
+		t.Error("a cost without Redis's figures or without admissions")
+	}
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9*math.Max(1, math.Abs(b)) }
+
+// TestMarkdownLedgerTable: the shared ledger's table is written with a
+// shared ledger only.
+func TestMarkdownLedgerTable(t *testing.T) {
+	run := Result{Envoys: 100, Admitted: 20000, Checks: 20000, Ledger: &LedgerCost{Calls: map[string]float64{"lease": 0.01, "release": 0.5},
+		CallsPerAdmitted: 0.51, ScriptsPerAdmitted: 0.6, RedisCPUPerAdmitted: 12.5, RedisCPUPer1k: 12.5, FromLeases: 1}}
+	tests := []struct {
+		plan Plan
+		want []string
+		not  []string
+	}{
+		{Plan{Ledger: LedgerMemory, Replicas: 1, Limited: true}, []string{"every fourth limited to 4", "one daemon on the in-memory ledger"},
+			[]string{"The shared ledger"}},
+		{Plan{Ledger: LedgerLeases, Replicas: 2, Spread: SpreadRequest}, []string{"none limited", "2 daemon replicas on the Redis ledger with capacity leases",
+			"| 100 | 20000 | 0.5100 | release 0.5000, lease 0.0100 | 0 | 0.6000 | 12.50 us | 12.50 ms | 0.00 ms/s | 100.0% |"}, nil},
+	}
+	for _, tt := range tests {
+		r := &Results{Plan: tt.plan, Runs: []Result{run}}
+		var b strings.Builder
+		r.Markdown(&b)
+		for _, s := range tt.want {
+			if !strings.Contains(b.String(), s) {
+				t.Errorf("%s: no %q in\n%s", tt.plan.Ledger, s, b.String())
+			}
+		}
+		for _, s := range tt.not {
+			if strings.Contains(b.String(), s) {
+				t.Errorf("%s: %q in\n%s", tt.plan.Ledger, s, b.String())
+			}
+		}
 	}
 }
