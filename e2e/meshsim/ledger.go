@@ -246,6 +246,11 @@ type LedgerCost struct {
 	// INFO commandstats) per admitted request; a state call is a pipeline
 	// of one script per bulkhead.
 	ScriptsPerAdmitted float64 `json:"redis_scripts_per_admitted"`
+	// ScriptUsPerAdmitted is Redis's time inside those scripts
+	// (commandstats usec, the commands they ran included) per admitted
+	// request, in microseconds: RedisCPUPerAdmitted less this is Redis's
+	// time outside them (reading and answering calls, its own cron).
+	ScriptUsPerAdmitted float64 `json:"redis_script_us_per_admitted"`
 	// RedisCPUPerAdmitted is Redis's CPU (INFO used_cpu_sys +
 	// used_cpu_user) per admitted request, in microseconds.
 	RedisCPUPerAdmitted float64 `json:"redis_cpu_us_per_admitted"`
@@ -279,6 +284,7 @@ func ledgerCost(before, after reading, admitted, checks int64) *LedgerCost {
 	}
 	c.Failed = failedCalls(after.scrape) - failedCalls(before.scrape)
 	c.ScriptsPerAdmitted = float64(after.redis.Scripts()-before.redis.Scripts()) / n
+	c.ScriptUsPerAdmitted = float64(after.redis.ScriptUsec()-before.redis.ScriptUsec()) / n
 	cpu := float64((after.redis.CPU - before.redis.CPU).Nanoseconds())
 	c.RedisCPUPerAdmitted = cpu / 1e3 / n
 	if checks > 0 {

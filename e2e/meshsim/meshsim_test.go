@@ -474,8 +474,8 @@ func metricsOf(t *testing.T, text string) *testbed.Metrics {
 // denials).
 func TestLedgerCost(t *testing.T) {
 	info := func(evalsha, eval int64, cpu time.Duration) *redisproc.Info {
-		text := fmt.Sprintf("used_cpu_sys:0\nused_cpu_user:%f\ncmdstat_evalsha:calls=%d,usec=1\ncmdstat_eval:calls=%d,usec=1\n"+
-			"cmdstat_info:calls=9,usec=1\n", cpu.Seconds(), evalsha, eval)
+		text := fmt.Sprintf("used_cpu_sys:0\nused_cpu_user:%f\ncmdstat_evalsha:calls=%d,usec=%d\ncmdstat_eval:calls=%d,usec=%d\n"+
+			"cmdstat_info:calls=9,usec=1\n", cpu.Seconds(), evalsha, 10*evalsha, eval, 10*eval)
 		i, err := redisproc.ParseInfo(text)
 		if err != nil {
 			t.Fatal(err)
@@ -503,7 +503,7 @@ bulkhead_ledger_lease_admitted_total{dependency="b"} 7
 	if !maps.Equal(c.Calls, want) || !near(c.CallsPerAdmitted, 0.132) || c.Failed != 2 {
 		t.Errorf("calls %v (%g in all), failed %g; want %v (0.132), 2", c.Calls, c.CallsPerAdmitted, c.Failed, want)
 	}
-	if !near(c.ScriptsPerAdmitted, 0.15) || !near(c.RedisCPUPerAdmitted, 10) || !near(c.RedisCPUPer1k, 10/1.01) || !near(c.FromLeases, 0.95) {
+	if !near(c.ScriptsPerAdmitted, 0.15) || !near(c.ScriptUsPerAdmitted, 1.5) || !near(c.RedisCPUPerAdmitted, 10) || !near(c.RedisCPUPer1k, 10/1.01) || !near(c.FromLeases, 0.95) {
 		t.Errorf("scripts %g, Redis CPU %g us per admitted, %g ms per 1k, from leases %g; want 0.15, 10, 9.9, 0.95",
 			c.ScriptsPerAdmitted, c.RedisCPUPerAdmitted, c.RedisCPUPer1k, c.FromLeases)
 	}
@@ -530,7 +530,7 @@ func TestMarkdownLedgerTable(t *testing.T) {
 		{Plan{Ledger: LedgerMemory, Replicas: 1, Limited: true}, []string{"every fourth limited to 4", "one daemon on the in-memory ledger"},
 			[]string{"The shared ledger"}},
 		{Plan{Ledger: LedgerLeases, Replicas: 2, Spread: SpreadRequest}, []string{"none limited", "2 daemon replicas on the Redis ledger with capacity leases",
-			"| 100 | 20000 | 0.5100 | release 0.5000, lease 0.0100 | 0 | 0.6000 | 12.50 us | 12.50 ms | 0.00 ms/s | 100.0% |"}, nil},
+			"| 100 | 20000 | 0.5100 | release 0.5000, lease 0.0100 | 0 | 0.6000 | 0.00 us | 12.50 us | 12.50 ms | 0.00 ms/s | 100.0% |"}, nil},
 	}
 	for _, tt := range tests {
 		r := &Results{Plan: tt.plan, Runs: []Result{run}}

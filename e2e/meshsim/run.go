@@ -257,7 +257,7 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 		"check_p99_ms", res.CheckP99, "lag_p99_ms", res.LagP99, "cpu_us", res.CPUPerRequest, "checks", res.Checks)
 	if l := res.Ledger; l != nil {
 		s.log.Info("ledger", "envoys", n, "calls_per_admitted", l.CallsPerAdmitted, "by_op", l.Calls, "failed", l.Failed,
-			"scripts_per_admitted", l.ScriptsPerAdmitted, "redis_cpu_us_per_admitted", l.RedisCPUPerAdmitted,
+			"scripts_per_admitted", l.ScriptsPerAdmitted, "script_us_per_admitted", l.ScriptUsPerAdmitted, "redis_cpu_us_per_admitted", l.RedisCPUPerAdmitted,
 			"redis_cpu_ms_per_1k", l.RedisCPUPer1k, "from_leases", l.FromLeases, "redis_idle_cpu_ms_per_s", l.RedisIdleCPU)
 	}
 	var st *Storm

@@ -34,6 +34,18 @@ func (i Info) Scripts() int64 {
 	return n
 }
 
+// ScriptUsec is the time Redis spent running scripts (the commands they
+// ran included), in microseconds.
+func (i Info) ScriptUsec() int64 {
+	var n int64
+	for cmd, usec := range i.Usec {
+		if IsScript(cmd) {
+			n += usec
+		}
+	}
+	return n
+}
+
 // ParseInfo reads the answer of INFO commandstats cpu: lines
 // "cmdstat_NAME:calls=N,usec=U,...", "used_cpu_sys:S.ssssss" and
 // "used_cpu_user:S.ssssss"; section headers, blank lines and other fields

@@ -53,7 +53,8 @@ func TestParseInfo(t *testing.T) {
 			if !tt.ok {
 				return
 			}
-			if !maps.Equal(got.Calls, tt.calls) || !maps.Equal(got.Usec, tt.usec) || got.CPU != tt.cpu || got.Scripts() != tt.scripts {
+			if !maps.Equal(got.Calls, tt.calls) || !maps.Equal(got.Usec, tt.usec) || got.CPU != tt.cpu || got.Scripts() != tt.scripts ||
+				got.ScriptUsec() != tt.usec["evalsha"]+tt.usec["eval"] {
 				t.Fatalf("ParseInfo = %v, %v, %v, %d scripts; want %v, %v, %v, %d", got.Calls, got.Usec, got.CPU, got.Scripts(),
 					tt.calls, tt.usec, tt.cpu, tt.scripts)
 			}
