@@ -248,8 +248,11 @@ type LedgerCost struct {
 	ScriptsPerAdmitted float64 `json:"redis_scripts_per_admitted"`
 	// ScriptUsPerAdmitted is Redis's time inside those scripts
 	// (commandstats usec, the commands they ran included) per admitted
-	// request, in microseconds: RedisCPUPerAdmitted less this is Redis's
-	// time outside them (reading and answering calls, its own cron).
+	// request, in microseconds. It is wall time: on a busy machine, where
+	// Redis is preempted inside a script, it can exceed
+	// RedisCPUPerAdmitted; on an idle one, RedisCPUPerAdmitted less this
+	// is Redis's time outside the scripts (reading and answering calls,
+	// its cron).
 	ScriptUsPerAdmitted float64 `json:"redis_script_us_per_admitted"`
 	// RedisCPUPerAdmitted is Redis's CPU (INFO used_cpu_sys +
 	// used_cpu_user) per admitted request, in microseconds.

@@ -35,7 +35,7 @@ func (i Info) Scripts() int64 {
 }
 
 // ScriptUsec is the time Redis spent running scripts (the commands they
-// ran included), in microseconds.
+// ran included), in microseconds: wall time, as commandstats measures it.
 func (i Info) ScriptUsec() int64 {
 	var n int64
 	for cmd, usec := range i.Usec {
