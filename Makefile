@@ -10,7 +10,7 @@ ENVOY         := $(VENV)/bin/envoy
 # Absolute, so tests and the demo find it whatever their working directory.
 ENVOY_BIN     := $(abspath $(ENVOY))
 
-.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet lint unit fuzz e2e soak chaos demo bench clean meshsim
+.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet lint unit fuzz e2e soak chaos demo bench clean meshsim meshsim-ledger
 
 all: build
 
@@ -266,3 +266,14 @@ meshsim: envoy
 	ENVOY_BIN=$(ENVOY_BIN) nice -n $(or $(MESHSIM_NICE),0) $(GO) run ./e2e/meshsim/cmd/meshsim \
 		$(if $(MESHSIM_QUICK),$(MESHSIM_QUICK_ARGS),$(MESHSIM_FULL_ARGS)) -calibrate \
 		-out $(or $(MESHSIM_OUT),$(if $(MESHSIM_QUICK),tmp/meshsim-quick,docs/perf/meshsim)) $(MESHSIM_ARGS)
+
+## meshsim-ledger: the same simulated mesh against the in-memory ledger (one daemon), the Redis ledger (two replicas) and the
+##          Redis ledger with capacity leases (two replicas), far from every limit, no tenants (issue 25: Redis calls, Redis CPU
+##          and daemon CPU per request). Needs redis-server; about 2 min. Writes each ledger's results into
+##          MESHSIM_OUT/memory, /redis and /leases (default tmp/meshsim-ledger); MESHSIM_ARGS adds flags (-spread worker...).
+MESHSIM_LEDGER_ARGS := -n 100 -rate 1000 -warmup 5s -window 20s -storm=false -tenants 0 -limited=false
+meshsim-ledger:
+	@for l in "memory 1" "redis 2" "leases 2"; do set -- $$l; \
+		nice -n $(or $(MESHSIM_NICE),0) $(GO) run ./e2e/meshsim/cmd/meshsim $(MESHSIM_LEDGER_ARGS) -ledger $$1 -replicas $$2 \
+			-out $(or $(MESHSIM_OUT),tmp/meshsim-ledger)/$$1 $(MESHSIM_ARGS) || exit 1; \
+	done

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisproc"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
 )
 
@@ -55,14 +56,12 @@ type LedgerCost struct {
 	CPUMsPer1k float64 `json:"redis_cpu_ms_per_1k_requests"`
 }
 
-// scriptCommands run scripts; outsideScripts are the other commands a
-// script does not run (introspection, connections, Pub/Sub subscriptions).
-var (
-	scriptCommands = []string{"evalsha", "eval", "evalsha_ro", "eval_ro"}
-	outsideScripts = []string{"info", "ping", "hello", "select", "auth", "script", "script|load", "script|exists",
-		"client", "client|setname", "client|setinfo", "client|id", "subscribe", "psubscribe", "ssubscribe",
-		"unsubscribe", "punsubscribe", "command", "command|docs", "readonly"}
-)
+// outsideScripts are the commands besides the scripts (redisproc.IsScript)
+// that a script does not run (introspection, connections, Pub/Sub
+// subscriptions).
+var outsideScripts = []string{"info", "ping", "hello", "select", "auth", "script", "script|load", "script|exists",
+	"client", "client|setname", "client|setinfo", "client|id", "subscribe", "psubscribe", "ssubscribe",
+	"unsubscribe", "punsubscribe", "command", "command|docs", "readonly"}
 
 // requestOps are the ledger's calls made for requests; the others are
 // periodic (ticks).
@@ -136,16 +135,16 @@ func ledgerCost(replicas int, a, b reading, requests int64) *LedgerCost {
 	}
 	c.TickScripts = int64(math.Round(ticks))
 	var scripts, inside, usec int64
-	for cmd, calls := range b.redis.calls {
-		d := calls - a.redis.calls[cmd]
+	for cmd, calls := range b.redis.Calls {
+		d := calls - a.redis.Calls[cmd]
 		if d == 0 {
 			continue
 		}
 		c.Commands[cmd] = d
 		switch {
-		case slices.Contains(scriptCommands, cmd):
+		case redisproc.IsScript(cmd):
 			scripts += d
-			usec += b.redis.usec[cmd] - a.redis.usec[cmd]
+			usec += b.redis.Usec[cmd] - a.redis.Usec[cmd]
 		case !slices.Contains(outsideScripts, cmd):
 			inside += d
 		}
@@ -154,7 +153,7 @@ func ledgerCost(replicas int, a, b reading, requests int64) *LedgerCost {
 	c.ScriptsPerRequest = round6(float64(scripts-c.TickScripts) / n)
 	c.InScriptsPerRequest = round6(float64(inside) / n)
 	c.ScriptUsPerRequest = round3(float64(usec) / n)
-	c.CPUMsPer1k = round3(float64(b.redis.cpu-a.redis.cpu) / float64(time.Millisecond) / (n / 1000))
+	c.CPUMsPer1k = round3(float64(b.redis.CPU-a.redis.CPU) / float64(time.Millisecond) / (n / 1000))
 	return c
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisproc"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
 )
 
@@ -132,7 +133,7 @@ type reading struct {
 	metrics  *testbed.Metrics   // the daemon's (replica 0's), or nil
 	replicas []*testbed.Metrics // every daemon replica's, replica 0 first
 	ledger   *ledgerCounts      // Redis ledger: its calls, every replica
-	redis    *redisReading      // Redis ledger: its server's INFO
+	redis    *redisproc.Info    // Redis ledger: its server's INFO
 	stats    map[string]uint64  // Envoy's counters, when it has a sidecar
 	upServed int64
 	upBusy   time.Duration
@@ -200,8 +201,8 @@ func (e *env) read(ctx context.Context, st *stack, end bool) reading {
 			r.ledger = sumLedgerCalls(r.replicas)
 		}
 		if st.redis != nil && r.err == nil {
-			var info redisReading
-			if info, r.err = st.redis.read(sctx); r.err == nil {
+			var info redisproc.Info
+			if info, r.err = st.redis.Info(sctx); r.err == nil {
 				r.redis = &info
 			}
 		}

@@ -2,75 +2,13 @@ package main
 
 import (
 	"maps"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisproc"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
 )
-
-// infoText is what redis-server 7.0 answers to INFO commandstats cpu.
-const infoText = "# CPU\r\nused_cpu_sys:0.250000\r\nused_cpu_user:1.007511\r\nused_cpu_sys_children:9.000000\r\n" +
-	"used_cpu_user_children:9.000000\r\nused_cpu_sys_main_thread:0.200000\r\nused_cpu_user_main_thread:1.007384\r\n\r\n" +
-	"# Commandstats\r\ncmdstat_client|setname:calls=1,usec=4,usec_per_call=4.00,rejected_calls=0,failed_calls=0\r\n" +
-	"cmdstat_evalsha:calls=2000,usec=68000,usec_per_call=34.00,rejected_calls=0,failed_calls=0\r\n" +
-	"cmdstat_time:calls=2000,usec=4000,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n"
-
-func TestParseInfo(t *testing.T) {
-	tests := []struct {
-		name        string
-		text        string
-		calls, usec map[string]int64
-		cpu         time.Duration
-		ok          bool
-	}{
-		{"commandstats and cpu", infoText, map[string]int64{"client|setname": 1, "evalsha": 2000, "time": 2000},
-			map[string]int64{"client|setname": 4, "evalsha": 68000, "time": 4000}, 1257511 * time.Microsecond, true},
-		{"no command yet", "# CPU\nused_cpu_sys:0.5\nused_cpu_user:0.25\n# Commandstats\n", map[string]int64{}, map[string]int64{},
-			750 * time.Millisecond, true},
-		{"no cpu section", "# Commandstats\ncmdstat_get:calls=1,usec=1\n", nil, nil, 0, false},
-		{"only the system time", "used_cpu_sys:0.5\n", nil, nil, 0, false},
-		{"calls missing", "used_cpu_sys:0\nused_cpu_user:0\ncmdstat_get:usec=1\n", nil, nil, 0, false},
-		{"usec missing", "used_cpu_sys:0\nused_cpu_user:0\ncmdstat_get:calls=1\n", nil, nil, 0, false},
-		{"calls not a number", "used_cpu_sys:0\nused_cpu_user:0\ncmdstat_get:calls=x,usec=1\n", nil, nil, 0, false},
-		{"negative calls", "used_cpu_sys:0\nused_cpu_user:0\ncmdstat_get:calls=-1,usec=1\n", nil, nil, 0, false},
-		{"cpu not a number", "used_cpu_sys:zero\nused_cpu_user:0\n", nil, nil, 0, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseInfo(tt.text)
-			if (err == nil) != tt.ok {
-				t.Fatalf("parseInfo: err %v, want ok=%v", err, tt.ok)
-			}
-			if !tt.ok {
-				return
-			}
-			if !maps.Equal(got.calls, tt.calls) || !maps.Equal(got.usec, tt.usec) || got.cpu != tt.cpu {
-				t.Fatalf("parseInfo = %v, %v, %v; want %v, %v, %v", got.calls, got.usec, got.cpu, tt.calls, tt.usec, tt.cpu)
-			}
-		})
-	}
-}
-
-func FuzzParseInfo(f *testing.F) {
-	f.Add(infoText)
-	f.Add("used_cpu_sys:1\nused_cpu_user:2\ncmdstat_a:calls=3,usec=4\n")
-	f.Fuzz(func(t *testing.T, text string) {
-		r, err := parseInfo(text)
-		if err != nil {
-			return
-		}
-		if r.cpu < 0 {
-			t.Fatalf("negative CPU %v", r.cpu)
-		}
-		for cmd, n := range r.calls {
-			if u, ok := r.usec[cmd]; n < 0 || u < 0 || !ok {
-				t.Fatalf("%s: %d calls, %d us (%v)", cmd, n, u, ok)
-			}
-		}
-	})
-}
 
 // ledgerMetrics is one replica's /metrics with its ledger calls by op
 // (result ok) and failed calls (result timeout, op acquire).
@@ -104,13 +42,13 @@ func TestLedgerCost(t *testing.T) {
 	before := reading{at: at, replicas: []*testbed.Metrics{
 		ledgerMetrics(t, map[string]float64{"acquire": 100, "release": 100, "state": 5, "replicas": 5}, 1),
 		ledgerMetrics(t, map[string]float64{"acquire": 50, "release": 50, "state": 5, "replicas": 5}, 0),
-	}, redis: &redisReading{calls: map[string]int64{"evalsha": 500, "hset": 4000, "info": 7},
-		usec: map[string]int64{"evalsha": 10000, "hset": 999}, cpu: time.Second}}
+	}, redis: &redisproc.Info{Calls: map[string]int64{"evalsha": 500, "hset": 4000, "info": 7},
+		Usec: map[string]int64{"evalsha": 10000, "hset": 999}, CPU: time.Second}}
 	after := reading{at: at.Add(2 * time.Second), replicas: []*testbed.Metrics{
 		ledgerMetrics(t, map[string]float64{"acquire": 698, "release": 600, "renew": 10, "state": 7, "replicas": 7}, 3),
 		ledgerMetrics(t, map[string]float64{"acquire": 450, "release": 550, "state": 7, "replicas": 7}, 0),
-	}, redis: &redisReading{calls: map[string]int64{"evalsha": 2500, "eval": 18, "hset": 25000, "info": 8, "ping": 1},
-		usec: map[string]int64{"evalsha": 45000, "eval": 5000, "hset": 99999}, cpu: 1100 * time.Millisecond}}
+	}, redis: &redisproc.Info{Calls: map[string]int64{"evalsha": 2500, "eval": 18, "hset": 25000, "info": 8, "ping": 1},
+		Usec: map[string]int64{"evalsha": 45000, "eval": 5000, "hset": 99999}, CPU: 1100 * time.Millisecond}}
 	before.ledger, after.ledger = sumLedgerCalls(before.replicas), sumLedgerCalls(after.replicas)
 	c := ledgerCost(2, before, after, 1000)
 	if c == nil {
@@ -192,30 +130,6 @@ func TestRoundDiffs(t *testing.T) {
 	b = append(b, &Phase{Round: 3, Latency: Summary{N: 1, P99Ms: 4}})
 	if got := roundDiffs(a, b, p99); got != (Spread{Rounds: 3, Median: 1, Min: -0.5, Max: 5}) {
 		t.Fatalf("roundDiffs = %+v", got)
-	}
-}
-
-// TestStartRedis starts the harness's redis-server and reads its INFO.
-func TestStartRedis(t *testing.T) {
-	if _, err := os.Stat(redisBinary); err != nil {
-		t.Skipf("no %s: %v", redisBinary, err)
-	}
-	s, err := startRedis(t.Context(), t.TempDir(), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.rdb.Eval(t.Context(), "return redis.call('TIME')", nil).Err(); err != nil {
-		t.Fatal(err)
-	}
-	r, err := s.read(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.calls["eval"] != 1 || r.calls["time"] != 1 || r.cpu <= 0 {
-		t.Errorf("INFO after one EVAL: calls %v, cpu %v", r.calls, r.cpu)
-	}
-	if err := s.stop(); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
 	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc"
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisproc"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
 )
 
@@ -35,7 +36,7 @@ type env struct {
 	// ledger (configSpec.redisReplicas > 1), redis its redis-server; both
 	// by configSpec.sidecar.
 	replicas map[string][]*child
-	redis    map[string]*redisServer
+	redis    map[string]*redisproc.Server
 	stacks   []*stack // the configurations of the closed and open loops
 	// heartbeat are the heartbeat phase's pair (on, off), or none.
 	heartbeat []*stack
@@ -50,7 +51,7 @@ type stack struct {
 	// more are the further daemon replicas behind the same Envoy, redis
 	// the ledger's server (nil with the in-memory ledger).
 	more  []*child
-	redis *redisServer
+	redis *redisproc.Server
 	log   *os.File
 }
 
@@ -82,7 +83,7 @@ func (s *stack) metricsURLs() []string {
 func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin, baseline string, delay time.Duration,
 	specs, heartbeat []configSpec) (_ *env, err error) {
 	e := &env{log: log, dir: dir, envoyBin: envoyBin, baseline: baseline, sidecars: map[string]*child{},
-		replicas: map[string][]*child{}, redis: map[string]*redisServer{}}
+		replicas: map[string][]*child{}, redis: map[string]*redisproc.Server{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.stop())
@@ -109,12 +110,12 @@ func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin, baseline str
 		}
 		redisAddr := ""
 		if spec.redisReplicas > 0 {
-			rs, err := startRedis(ctx, dir, spec.Name)
+			rs, err := redisproc.Start(ctx, dir, spec.Name)
 			if err != nil {
 				return nil, err
 			}
-			e.redis[spec.sidecar], redisAddr = rs, rs.addr
-			log.Info("redis-server up", "config", spec.Name, "addr", rs.addr)
+			e.redis[spec.sidecar], redisAddr = rs, rs.Addr()
+			log.Info("redis-server up", "config", spec.Name, "addr", rs.Addr())
 		}
 		if e.sidecars[spec.sidecar], err = e.startSidecar(ctx, spec, 0, redisAddr); err != nil {
 			return nil, err
@@ -301,7 +302,7 @@ func (e *env) stop() error {
 	}
 	// After the daemons, which say goodbye to their ledger as they stop.
 	for _, r := range e.redis {
-		if err := r.stop(); err != nil {
+		if err := r.Stop(); err != nil {
 			errs = append(errs, err)
 		}
 	}

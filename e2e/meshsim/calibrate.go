@@ -44,7 +44,7 @@ func calibrate(ctx context.Context, log *slog.Logger, bin, dir, envoyBin string,
 	if err != nil {
 		return nil, err
 	}
-	d, err := StartDaemon(ctx, bin, dir, DaemonConfig(addr, routes, true))
+	d, err := StartDaemon(ctx, bin, dir, DaemonConfig(addr, routes, true, LedgerMemory.yaml("")))
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func calibrate(ctx context.Context, log *slog.Logger, bin, dir, envoyBin string,
 	if err != nil {
 		return nil, err
 	}
-	m, err := New(Config{Target: d.GRPC, Envoys: 1, Workers: 2, Routes: routes, Tenants: tenants, Node: "calibration-sim"})
+	m, err := New(Config{Targets: []string{d.GRPC}, Envoys: 1, Workers: 2, Routes: routes, Tenants: tenants, Node: "calibration-sim"})
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,13 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 	ns := fs.String("n", "10,100,1000,5000", "numbers of simulated Envoys, comma-separated, smallest first")
 	rate := fs.Float64("rate", 1000, "Checks per second, every Envoy together")
 	workers := fs.Int("workers", 2, "workers per Envoy (a connection and two access-log streams each)")
-	bulkheads := fs.Int("bulkheads", 50, "bulkheads (every fourth limited to 4 concurrent requests)")
+	bulkheads := fs.Int("bulkheads", 50, "bulkheads (every fourth limited to 4 concurrent requests, with -limited)")
+	limited := fs.Bool("limited", true, "every fourth bulkhead limited to 4 concurrent requests (false: none has a limit the load reaches)")
+	ledger := fs.String("ledger", string(LedgerMemory), "the daemons' ledger: memory; redis (a redis-server of the run's own, fail_closed); "+
+		"leases (redis with capacity_leases: true)")
+	replicas := fs.Int("replicas", 1, "daemon replicas behind each Envoy's bulkhead cluster (more than 1: -ledger redis or leases)")
+	spread := fs.String("spread", string(SpreadRequest), "how an Envoy spreads over the replicas: request (the shipped cluster's round robin: "+
+		"every worker connected to every replica, its Checks in turn, its two streams on different replicas) or worker (worker i on replica i mod K)")
 	tenants := fs.Int("tenants", 200, "tenant header values (0: no tenants)")
 	warmup := fs.Duration("warmup", 10*time.Second, "load before each window")
 	window := fs.Duration("window", 30*time.Second, "measurement window per N")
@@ -39,7 +45,8 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 		return 2
 	}
 	plan := Plan{Workers: *workers, Rate: *rate, Bulkheads: *bulkheads, Tenants: *tenants, Warmup: *warmup,
-		Window: *window, PrimeRate: *prime, Storm: *storm, StormBurst: *burst, Steady: *steady, SteadyN: *steadyN, Ping: *ping, RecoveryWindow: defaultRecoveryWindow}
+		Window: *window, PrimeRate: *prime, Storm: *storm, StormBurst: *burst, Steady: *steady, SteadyN: *steadyN, Ping: *ping,
+		RecoveryWindow: defaultRecoveryWindow, Limited: *limited, Ledger: Ledger(*ledger), Replicas: *replicas, Spread: Spread(*spread)}
 	if cmd == "calibrate" {
 		plan.Storm = false
 	} else {
@@ -51,6 +58,13 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 			}
 			plan.Ns = append(plan.Ns, n)
 		}
+	}
+	if err := plan.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "meshsim:", err)
+		return 2
+	}
+	if plan.Ledger == LedgerLeases && plan.Tenants > 0 {
+		log.Warn("a bulkhead with tenant compartments holds no capacity lease: -tenants 0 compares the leases")
 	}
 	if *out == "" {
 		*out = filepath.Join("tmp", "meshsim")
@@ -83,7 +97,7 @@ func runPlan(ctx context.Context, log *slog.Logger, plan Plan, out string, calib
 	if os.Getenv(EnvDaemonGODEBUG) == "" {
 		defer os.RemoveAll(dir)
 	} else {
-		log.Info("keeping the daemon's log", "path", filepath.Join(dir, "bulkhead.log"))
+		log.Info("keeping the daemons' logs", "paths", filepath.Join(dir, "replica-*", "bulkhead.log"))
 	}
 	log.Info("building the daemon")
 	bin, err := BuildDaemon(ctx, dir)
@@ -121,6 +135,25 @@ func runPlan(ctx context.Context, log *slog.Logger, plan Plan, out string, calib
 		res.Calib = c
 	}
 	return res, nil
+}
+
+// check refuses a plan that cannot run: an unknown ledger or spread,
+// replicas of the in-memory ledger (each would keep its own count), or
+// the storm (one daemon restarted) with more than one replica.
+func (p Plan) check() error {
+	switch {
+	case !p.Ledger.valid():
+		return fmt.Errorf("%w: -ledger %q: want memory, redis or leases", ErrConfig, p.Ledger)
+	case !p.Spread.valid():
+		return fmt.Errorf("%w: -spread %q: want request or worker", ErrConfig, p.Spread)
+	case p.Replicas < 1:
+		return fmt.Errorf("%w: -replicas %d: want at least 1", ErrConfig, p.Replicas)
+	case p.Replicas > 1 && !p.Ledger.shared():
+		return fmt.Errorf("%w: -replicas %d on the in-memory ledger: each replica would keep its own count (-ledger redis or leases)", ErrConfig, p.Replicas)
+	case p.Replicas > 1 && p.Storm:
+		return fmt.Errorf("%w: the storm restarts one daemon: -storm=false with -replicas %d", ErrConfig, p.Replicas)
+	}
+	return nil
 }
 
 // write puts results.json, results.md and meshsim.svg into dir, and the

@@ -51,11 +51,13 @@ func FreePort() (string, error) {
 // limit and a 200 ms max_wait), or, with Limit 0, a limit and a queue no
 // load reaches (Checks then wait only during a recovery window, up to
 // their deadline); with tenants, every bulkhead without a limit gets
-// tenant compartments.
-func DaemonConfig(grpcAddr string, routes []Route, tenants bool) string {
+// tenant compartments. ledger is the ledger section (Ledger.yaml; "" for
+// the in-memory ledger).
+func DaemonConfig(grpcAddr string, routes []Route, tenants bool, ledger string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: {grpc: %q, http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\"}\n", grpcAddr)
 	b.WriteString("log: {level: warn}\n")
+	b.WriteString(ledger)
 	if tenants {
 		fmt.Fprintf(&b, "authz: {tenant_header: %s}\n", captureTenant)
 	}

@@ -23,6 +23,27 @@
 // /metrics. Report writes the table and the plot. cmd/meshsim is the
 // command; it is a test tool and is not shipped.
 //
+// The daemon may keep its permits on Redis instead (-ledger redis, or
+// leases: with capacity leases; issue 25), on a redis-server the run
+// starts on a free loopback port without persistence, and run as
+// -replicas K daemons behind each Envoy's one bulkhead cluster. An Envoy
+// spreads over the replicas as the shipped cluster's round robin does
+// (-spread request: each worker connected to every replica, its Checks in
+// turn, its release stream on replica i mod K and its heartbeat stream on
+// replica i+1 mod K, worker i of the mesh), or pinned (-spread worker:
+// worker i's connection, Checks and streams on replica i mod K). The
+// daemon figures are then the replicas' sums, and a second table gives per
+// window the replicas' calls to Redis by operation
+// (bulkhead_ledger_calls_total), the scripts Redis ran (INFO
+// commandstats: EVALSHA and EVAL) and its CPU (INFO cpu) per admitted
+// request, and the share admitted from capacity leases. Far from every
+// limit (-limited=false) and without tenant compartments (-tenants 0,
+// which hold no lease), the three ledgers compare as (make meshsim-ledger):
+//
+//	go run ./e2e/meshsim/cmd/meshsim -n 100 -rate 1000 -warmup 5s -window 20s -storm=false -tenants 0 -limited=false -ledger memory
+//	go run ./e2e/meshsim/cmd/meshsim -n 100 -rate 1000 -warmup 5s -window 20s -storm=false -tenants 0 -limited=false -ledger redis -replicas 2
+//	go run ./e2e/meshsim/cmd/meshsim -n 100 -rate 1000 -warmup 5s -window 20s -storm=false -tenants 0 -limited=false -ledger leases -replicas 2
+//
 // Types are safe for concurrent use where their comments say so; a Mesh is
 // run by one goroutine and stopped by its context.
 package meshsim

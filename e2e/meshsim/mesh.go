@@ -40,7 +40,12 @@ type Route struct {
 
 // Config is a simulated mesh.
 type Config struct {
-	Target  string // the daemon's gRPC address
+	// Targets are the daemon replicas' gRPC addresses: the endpoints of the
+	// Envoys' one bulkhead cluster.
+	Targets []string
+	// Spread is how each Envoy spreads its workers' traffic over Targets
+	// (default SpreadRequest).
+	Spread  Spread
 	Envoys  int
 	Workers int    // per Envoy; default 2
 	Node    string // node id prefix; default "sim"
@@ -95,8 +100,59 @@ func (c Config) withDefaults() Config {
 	if c.MaxOutstanding <= 0 {
 		c.MaxOutstanding = 50000
 	}
+	if c.Spread == "" {
+		c.Spread = SpreadRequest
+	}
 	return c
 }
+
+// Spread is how an Envoy's workers spread their traffic over the daemon
+// replicas of its bulkhead cluster.
+type Spread string
+
+const (
+	// SpreadRequest is the shipped cluster's (round robin, Envoy's
+	// default): each worker has a connection to every replica (its own
+	// connection pools), sends its Checks to them in turn (its own load
+	// balancer), and opens each access-log stream on one of them, where it
+	// stays: worker i of the mesh (Envoy e, worker w: i = e × workers + w)
+	// its release stream on replica i mod K, its heartbeat stream on
+	// replica (i+1) mod K. A request's end entry reaches the replica that
+	// admitted it one time in K.
+	SpreadRequest Spread = "request"
+	// SpreadWorker pins worker i to replica i mod K: its one connection,
+	// its Checks and both its streams. A request's end entry always
+	// reaches the replica that admitted it (no shipped config does this;
+	// the best case for what a replica keeps alone).
+	SpreadWorker Spread = "worker"
+)
+
+// placement is where one worker's traffic goes: the replicas it connects
+// to (indices into Config.Targets, in its Checks' round-robin order) and,
+// as indices into replicas, the connections its release and heartbeat
+// streams open on.
+type placement struct {
+	replicas           []int
+	release, heartbeat int
+}
+
+// place is worker i's placement over k replicas.
+func (s Spread) place(i, k int) placement {
+	if k <= 1 {
+		return placement{replicas: []int{0}}
+	}
+	if s == SpreadWorker {
+		return placement{replicas: []int{i % k}}
+	}
+	p := placement{release: i % k, heartbeat: (i + 1) % k}
+	for r := range k {
+		p.replicas = append(p.replicas, r)
+	}
+	return p
+}
+
+// valid reports whether s is a known spread.
+func (s Spread) valid() bool { return s == SpreadRequest || s == SpreadWorker }
 
 // Mesh is N simulated Envoys. Build it with New, Connect it, Run load
 // through it (Run may be called again), then Close it.
@@ -119,13 +175,14 @@ type Mesh struct {
 	stopBg context.CancelFunc
 }
 
-// worker is one Envoy worker: its connection to the daemon, its Checks and
-// its two access loggers.
+// worker is one Envoy worker: its connections to the daemon replicas, its
+// Checks (in turn over its connections) and its two access loggers.
 type worker struct {
 	envoy     int
 	node      string
-	conn      *grpc.ClientConn
-	authz     authv3.AuthorizationClient
+	conns     []*grpc.ClientConn
+	authz     []authv3.AuthorizationClient
+	next      atomic.Uint64 // its Checks' round robin
 	release   *logger
 	heartbeat *logger
 	md        metadata.MD
@@ -138,8 +195,8 @@ var ErrConfig = errors.New("meshsim config")
 // New builds the mesh: one client connection per worker, not yet connected.
 func New(cfg Config) (*Mesh, error) {
 	cfg = cfg.withDefaults()
-	if cfg.Envoys <= 0 || len(cfg.Routes) == 0 || cfg.Target == "" {
-		return nil, fmt.Errorf("%w: want Envoys > 0, Routes and a Target", ErrConfig)
+	if cfg.Envoys <= 0 || len(cfg.Routes) == 0 || len(cfg.Targets) == 0 || !cfg.Spread.valid() {
+		return nil, fmt.Errorf("%w: want Envoys > 0, Routes, Targets and a known Spread", ErrConfig)
 	}
 	t, err := loadTemplates()
 	if err != nil {
@@ -154,20 +211,24 @@ func New(cfg Config) (*Mesh, error) {
 	}
 	for e := range cfg.Envoys {
 		node := fmt.Sprintf("%s-%05d", cfg.Node, e)
-		for range cfg.Workers {
-			conn, err := dial(cfg.Target, m.pinger)
-			if err != nil {
-				m.Close()
-				return nil, err
+		for w := range cfg.Workers {
+			pl := cfg.Spread.place(e*cfg.Workers+w, len(cfg.Targets))
+			wk := &worker{envoy: e, node: node, md: metadata.Pairs(NodeMetadata, node)}
+			// Appended before dialling: Close closes what was dialled.
+			m.workers = append(m.workers, wk)
+			for _, r := range pl.replicas {
+				conn, err := dial(cfg.Targets[r], m.pinger)
+				if err != nil {
+					m.Close()
+					return nil, err
+				}
+				wk.conns = append(wk.conns, conn)
+				wk.authz = append(wk.authz, authv3.NewAuthorizationClient(conn))
 			}
-			als := alsv3.NewAccessLogServiceClient(conn)
-			m.workers = append(m.workers, &worker{envoy: e, node: node, conn: conn,
-				authz:   authv3.NewAuthorizationClient(conn),
-				md:      metadata.Pairs(NodeMetadata, node),
-				release: &logger{client: als, ident: t.identifier(node, t.release), stats: m.Stats},
-				heartbeat: &logger{client: als, ident: t.identifier(node, t.heartbeat), stats: m.Stats,
-					flush: cfg.HeartbeatFlush, maxBytes: cfg.HeartbeatBytes},
-			})
+			wk.release = &logger{client: alsv3.NewAccessLogServiceClient(wk.conns[pl.release]),
+				ident: t.identifier(node, t.release), stats: m.Stats}
+			wk.heartbeat = &logger{client: alsv3.NewAccessLogServiceClient(wk.conns[pl.heartbeat]),
+				ident: t.identifier(node, t.heartbeat), stats: m.Stats, flush: cfg.HeartbeatFlush, maxBytes: cfg.HeartbeatBytes}
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -178,25 +239,34 @@ func New(cfg Config) (*Mesh, error) {
 	return m, nil
 }
 
-// Connections is the number of client connections (Envoys × workers).
-func (m *Mesh) Connections() int { return len(m.workers) }
+// Connections is the number of client connections (Envoys × workers,
+// times the replicas with SpreadRequest).
+func (m *Mesh) Connections() int {
+	n := 0
+	for _, w := range m.workers {
+		n += len(w.conns)
+	}
+	return n
+}
 
-// Connect connects every worker, at most parallel at a time, and waits
-// until all are ready or ctx ends.
+// Connect connects every worker's connections, at most parallel at a
+// time, and waits until all are ready or ctx ends.
 func (m *Mesh) Connect(ctx context.Context, parallel int) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, parallel))
 	for _, w := range m.workers {
-		g.Go(func() error {
-			w.conn.Connect()
-			for s := w.conn.GetState(); s != connectivity.Ready; s = w.conn.GetState() {
-				if !w.conn.WaitForStateChange(ctx, s) {
-					return fmt.Errorf("connecting %s: %w", w.node, ctx.Err())
+		for _, conn := range w.conns {
+			g.Go(func() error {
+				conn.Connect()
+				for s := conn.GetState(); s != connectivity.Ready; s = conn.GetState() {
+					if !conn.WaitForStateChange(ctx, s) {
+						return fmt.Errorf("connecting %s: %w", w.node, ctx.Err())
+					}
+					conn.Connect()
 				}
-				w.conn.Connect()
-			}
-			return nil
-		})
+				return nil
+			})
+		}
 	}
 	return g.Wait()
 }
@@ -208,9 +278,13 @@ func (m *Mesh) Close() {
 		_ = m.bg.Wait()
 	}
 	for _, w := range m.workers {
-		w.release.close()
-		w.heartbeat.close()
-		_ = w.conn.Close()
+		if w.release != nil {
+			w.release.close()
+			w.heartbeat.close()
+		}
+		for _, conn := range w.conns {
+			_ = conn.Close()
+		}
 	}
 }
 
@@ -314,7 +388,8 @@ func (m *Mesh) newRequest(rng *rand.Rand, routes *weighted[Route]) *request {
 func (m *Mesh) do(ctx, streamCtx context.Context, w *worker, r *request) bool {
 	r.start = time.Now()
 	cctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, w.md), m.cfg.CheckTimeout)
-	resp, err := w.authz.Check(cctx, m.t.checkRequest(r), grpc.WaitForReady(true))
+	authz := w.authz[(w.next.Add(1)-1)%uint64(len(w.authz))]
+	resp, err := authz.Check(cctx, m.t.checkRequest(r), grpc.WaitForReady(true))
 	cancel()
 	now := time.Now()
 	limited := m.Caps.limit[r.bulkhead] > 0 // read only: set once by newCaps

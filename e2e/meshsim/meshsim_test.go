@@ -4,9 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,8 +27,13 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
+	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisproc"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -140,7 +151,7 @@ func TestMeshAgainstFakeDaemon(t *testing.T) {
 	defer wg.Wait()
 	defer gs.Stop()
 
-	m, err := New(Config{Target: ln.Addr().String(), Envoys: 3, Routes: []Route{{Bulkhead: "tight", Limit: 2}, {Bulkhead: "loose"}},
+	m, err := New(Config{Targets: []string{ln.Addr().String()}, Envoys: 3, Routes: []Route{{Bulkhead: "tight", Limit: 2}, {Bulkhead: "loose"}},
 		Tenants: 5, Heartbeat: 200 * time.Millisecond, Ping: 50 * time.Millisecond,
 		Durations: []DurationShare{{10 * time.Millisecond, 1}, {450 * time.Millisecond, 1}}})
 	if err != nil {
@@ -257,3 +268,283 @@ type bufConn struct {
 
 func (c *bufConn) Write(b []byte) (int, error)      { return c.w.Write(b) }
 func (c *bufConn) SetWriteDeadline(time.Time) error { return nil }
+
+func TestSpreadPlace(t *testing.T) {
+	tests := []struct {
+		spread Spread
+		worker int
+		k      int
+		want   placement
+	}{
+		{SpreadRequest, 0, 1, placement{replicas: []int{0}}},
+		{SpreadWorker, 5, 1, placement{replicas: []int{0}}},
+		{SpreadRequest, 0, 2, placement{replicas: []int{0, 1}, release: 0, heartbeat: 1}},
+		{SpreadRequest, 1, 2, placement{replicas: []int{0, 1}, release: 1, heartbeat: 0}},
+		{SpreadRequest, 4, 3, placement{replicas: []int{0, 1, 2}, release: 1, heartbeat: 2}},
+		{SpreadWorker, 0, 2, placement{replicas: []int{0}}},
+		{SpreadWorker, 3, 2, placement{replicas: []int{1}}},
+		{SpreadWorker, 5, 3, placement{replicas: []int{2}}},
+	}
+	for _, tt := range tests {
+		got := tt.spread.place(tt.worker, tt.k)
+		if !slices.Equal(got.replicas, tt.want.replicas) || got.release != tt.want.release || got.heartbeat != tt.want.heartbeat {
+			t.Errorf("%s.place(%d, %d) = %+v, want %+v", tt.spread, tt.worker, tt.k, got, tt.want)
+		}
+	}
+}
+
+// replicaView is one replica of a fakeDaemon that several serve (one
+// ledger): it counts the connections, Checks and streams it serves.
+type replicaView struct {
+	*fakeDaemon
+	conns, checks, streams atomic.Int64
+}
+
+func (r *replicaView) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	r.checks.Add(1)
+	return r.fakeDaemon.Check(ctx, req)
+}
+
+func (r *replicaView) StreamAccessLogs(stream alsv3.AccessLogService_StreamAccessLogsServer) error {
+	r.streams.Add(1)
+	return r.fakeDaemon.StreamAccessLogs(stream)
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
+}
+
+// TestMeshSpreadsOverReplicas: with two replicas, SpreadRequest connects
+// every worker to both, sends its Checks to each in turn and opens its two
+// streams on different replicas; SpreadWorker pins each worker to one.
+func TestMeshSpreadsOverReplicas(t *testing.T) {
+	tests := []struct {
+		spread       Spread
+		conns        int // in all
+		connsPerRepl int64
+	}{
+		{SpreadRequest, 12, 6},
+		{SpreadWorker, 6, 3},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.spread), func(t *testing.T) {
+			d := &fakeDaemon{t: t, limit: map[string]int{}, held: map[string]string{}, ended: map[string]bool{}, inUse: map[string]int{},
+				streams: map[string]int{}, nodes: map[string]bool{}}
+			var views [2]*replicaView
+			var targets []string
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			for i := range views {
+				views[i] = &replicaView{fakeDaemon: d}
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				gs := grpc.NewServer()
+				authv3.RegisterAuthorizationServer(gs, views[i])
+				alsv3.RegisterAccessLogServiceServer(gs, views[i])
+				wg.Go(func() { _ = gs.Serve(countingListener{ln, &views[i].conns}) })
+				defer gs.Stop()
+				targets = append(targets, ln.Addr().String())
+			}
+			m, err := New(Config{Targets: targets, Spread: tt.spread, Envoys: 3, Routes: []Route{{Bulkhead: "loose"}},
+				Heartbeat: 200 * time.Millisecond, Ping: -1, Durations: []DurationShare{{10 * time.Millisecond, 1}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := m.Connect(ctx, 4); err != nil {
+				t.Fatal(err)
+			}
+			m.Run(ctx, ctx, 400, 500*time.Millisecond)
+			// The end entries sent are on their way: Close would cut them off.
+			testkit.Eventually(t, "every end entry received", func() bool {
+				d.mu.Lock()
+				defer d.mu.Unlock()
+				return int64(d.ends) == m.Stats.ChecksOK.Load()
+			})
+			m.Close()
+
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			for _, p := range d.problems {
+				t.Error(p)
+			}
+			if m.Connections() != tt.conns {
+				t.Errorf("Connections() = %d, want %d", m.Connections(), tt.conns)
+			}
+			// A Check that timed out on a busy machine leaves its permit held.
+			ok := m.Stats.ChecksOK.Load()
+			if ok == 0 || int64(d.ends) != ok || int64(len(d.held)) > m.Stats.Errored.Load() {
+				t.Errorf("admitted %d, end entries %d, permits still held %d (Check errors %v)", ok, d.ends, len(d.held), m.Stats.ErrorCodes())
+			}
+			for i, v := range views {
+				// Each replica serves half the workers' release streams (the
+				// requests end before any periodic entry), and about half the
+				// Checks.
+				if v.conns.Load() != tt.connsPerRepl || v.streams.Load() != 3 || v.checks.Load() < ok/4 {
+					t.Errorf("replica %d: %d connections, %d streams, %d of %d Checks; want %d, 3, about half",
+						i, v.conns.Load(), v.streams.Load(), v.checks.Load(), ok, tt.connsPerRepl)
+				}
+			}
+		})
+	}
+}
+
+// TestDaemonConfigLedger renders the daemon's configuration for each
+// ledger and reads it as the daemon does.
+func TestDaemonConfigLedger(t *testing.T) {
+	tests := []struct {
+		ledger  Ledger
+		backend config.LedgerBackend
+		leases  bool
+	}{
+		{LedgerMemory, config.LedgerMemory, false},
+		{LedgerRedis, config.LedgerRedis, false},
+		{LedgerLeases, config.LedgerRedis, true},
+	}
+	routes := []Route{{Bulkhead: "tight", Limit: 4}, {Bulkhead: "loose"}}
+	for _, tt := range tests {
+		t.Run(string(tt.ledger), func(t *testing.T) {
+			text := DaemonConfig("127.0.0.1:7000", routes, false, tt.ledger.yaml("127.0.0.1:6390"))
+			c, err := config.Parse("meshsim.yaml", []byte(text))
+			if err != nil {
+				t.Fatalf("%v\n%s", err, text)
+			}
+			l := c.Ledger
+			if l.Backend != tt.backend || l.Redis.CapacityLeases != tt.leases || len(c.Bulkheads) != 2 {
+				t.Fatalf("backend %v, capacity leases %v, %d bulkheads; want %v, %v, 2\n%s", l.Backend, l.Redis.CapacityLeases,
+					len(c.Bulkheads), tt.backend, tt.leases, text)
+			}
+			if tt.ledger.shared() && (l.Redis.Address != "127.0.0.1:6390" || l.OnUnavailable != admission.FailClosed) {
+				t.Fatalf("redis address %q, on_unavailable %v; want 127.0.0.1:6390, fail_closed", l.Redis.Address, l.OnUnavailable)
+			}
+		})
+	}
+}
+
+func TestPlanCheck(t *testing.T) {
+	ok := Plan{Ledger: LedgerMemory, Replicas: 1, Spread: SpreadRequest, Storm: true}
+	tests := []struct {
+		name string
+		edit func(*Plan)
+		ok   bool
+	}{
+		{"memory, one daemon, the storm", func(*Plan) {}, true},
+		{"leases, two replicas, no storm", func(p *Plan) { p.Ledger, p.Replicas, p.Storm = LedgerLeases, 2, false }, true},
+		{"redis, one replica, the storm", func(p *Plan) { p.Ledger = LedgerRedis }, true},
+		{"unknown ledger", func(p *Plan) { p.Ledger = "etcd" }, false},
+		{"unknown spread", func(p *Plan) { p.Spread = "random" }, false},
+		{"no replica", func(p *Plan) { p.Replicas = 0 }, false},
+		{"replicas in memory", func(p *Plan) { p.Replicas, p.Storm = 2, false }, false},
+		{"the storm with replicas", func(p *Plan) { p.Ledger, p.Replicas = LedgerRedis, 2 }, false},
+	}
+	for _, tt := range tests {
+		p := ok
+		tt.edit(&p)
+		if err := p.check(); (err == nil) != tt.ok {
+			t.Errorf("%s: check() = %v, want ok %v", tt.name, err, tt.ok)
+		}
+	}
+}
+
+// metricsOf parses a /metrics exposition.
+func metricsOf(t *testing.T, text string) *testbed.Metrics {
+	t.Helper()
+	m, err := testbed.ParseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestLedgerCost: two replicas' ledger calls and lease admissions, and
+// Redis's INFO, before and after a window of 1,000 admissions (and 10
+// denials).
+func TestLedgerCost(t *testing.T) {
+	info := func(evalsha, eval int64, cpu time.Duration) *redisproc.Info {
+		text := fmt.Sprintf("used_cpu_sys:0\nused_cpu_user:%f\ncmdstat_evalsha:calls=%d,usec=%d\ncmdstat_eval:calls=%d,usec=%d\n"+
+			"cmdstat_info:calls=9,usec=1\n", cpu.Seconds(), evalsha, 10*evalsha, eval, 10*eval)
+		i, err := redisproc.ParseInfo(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &i
+	}
+	replica := func(lease, release, timeouts, leased float64) *testbed.Metrics {
+		return metricsOf(t, fmt.Sprintf(`bulkhead_ledger_calls_total{op="lease",result="ok"} %g
+bulkhead_ledger_calls_total{op="release",result="ok"} %g
+bulkhead_ledger_calls_total{op="release",result="timeout"} %g
+bulkhead_ledger_lease_admitted_total{dependency="a"} %g
+bulkhead_ledger_lease_admitted_total{dependency="b"} 7
+`, lease, release, timeouts, leased))
+	}
+	at := time.Unix(1000, 0)
+	before := reading{at: at, scrape: scrape{replica(100, 10, 0, 50), replica(100, 0, 1, 0)}, redis: info(300, 2, time.Second)}
+	after := reading{at: at.Add(20 * time.Second), scrape: scrape{replica(140, 30, 0, 550), replica(160, 10, 3, 450)},
+		redis: info(450, 2, 1010*time.Millisecond)}
+	c := ledgerCost(before, after, 1000, 1010)
+	if c == nil {
+		t.Fatal("ledgerCost = nil")
+	}
+	// lease: 40 + 60, release: 20 + 10 + 2 timeouts.
+	want := map[string]float64{"lease": 0.1, "release": 0.032}
+	if !maps.Equal(c.Calls, want) || !near(c.CallsPerAdmitted, 0.132) || c.Failed != 2 {
+		t.Errorf("calls %v (%g in all), failed %g; want %v (0.132), 2", c.Calls, c.CallsPerAdmitted, c.Failed, want)
+	}
+	if !near(c.ScriptsPerAdmitted, 0.15) || !near(c.ScriptUsPerAdmitted, 1.5) || !near(c.RedisCPUPerAdmitted, 10) || !near(c.RedisCPUPer1k, 10/1.01) || !near(c.FromLeases, 0.95) {
+		t.Errorf("scripts %g, Redis CPU %g us per admitted, %g ms per 1k, from leases %g; want 0.15, 10, 9.9, 0.95",
+			c.ScriptsPerAdmitted, c.RedisCPUPerAdmitted, c.RedisCPUPer1k, c.FromLeases)
+	}
+	if r := redisCPURate(before, after); !near(r, 0.5) {
+		t.Errorf("redisCPURate = %g ms/s, want 0.5", r)
+	}
+	if ledgerCost(reading{scrape: before.scrape}, reading{scrape: after.scrape}, 1000, 1000) != nil || ledgerCost(before, after, 0, 0) != nil {
+		t.Error("a cost without Redis's figures or without admissions")
+	}
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9*math.Max(1, math.Abs(b)) }
+
+// TestMarkdownLedgerTable: the shared ledger's table is written with a
+// shared ledger only.
+func TestMarkdownLedgerTable(t *testing.T) {
+	run := Result{Envoys: 100, Admitted: 20000, Checks: 20000, Ledger: &LedgerCost{Calls: map[string]float64{"lease": 0.01, "release": 0.5},
+		CallsPerAdmitted: 0.51, ScriptsPerAdmitted: 0.6, RedisCPUPerAdmitted: 12.5, RedisCPUPer1k: 12.5, FromLeases: 1}}
+	tests := []struct {
+		plan Plan
+		want []string
+		not  []string
+	}{
+		{Plan{Ledger: LedgerMemory, Replicas: 1, Limited: true}, []string{"every fourth limited to 4", "one daemon on the in-memory ledger"},
+			[]string{"The shared ledger"}},
+		{Plan{Ledger: LedgerLeases, Replicas: 2, Spread: SpreadRequest}, []string{"none limited", "2 daemon replicas on the Redis ledger with capacity leases",
+			"| 100 | 20000 | 0.5100 | release 0.5000, lease 0.0100 | 0 | 0.6000 | 0.00 us | 12.50 us | 12.50 ms | 0.00 ms/s | 100.0% |"}, nil},
+	}
+	for _, tt := range tests {
+		r := &Results{Plan: tt.plan, Runs: []Result{run}}
+		var b strings.Builder
+		r.Markdown(&b)
+		for _, s := range tt.want {
+			if !strings.Contains(b.String(), s) {
+				t.Errorf("%s: no %q in\n%s", tt.plan.Ledger, s, b.String())
+			}
+		}
+		for _, s := range tt.not {
+			if strings.Contains(b.String(), s) {
+				t.Errorf("%s: %q in\n%s", tt.plan.Ledger, s, b.String())
+			}
+		}
+	}
+}

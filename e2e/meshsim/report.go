@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strings"
 	"time"
 )
@@ -11,9 +12,13 @@ import (
 // Markdown writes the results as the tables of docs/performance.md.
 func (r *Results) Markdown(w io.Writer) {
 	p := r.Plan
+	limited := "every fourth limited to 4"
+	if !p.Limited {
+		limited = "none limited"
+	}
 	fmt.Fprintf(w, "Run of %s (load average at the start %s): %d workers per Envoy, %.0f Checks/s in all, "+
-		"%d bulkheads (every fourth limited to 4), %d tenants, %v warm-up then a %v window per N.\n\n",
-		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Load, p.Workers, p.Rate, p.Bulkheads, p.Tenants, p.Warmup, p.Window)
+		"%d bulkheads (%s), %d tenants, %v warm-up then a %v window per N; %s.\n\n",
+		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Load, p.Workers, p.Rate, p.Bulkheads, limited, p.Tenants, p.Warmup, p.Window, p.daemons())
 	fmt.Fprintln(w, "| Envoys | connections | access-log streams | daemon RSS | RSS above idle per Envoy | goroutines | goroutines per stream | Check p50 / p99 | release lag p99 | daemon CPU per request | daemon CPU | cap held |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, x := range r.Runs {
@@ -25,6 +30,9 @@ func (r *Results) Markdown(w io.Writer) {
 		fmt.Fprintf(w, "| %d | %d | %.0f | %.1f MiB | %.1f KiB | %.0f | %.2f | %.2f / %.2f ms | %.2f ms | %.0f us | %.2f cores | %s |\n",
 			x.Envoys, x.Connections, x.Streams, mib(x.RSS), x.RSSPerEnvoy()/1024, x.Goroutines, x.GoroutinesPerStream(),
 			x.CheckP50, x.CheckP99, x.LagP99, x.CPUPerRequest, x.CPUShare, caps)
+	}
+	if p.Ledger.shared() {
+		ledgerTable(w, r.Runs)
 	}
 	if len(r.Runs) >= 2 {
 		a, b := r.Runs[0], r.Runs[len(r.Runs)-1]
@@ -75,6 +83,60 @@ func (r *Results) Markdown(w io.Writer) {
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "\n%s\n", n)
 	}
+}
+
+// daemons says what served the run: the ledger, the replicas and how the
+// Envoys spread over them.
+func (p Plan) daemons() string {
+	ledger := map[Ledger]string{LedgerRedis: "the Redis ledger (fail_closed)",
+		LedgerLeases: "the Redis ledger with capacity leases (fail_closed)"}[p.Ledger]
+	if ledger == "" {
+		return "one daemon on the in-memory ledger"
+	}
+	if p.Replicas <= 1 {
+		return "one daemon on " + ledger + ", on a redis-server of the run's own"
+	}
+	return fmt.Sprintf("%d daemon replicas on %s, on a redis-server of the run's own, each Envoy spread over them by %s "+
+		"(the daemon figures are the replicas' sums)", p.Replicas, ledger, p.Spread)
+}
+
+// ledgerTable writes the shared ledger's cost per N: the daemons' calls to
+// Redis by operation, the scripts Redis ran and its CPU.
+func ledgerTable(w io.Writer, runs []Result) {
+	fmt.Fprintln(w, "\nThe shared ledger in the window (every replica; Redis's figures from its INFO; Redis CPU idle: while the daemons "+
+		"ran before the load, per second):")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| Envoys | admitted | Redis calls per admitted request | by operation | failed calls | Redis scripts per admitted request | Redis time in scripts per admitted request | Redis CPU per admitted request | Redis CPU per 1,000 requests | Redis CPU idle | admitted from leases |")
+	fmt.Fprintln(w, "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, x := range runs {
+		l := x.Ledger
+		if l == nil {
+			fmt.Fprintf(w, "| %d | %d | - | - | - | - | - | - | - | - | - |\n", x.Envoys, x.Admitted)
+			continue
+		}
+		fmt.Fprintf(w, "| %d | %d | %.4f | %s | %.0f | %.4f | %.2f us | %.2f us | %.2f ms | %.2f ms/s | %.1f%% |\n", x.Envoys, x.Admitted,
+			l.CallsPerAdmitted, byOp(l.Calls), l.Failed, l.ScriptsPerAdmitted, l.ScriptUsPerAdmitted, l.RedisCPUPerAdmitted, l.RedisCPUPer1k,
+			l.RedisIdleCPU, 100*l.FromLeases)
+	}
+}
+
+// byOp lists per-operation figures, largest first: "release 0.51, lease 0.10".
+func byOp(calls map[string]float64) string {
+	ops := make([]string, 0, len(calls))
+	for op := range calls {
+		ops = append(ops, op)
+	}
+	sort.Slice(ops, func(i, j int) bool {
+		return calls[ops[i]] > calls[ops[j]] || calls[ops[i]] == calls[ops[j]] && ops[i] < ops[j]
+	})
+	parts := make([]string, 0, len(ops))
+	for _, op := range ops {
+		parts = append(parts, fmt.Sprintf("%s %.4f", op, calls[op]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func steadySamples(s *Steady) string {

@@ -32,16 +32,25 @@ type Plan struct {
 	Ping time.Duration `json:"ping_ns"`
 	// RecoveryWindow is the daemon's leases.recovery_window (its default).
 	RecoveryWindow time.Duration `json:"recovery_window_ns"`
+	// Limited: every fourth bulkhead has a limit of 4; else none has a
+	// limit the load reaches.
+	Limited bool `json:"limited"`
+	// Ledger is the daemons' ledger; Replicas the daemons behind the
+	// Envoys' one bulkhead cluster, which the Envoys Spread over.
+	Ledger   Ledger `json:"ledger"`
+	Replicas int    `json:"replicas"`
+	Spread   Spread `json:"spread"`
 }
 
-// Routes are the plan's bulkheads: every fourth has a limit of 4 (its
-// cap is checked), the others none the load reaches (tenant compartments
-// when there are tenants); and "warmup", the priming requests' own.
+// Routes are the plan's bulkheads: with Limited, every fourth has a limit
+// of 4 (its cap is checked); the others none the load reaches (tenant
+// compartments when there are tenants). The priming requests' bulkhead,
+// "warmup", is not among them.
 func (p Plan) Routes() []Route {
 	var rs []Route
 	for i := range p.Bulkheads {
 		r := Route{Bulkhead: fmt.Sprintf("bh-%03d", i)}
-		if i%4 == 0 {
+		if p.Limited && i%4 == 0 {
 			r.Limit = 4
 		}
 		rs = append(rs, r)
@@ -82,6 +91,8 @@ type Result struct {
 	Pings          int64     `json:"pings"`
 	Caps           CapReport `json:"caps"`
 	EntriesDropped int64     `json:"entries_dropped"`
+	// Ledger is the shared ledger's cost in the window (nil in memory).
+	Ledger *LedgerCost `json:"ledger,omitempty"`
 }
 
 // RSSPerEnvoy is the daemon's resident memory above its idle figure, per
@@ -148,42 +159,43 @@ type series struct {
 	plan Plan
 }
 
-func (s *series) config(grpcAddr string) string {
-	return DaemonConfig(grpcAddr, append(s.plan.Routes(), Route{Bulkhead: warmupBulkhead}), s.plan.Tenants > 0)
+func (s *series) config(grpcAddr, ledger string) string {
+	return DaemonConfig(grpcAddr, append(s.plan.Routes(), Route{Bulkhead: warmupBulkhead}), s.plan.Tenants > 0, ledger)
 }
 
-func (s *series) meshConfig(target string, n int) Config {
-	return Config{Target: target, Envoys: n, Workers: s.plan.Workers, Routes: s.plan.Routes(), Tenants: s.plan.Tenants,
-		Priorities: []string{"", "", "critical", "best_effort"}, Seed: uint64(n), Ping: s.plan.Ping}
+// cluster starts the plan's daemons for the run name (and their Redis).
+func (s *series) cluster(ctx context.Context, name string) (*cluster, error) {
+	return startCluster(ctx, s.bin, s.dir, name, max(1, s.plan.Replicas), s.plan.Ledger, s.config)
 }
 
-// runN measures the daemon with n Envoys; with storm, the reconnect storm
-// follows the window.
+func (s *series) meshConfig(targets []string, n int) Config {
+	return Config{Targets: targets, Spread: s.plan.Spread, Envoys: n, Workers: s.plan.Workers, Routes: s.plan.Routes(),
+		Tenants: s.plan.Tenants, Priorities: []string{"", "", "critical", "best_effort"}, Seed: uint64(n), Ping: s.plan.Ping}
+}
+
+// runN measures the daemons with n Envoys; with storm, the reconnect storm
+// follows the window (one replica only).
 func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, error) {
 	res := Result{Envoys: n}
-	addr, err := FreePort()
+	c, err := s.cluster(ctx, fmt.Sprintf("n%d", n))
 	if err != nil {
 		return res, nil, err
 	}
-	d, err := StartDaemon(ctx, s.bin, s.dir, s.config(addr))
+	defer c.stop()
+	started, err := c.read(ctx)
 	if err != nil {
 		return res, nil, err
 	}
-	defer d.Stop()
 	if err := sleep(ctx, s.plan.RecoveryWindow+time.Second); err != nil {
 		return res, nil, err
 	}
-	idle, err := d.Usage()
+	idle, err := c.read(ctx)
 	if err != nil {
 		return res, nil, err
 	}
-	im, err := d.Metrics(ctx)
-	if err != nil {
-		return res, nil, err
-	}
-	res.IdleRSS, res.IdleGoroutines = idle.RSS, value(im, "go_goroutines")
+	res.IdleRSS, res.IdleGoroutines = idle.usage.RSS, idle.scrape.value("go_goroutines")
 
-	m, err := New(s.meshConfig(d.GRPC, n))
+	m, err := New(s.meshConfig(c.targets(), n))
 	if err != nil {
 		return res, nil, err
 	}
@@ -203,26 +215,17 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	m.Run(ctx, streamCtx, s.plan.Rate, s.plan.Warmup)
 
 	_ = m.Stats.TakeCheckLatencies()
-	before, err := d.Usage()
-	if err != nil {
-		return res, nil, err
-	}
-	bm, err := d.Metrics(ctx)
+	before, err := c.read(ctx)
 	if err != nil {
 		return res, nil, err
 	}
 	ok0, den0, err0, shed0, pings0 := m.Stats.ChecksOK.Load(), m.Stats.Denied.Load(), m.Stats.Errored.Load(), m.Stats.Shed.Load(), m.Pings()
-	w0 := time.Now()
 	m.Run(ctx, streamCtx, s.plan.Rate, s.plan.Window)
-	wall := time.Since(w0)
-	after, err := d.Usage()
+	after, err := c.read(ctx)
 	if err != nil {
 		return res, nil, err
 	}
-	am, err := d.Metrics(ctx)
-	if err != nil {
-		return res, nil, err
-	}
+	wall := after.at.Sub(before.at)
 	lat := m.Stats.TakeCheckLatencies()
 	res.Admitted = m.Stats.ChecksOK.Load() - ok0
 	res.Checks = res.Admitted + m.Stats.Denied.Load() - den0
@@ -231,30 +234,39 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	res.Pings = m.Pings() - pings0
 	res.CheckP50 = ms(quantile(lat, 0.50))
 	res.CheckP99 = ms(quantile(lat, 0.99))
-	lag, lags := histogramOf(am, "bulkhead_permit_release_lag_seconds").quantileSince(histogramOf(bm, "bulkhead_permit_release_lag_seconds"), 0.99)
+	const lagName = "bulkhead_permit_release_lag_seconds"
+	lag, lags := after.scrape.histogram(lagName).quantileSince(before.scrape.histogram(lagName), 0.99)
 	res.LagP99, res.Lags = lag*1000, lags
+	cpu := after.usage.CPU - before.usage.CPU
 	if res.Checks > 0 {
-		res.CPUPerRequest = float64((after.CPU - before.CPU).Microseconds()) / float64(res.Checks)
+		res.CPUPerRequest = float64(cpu.Microseconds()) / float64(res.Checks)
 	}
-	res.CPUShare = (after.CPU - before.CPU).Seconds() / wall.Seconds()
-	res.RSS, res.Goroutines = after.RSS, value(am, "go_goroutines")
-	res.HeapInuse = value(am, "go_memstats_heap_inuse_bytes")
-	res.StackInuse = value(am, "go_memstats_stack_inuse_bytes")
-	res.NextGC = value(am, "go_memstats_next_gc_bytes")
-	res.StackInuse = value(am, "go_memstats_stack_inuse_bytes")
-	res.NextGC = value(am, "go_memstats_next_gc_bytes")
-	res.Streams = value(am, "bulkhead_access_log_streams")
+	res.CPUShare = cpu.Seconds() / wall.Seconds()
+	am := after.scrape
+	res.RSS, res.Goroutines = after.usage.RSS, am.value("go_goroutines")
+	res.HeapInuse = am.value("go_memstats_heap_inuse_bytes")
+	res.StackInuse = am.value("go_memstats_stack_inuse_bytes")
+	res.NextGC = am.value("go_memstats_next_gc_bytes")
+	res.Streams = am.value("bulkhead_access_log_streams")
 	res.Caps = m.Caps.Report()
 	res.EntriesDropped = m.Stats.EntriesDropped.Load()
+	if res.Ledger = ledgerCost(before, after, res.Admitted, res.Checks); res.Ledger != nil {
+		res.Ledger.RedisIdleCPU = redisCPURate(started, idle)
+	}
 	s.log.Info("measured", "envoys", n, "rss_mib", res.RSS>>20, "goroutines", res.Goroutines, "streams", res.Streams,
 		"check_p99_ms", res.CheckP99, "lag_p99_ms", res.LagP99, "cpu_us", res.CPUPerRequest, "checks", res.Checks)
+	if l := res.Ledger; l != nil {
+		s.log.Info("ledger", "envoys", n, "calls_per_admitted", l.CallsPerAdmitted, "by_op", l.Calls, "failed", l.Failed,
+			"scripts_per_admitted", l.ScriptsPerAdmitted, "script_us_per_admitted", l.ScriptUsPerAdmitted, "redis_cpu_us_per_admitted", l.RedisCPUPerAdmitted,
+			"redis_cpu_ms_per_1k", l.RedisCPUPer1k, "from_leases", l.FromLeases, "redis_idle_cpu_ms_per_s", l.RedisIdleCPU)
+	}
 	var st *Storm
 	if storm {
-		if st, err = s.storm(ctx, streamCtx, d, m); err != nil {
+		if st, err = s.storm(ctx, streamCtx, c.daemons[0], m); err != nil {
 			return res, nil, err
 		}
 	}
-	if res.ByCreator, err = d.DumpGoroutines(); err != nil {
+	if res.ByCreator, err = c.dumpGoroutines(); err != nil {
 		return res, st, err
 	}
 	return res, st, nil
@@ -375,16 +387,12 @@ func (s *series) storm(ctx, streamCtx context.Context, d *Daemon, m *Mesh) (*Sto
 // steady runs the load at n Envoys for d, sampling the daemon each minute
 // (or 5 times, if shorter).
 func (s *series) steady(ctx context.Context, n int, d time.Duration) (*Steady, error) {
-	addr, err := FreePort()
+	c, err := s.cluster(ctx, "steady")
 	if err != nil {
 		return nil, err
 	}
-	dm, err := StartDaemon(ctx, s.bin, s.dir, s.config(addr))
-	if err != nil {
-		return nil, err
-	}
-	defer dm.Stop()
-	m, err := New(s.meshConfig(dm.GRPC, n))
+	defer c.stop()
+	m, err := New(s.meshConfig(c.targets(), n))
 	if err != nil {
 		return nil, err
 	}
@@ -399,19 +407,15 @@ func (s *series) steady(ctx context.Context, n int, d time.Duration) (*Steady, e
 	out := &Steady{Envoys: n}
 	start := time.Now()
 	for el := time.Duration(0); el <= d; el = time.Since(start) {
-		u, err := dm.Usage()
-		if err != nil {
-			return nil, err
-		}
-		mm, err := dm.Metrics(ctx)
+		r, err := c.read(ctx)
 		if err != nil {
 			return nil, err
 		}
 		out.Minutes = append(out.Minutes, el.Minutes())
-		out.RSS = append(out.RSS, u.RSS)
-		out.Heap = append(out.Heap, value(mm, "go_memstats_heap_inuse_bytes"))
-		out.Gor = append(out.Gor, value(mm, "go_goroutines"))
-		s.log.Info("steady", "minutes", el.Minutes(), "rss_mib", u.RSS>>20, "goroutines", value(mm, "go_goroutines"))
+		out.RSS = append(out.RSS, r.usage.RSS)
+		out.Heap = append(out.Heap, r.scrape.value("go_memstats_heap_inuse_bytes"))
+		out.Gor = append(out.Gor, r.scrape.value("go_goroutines"))
+		s.log.Info("steady", "minutes", el.Minutes(), "rss_mib", r.usage.RSS>>20, "goroutines", r.scrape.value("go_goroutines"))
 		if el >= d {
 			break
 		}

@@ -5,6 +5,7 @@
 //	go run ./e2e/meshsim/cmd/meshsim [flags]            # the table and the plot
 //	go run ./e2e/meshsim/cmd/meshsim capture -out DIR   # record a real Envoy's messages
 //	go run ./e2e/meshsim/cmd/meshsim calibrate          # CPU per request: simulator vs real Envoy
+//	go run ./e2e/meshsim/cmd/meshsim -ledger leases -replicas 2 -storm=false -tenants 0 -limited=false  # on Redis (meshsim doc)
 package main
 
 import (
