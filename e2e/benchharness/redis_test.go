@@ -97,10 +97,10 @@ func TestLedgerCostLeases(t *testing.T) {
 	// calls; Redis ran 14 scripts (8 the ticks').
 	before := reading{at: at, replicas: []*testbed.Metrics{
 		ledgerMetrics(t, map[string]float64{"acquire": 10, "release": 10, "state": 5, "replicas": 5, "lease": 6}, 0),
-	}, redis: &redisReading{calls: map[string]int64{"evalsha": 36}, usec: map[string]int64{}, cpu: time.Second}}
+	}, redis: &redisproc.Info{Calls: map[string]int64{"evalsha": 36}, Usec: map[string]int64{}, CPU: time.Second}}
 	after := reading{at: at.Add(2 * time.Second), replicas: []*testbed.Metrics{
 		ledgerMetrics(t, map[string]float64{"acquire": 13, "release": 13, "state": 7, "replicas": 7, "lease": 10}, 0),
-	}, redis: &redisReading{calls: map[string]int64{"evalsha": 50}, usec: map[string]int64{}, cpu: 1010 * time.Millisecond}}
+	}, redis: &redisproc.Info{Calls: map[string]int64{"evalsha": 50}, Usec: map[string]int64{}, CPU: 1010 * time.Millisecond}}
 	before.ledger, after.ledger = sumLedgerCalls(before.replicas), sumLedgerCalls(after.replicas)
 	c := ledgerCost(1, before, after, 10000)
 	if c == nil {
