@@ -52,15 +52,19 @@ func (c *Capacity) round(ctx context.Context, reg *bulkhead.Registry) {
 		}
 		s := lim.Settings()
 		leaving := reg.Tenants(name) != nil || s.DryRun
+		// The peak since the last round, taken once: a second pass reports
+		// the same demand (the peak of its few milliseconds would shrink
+		// the lease it just grew).
+		peak := c.takePeak(name)
 		for range maxPasses {
-			if !c.renew(ctx, name, s, leaving) {
+			if !c.renew(ctx, name, s, leaving, peak) {
 				break
 			}
 		}
 	}
 	c.held.Range(func(k, _ any) bool {
 		if name := k.(string); reg.Get(name) == nil {
-			c.renew(ctx, name, c.want[name], true)
+			c.renew(ctx, name, c.want[name], true, c.takePeak(name))
 		}
 		return true
 	})
@@ -77,16 +81,17 @@ func (c *Capacity) giveBack(reg *bulkhead.Registry) {
 		if lim := reg.Get(name); lim != nil {
 			s = lim.Settings()
 		}
-		c.renew(ctx, name, s, true)
+		c.renew(ctx, name, s, true, c.takePeak(name))
 		return true
 	})
 }
 
 // renew makes one call of the lease script for bulkhead name (settings s;
-// leaving: target 0) and applies the answer; it reports whether a second
+// leaving: target 0; peak: the most in use since the round before) and
+// applies the answer; it reports whether a second
 // call would give something back now (a shrink's second step, or a lost
 // lease's new epoch).
-func (c *Capacity) renew(ctx context.Context, name string, s bulkhead.Settings, leaving bool) bool {
+func (c *Capacity) renew(ctx context.Context, name string, s bulkhead.Settings, leaving bool, peak int) bool {
 	ls := c.lease(name)
 	if ls.epoch == 0 {
 		ls.epoch = 1
@@ -96,7 +101,8 @@ func (c *Capacity) renew(ctx context.Context, name string, s bulkhead.Settings, 
 		// idle part of the lease goes back in this very call.
 		c.setLocal(name, c.inUse(name), s)
 	}
-	size, used, peak := c.localState(name)
+	size, used := c.localState(name)
+	peak = max(peak, used)
 	need := max(size, used)
 	ls.seq++
 	sent := c.clock.Now()
@@ -185,18 +191,26 @@ func (c *Capacity) setLocal(name string, k int, s bulkhead.Settings) {
 }
 
 // localState returns the local limiter of bulkhead name's limit (0 while
-// paused or absent), its permits in use, and its peak since the last call.
-func (c *Capacity) localState(name string) (size, used, peak int) {
+// paused or absent) and its permits in use.
+func (c *Capacity) localState(name string) (size, used int) {
 	lim := c.local.Get(name)
 	if lim == nil {
-		return 0, 0, 0
+		return 0, 0
 	}
 	snap := lim.Snapshot()
-	peak = lim.TakePeak()
 	if !snap.Paused {
 		size = snap.Settings.MaxConcurrent
 	}
-	return size, snap.InUse, peak
+	return size, snap.InUse
+}
+
+// takePeak returns the most permits the local limiter of bulkhead name had
+// in use since it was last asked.
+func (c *Capacity) takePeak(name string) int {
+	if lim := c.local.Get(name); lim != nil {
+		return lim.TakePeak()
+	}
+	return 0
 }
 
 // smallestLease is the smallest lease a limiter with settings s can use:

@@ -64,6 +64,9 @@ elseif queued == 0 and now >= num(st[5]) and inreq + 2 * wanted <= limit then
   local n = redis.call('HLEN', CL)
   if not cur then n = n + 1 end
   target = 2 * want + math.floor((limit - inreq - 2 * wanted) / (2 * n))
+  -- Far from the limit a lease does not shrink by less than half: a
+  -- demand that wavers costs no give-back call.
+  if old.target > target and old.target <= 2 * target then target = old.target end
 else
   -- Near the limit: what the replica used; the rest is decided per
   -- request, in the global queue. With waiters (or while the bulkhead
