@@ -10,7 +10,7 @@ ENVOY         := $(VENV)/bin/envoy
 # Absolute, so tests and the demo find it whatever their working directory.
 ENVOY_BIN     := $(abspath $(ENVOY))
 
-.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet lint unit fuzz e2e soak chaos demo bench clean meshsim
+.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet lint unit fuzz e2e soak chaos demo bench clean meshsim platforms-test
 
 all: build
 
@@ -41,7 +41,7 @@ build:
 	$(GO) build -o bin/ ./cmd/...
 
 ## test: format check, vet, lint, unit tests, then the end-to-end tests against a real Envoy
-test: deps envoy helm release-tools-bg fmt-check vet lint proto-check unit fuzz e2e helm-test promtool-test release-check
+test: deps envoy helm release-tools-bg fmt-check vet lint proto-check unit fuzz e2e helm-test platforms-test promtool-test release-check
 # In `make test` a missing helm or Prometheus fails the tests that need them.
 test: export BULKHEAD_REQUIRE_HELM := 1
 test: export BULKHEAD_REQUIRE_PROMETHEUS := 1
@@ -52,9 +52,12 @@ fmt-check:
 	@unformatted="$$(find . -name '*.go' -not -path './.venv/*' -not -path './bin/*' -print0 | xargs -0 -r gofmt -l)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
+# deploy/platforms is a Go module of its own (see platforms-test): vet and lint it in its directory.
+PLATFORMS := deploy/platforms
 vet:
-	@echo "==> vet: go vet, e2e included (about 1 min the first time, seconds after)"
+	@echo "==> vet: go vet, e2e and $(PLATFORMS) included (about 1 min the first time, seconds after)"
 	$(GO) vet -tags e2e ./...
+	cd $(PLATFORMS) && $(GO) vet ./...
 
 ## lint: golangci-lint $(GOLANGCI_LINT_VERSION) with .golangci.yml (e2e/ included); built into .bin/ if missing (a few minutes)
 GOLANGCI_LINT_VERSION := v2.15.0
@@ -62,6 +65,7 @@ GOLANGCI_LINT         := .bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 lint: $(GOLANGCI_LINT)
 	@echo "==> lint: golangci-lint (about 1 min, less once cached)"
 	$(GOLANGCI_LINT) run ./...
+	cd $(PLATFORMS) && $(abspath $(GOLANGCI_LINT)) run ./...
 
 $(GOLANGCI_LINT):
 	@echo "==> lint: building golangci-lint $(GOLANGCI_LINT_VERSION) into .bin/ from source (first time only, about 5 min)"
@@ -135,6 +139,13 @@ $(HELM):
 helm-test: helm envoy
 	@echo "==> helm-test: the chart rendered and checked (about 30 s)"
 	BULKHEAD_REQUIRE_HELM=1 BULKHEAD_REQUIRE_ENVOY=1 HELM_BIN=$(HELM_BIN) ENVOY_BIN=$(ENVOY_BIN) $(GO) test -count=1 ./charts/...
+
+## platforms-test: the chart and the dashboard read by the platforms' own Go types, in deploy/platforms, a Go module
+##                 of its own so that their dependencies stay out of the daemon's go.mod: the Grafana dashboard
+##                 decoded strictly by grafana-foundation-sdk (about 40 s the first time, seconds after)
+platforms-test:
+	@echo "==> platforms-test: the dashboard against Grafana's schema types ($(PLATFORMS); about 40 s the first time, seconds after)"
+	cd $(PLATFORMS) && $(GO) test -count=1 ./...
 
 ## promtool-test: promtool check and unit tests of the alert rules; the compose Prometheus config
 promtool-test:
