@@ -52,12 +52,11 @@ fmt-check:
 	@unformatted="$$(find . -name '*.go' -not -path './.venv/*' -not -path './bin/*' -print0 | xargs -0 -r gofmt -l)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
-# deploy/platforms is a Go module of its own (see platforms-test): vet and lint it in its directory.
+# deploy/platforms is a Go module of its own, which ./... does not reach: make platforms-test vets, lints and tests it.
 PLATFORMS := deploy/platforms
 vet:
-	@echo "==> vet: go vet, e2e and $(PLATFORMS) included (about 1 min the first time, seconds after)"
+	@echo "==> vet: go vet, e2e included (about 1 min the first time, seconds after)"
 	$(GO) vet -tags e2e ./...
-	cd $(PLATFORMS) && $(GO) vet ./...
 
 ## lint: golangci-lint $(GOLANGCI_LINT_VERSION) with .golangci.yml (e2e/ included); built into .bin/ if missing (a few minutes)
 GOLANGCI_LINT_VERSION := v2.15.0
@@ -65,7 +64,6 @@ GOLANGCI_LINT         := .bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 lint: $(GOLANGCI_LINT)
 	@echo "==> lint: golangci-lint (about 1 min, less once cached)"
 	$(GOLANGCI_LINT) run ./...
-	cd $(PLATFORMS) && $(abspath $(GOLANGCI_LINT)) run ./...
 
 $(GOLANGCI_LINT):
 	@echo "==> lint: building golangci-lint $(GOLANGCI_LINT_VERSION) into .bin/ from source (first time only, about 5 min)"
@@ -140,12 +138,14 @@ helm-test: helm envoy
 	@echo "==> helm-test: the chart rendered and checked (about 30 s)"
 	BULKHEAD_REQUIRE_HELM=1 BULKHEAD_REQUIRE_ENVOY=1 HELM_BIN=$(HELM_BIN) ENVOY_BIN=$(ENVOY_BIN) $(GO) test -count=1 ./charts/...
 
-## platforms-test: the chart and the dashboard read by the platforms' own Go types, in deploy/platforms, a Go module
-##                 of its own so that their dependencies stay out of the daemon's go.mod: the Grafana dashboard
-##                 decoded strictly by grafana-foundation-sdk (about 40 s the first time, seconds after)
-platforms-test:
-	@echo "==> platforms-test: the dashboard against Grafana's schema types ($(PLATFORMS); about 40 s the first time, seconds after)"
-	cd $(PLATFORMS) && $(GO) test -count=1 ./...
+## platforms-test: the chart and the dashboard against the platforms' own Go types, in deploy/platforms, a Go module of
+##                 its own so that their dependencies stay out of the daemon's go.mod (vet and lint included): the
+##                 dashboard decoded strictly by grafana-foundation-sdk; the chart's Istio objects, its mesh config and
+##                 docs/istio.md's snippets by istio.io/client-go and istio.io/api
+platforms-test: helm $(GOLANGCI_LINT)
+	@echo "==> platforms-test: Grafana's and Istio's types ($(PLATFORMS); about 3 min the first time, seconds after)"
+	cd $(PLATFORMS) && $(GO) vet ./... && $(abspath $(GOLANGCI_LINT)) run ./...
+	cd $(PLATFORMS) && BULKHEAD_REQUIRE_HELM=1 HELM_BIN=$(HELM_BIN) $(GO) test -count=1 ./...
 
 ## promtool-test: promtool check and unit tests of the alert rules; the compose Prometheus config
 promtool-test:

@@ -27,7 +27,7 @@ func TestDashboardMatchesGrafanaSchema(t *testing.T) {
 	problems := dashboardProblems(readRepoFile(t, dashboardFile))
 	if len(problems) > 0 {
 		t.Fatalf("%s does not decode strictly with grafana-foundation-sdk %s (%d problems):\n  %s",
-			dashboardFile, moduleVersion(t, "github.com/grafana/grafana-foundation-sdk/go"),
+			dashboardFile, moduleVersion(t, "deploy/platforms/go.mod", "github.com/grafana/grafana-foundation-sdk/go"),
 			len(problems), strings.Join(problems, "\n  "))
 	}
 }

@@ -28,16 +28,19 @@ func readRepoFile(t testing.TB, rel string) []byte {
 	return b
 }
 
-// moduleVersion is the version of a module this module requires, from its
-// go.mod (a test binary's build information lists no dependencies).
-func moduleVersion(t testing.TB, path string) string {
+// moduleVersion is the version of a module that a go.mod of the
+// repository (rel) requires.
+func moduleVersion(t testing.TB, gomod, path string) string {
 	t.Helper()
-	for _, line := range strings.Split(string(readRepoFile(t, "deploy/platforms/go.mod")), "\n") {
+	for _, line := range strings.Split(string(readRepoFile(t, gomod)), "\n") {
 		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
 		if len(f) >= 2 && f[0] == path {
 			return f[1]
 		}
 	}
-	t.Fatalf("deploy/platforms/go.mod does not require %s", path)
+	t.Fatalf("%s does not require %s", gomod, path)
 	return ""
 }
+
+// kubeVersion is the Kubernetes release the chart is rendered for.
+func kubeVersion(testing.TB) string { return "v1.37.2" }
