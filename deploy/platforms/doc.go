@@ -12,6 +12,15 @@
 //     YAML snippet of docs/istio.md decode strictly with istio.io/client-go's
 //     types and istio.io/api's messages; the providers the objects name are
 //     in the mesh config.
+//   - Kubernetes: etcd and kube-apiserver (built from their Go modules by
+//     `make kube-server`, pinned by kubeserver/go.mod, a module of its own)
+//     run on loopback with a CA made for the test; the CRDs of the custom
+//     kinds the chart renders are installed from the modules that publish
+//     them; the chart is installed with helm (default, Redis ledger and
+//     Istio values), every object read back and compared with what helm
+//     sent, upgraded with a new limit and rolled back (the ConfigMap as
+//     the server stored it passing `bulkhead --check-config`), and
+//     uninstalled, leaving nothing. Only with BULKHEAD_REQUIRE_KUBE=1.
 //
 // The chart is rendered with a real helm (pinned, `make helm`), found in
 // $HELM_BIN, .bin/helm-* or PATH; without it those tests are skipped unless

@@ -42,5 +42,9 @@ func moduleVersion(t testing.TB, gomod, path string) string {
 	return ""
 }
 
-// kubeVersion is the Kubernetes release the chart is rendered for.
-func kubeVersion(testing.TB) string { return "v1.37.2" }
+// kubeVersion is the Kubernetes release the API server of the tests is
+// built from (make kube-server), and the one the chart is rendered for.
+func kubeVersion(t testing.TB) string {
+	t.Helper()
+	return moduleVersion(t, "deploy/platforms/kubeserver/go.mod", "k8s.io/kubernetes")
+}
