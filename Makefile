@@ -41,7 +41,7 @@ build:
 	$(GO) build -o bin/ ./cmd/...
 
 ## test: format check, vet, lint, unit tests, then the end-to-end tests against a real Envoy
-test: deps envoy helm release-tools-bg kube-server-bg fmt-check vet lint proto-check unit fuzz e2e helm-test platforms-test promtool-test release-check
+test: deps kube-server-bg envoy helm release-tools-bg fmt-check vet lint proto-check unit fuzz e2e helm-test platforms-test promtool-test release-check
 # In `make test` a missing helm, Prometheus or API server fails the tests that need them.
 test: export BULKHEAD_REQUIRE_HELM := 1
 test: export BULKHEAD_REQUIRE_KUBE := 1
