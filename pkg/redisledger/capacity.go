@@ -24,7 +24,7 @@ const (
 	// clock, twenty times the largest rate error NTP lets a clock have
 	// (500 ppm).
 	driftDivisor = 100
-	// renewGapDivisor bounds how often demand or a give-back can make the
+	// renewGapDivisor bounds how often a give-back or a recall can make the
 	// lease loop call Redis: at most each Tick/renewGapDivisor.
 	renewGapDivisor = 20
 	// maxPasses bounds the calls of one round for one bulkhead (a shrink is
@@ -235,11 +235,11 @@ func (c *Capacity) forwarded(ended bool, name, token string) {
 }
 
 // expiredUnlessKnown answers Expired for a permit whose lease expired here
-// and that Redis does not know either.
+// and that Redis does not know either (nor, forwarded, another holder).
 type expiredUnlessKnown struct{ done admission.Done }
 
 func (d expiredUnlessKnown) Done(l permit.Lease, r permit.Result) {
-	if r == permit.Unknown {
+	if r == permit.Unknown || r == permit.Forwarded {
 		r = permit.Expired
 	}
 	d.done.Done(l, r)
