@@ -77,7 +77,7 @@ unit: envoy
 	BULKHEAD_REQUIRE_ENVOY=1 ENVOY_BIN=$(ENVOY_BIN) $(GO) test -race -count=1 ./...
 
 e2e: envoy
-	@echo "==> e2e: end-to-end tests against a real Envoy and Prometheus, 60 s soak and a fault schedule included (about 9 min; quiet until done)"
+	@echo "==> e2e: end-to-end tests against a real Envoy and Prometheus, 60 s soak and a fault schedule included (about 10 min; quiet until done)"
 	BULKHEAD_REQUIRE_ENVOY=1 ENVOY_BIN=$(ENVOY_BIN) $(GO) test -race -count=1 -tags e2e -timeout 15m ./e2e/...
 
 ## fuzz: run each fuzz target for FUZZTIME (seeds: f.Add and testdata/fuzz/FuzzX/); a failure is kept in testdata
