@@ -88,9 +88,8 @@ func (c *Capacity) giveBack(reg *bulkhead.Registry) {
 
 // renew makes one call of the lease script for bulkhead name (settings s;
 // leaving: target 0; peak: the most in use since the round before) and
-// applies the answer; it reports whether a second
-// call would give something back now (a shrink's second step, or a lost
-// lease's new epoch).
+// applies the answer; it reports whether a second call would give
+// something back now (a shrink's second step, or a lost lease's new epoch).
 func (c *Capacity) renew(ctx context.Context, name string, s bulkhead.Settings, leaving bool, peak int) bool {
 	ls := c.lease(name)
 	if ls.epoch == 0 {
@@ -106,11 +105,14 @@ func (c *Capacity) renew(ctx context.Context, name string, s bulkhead.Settings, 
 	need := max(size, used)
 	ls.seq++
 	sent := c.clock.Now()
+	over := ls.overflow.Swap(0)
 	res, err := c.ledger.call(ctx, time.Time{}, admission.OpLease, c.ledger.sc.lease, c.ledger.keysOf(name),
-		c.ledger.cfg.Replica, ls.epoch, ls.seq, need, used, peak, ls.overflow.Swap(0), s.MaxConcurrent, ms(c.ttl),
+		c.ledger.cfg.Replica, ls.epoch, ls.seq, need, used, peak, over, s.MaxConcurrent, ms(c.ttl),
 		ms(c.ledger.cfg.Recovery), ms(c.ledger.cfg.adopt()), boolArg(leaving), smallestLease(s))
 	if err != nil {
-		// The lease stands until its end by this replica's clock (live).
+		// The lease stands until its end by this replica's clock (live);
+		// the demand goes with the next call.
+		ls.overflow.Add(over)
 		return false
 	}
 	a, _ := res.([]any)
