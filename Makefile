@@ -81,11 +81,11 @@ e2e: envoy
 	BULKHEAD_REQUIRE_ENVOY=1 ENVOY_BIN=$(ENVOY_BIN) $(GO) test -race -count=1 -tags e2e -timeout 15m ./e2e/...
 
 ## fuzz: run each fuzz target for FUZZTIME (seeds: f.Add and testdata/fuzz/FuzzX/); a failure is kept in testdata
-FUZZTIME     ?= 10s
+FUZZTIME     ?= 8s
 FUZZ_TARGETS := pkg/authz:FuzzCheck pkg/authz:FuzzRequestWire pkg/accesslog:FuzzAccessLog pkg/accesslog:FuzzMessageWire pkg/config:FuzzParse \
                 pkg/admin:FuzzPatchJSON pkg/bulkhead:FuzzModel pkg/permit:FuzzRelease
 fuzz:
-	@echo "==> fuzz: each of the $(words $(FUZZ_TARGETS)) fuzz targets for $(FUZZTIME) (about 80 s, plus compiling)"
+	@echo "==> fuzz: each of the $(words $(FUZZ_TARGETS)) fuzz targets for $(FUZZTIME) (about 65 s, plus compiling)"
 	@for target in $(FUZZ_TARGETS); do \
 		pkg="./$${target%%:*}"; fn="$${target##*:}"; \
 		echo "fuzz: $$fn in $$pkg for $(FUZZTIME)"; \
