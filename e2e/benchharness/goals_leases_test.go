@@ -38,13 +38,8 @@ func TestLeaseGoals(t *testing.T) {
 		r.Phases = append(r.Phases, mem, one, two)
 	}
 	r.evaluate()
-	goals := map[string]Goal{}
-	for _, g := range r.Goals {
-		goals[g.Name] = g
-	}
-	tests := []struct {
-		name, verdict, measured string
-	}{
+	goals := goalsByName(r)
+	checkGoals(t, goals, []goalCase{
 		// 6300 / 6500 = 0.97x: met; 4500 / 6500 = 0.69x: not.
 		{"Throughput with capacity leases, one replica, closed loop", "met", "0.97x (median 6300 [5900-6900] vs 6500 [6000-7000] req/s"},
 		{"Throughput with capacity leases, two replicas, closed loop", "NOT met", "0.69x"},
@@ -63,17 +58,7 @@ func TestLeaseGoals(t *testing.T) {
 		{"Daemon CPU per request with capacity leases, two replicas, 50% of the common maximum", "NOT met", "1.60x"},
 		{"Redis CPU per request with capacity leases, one replica, 50% of the common maximum", "met", "0.80 [0.80-0.80] us per request"},
 		{"Redis CPU per request with capacity leases, two replicas, 50% of the common maximum", "NOT met", "30.00 [30.00-30.00] us per request"},
-	}
-	for _, tt := range tests {
-		g, ok := goals[tt.name]
-		if !ok {
-			t.Errorf("no goal %q", tt.name)
-			continue
-		}
-		if v := g.verdictText("met", "NOT met"); v != tt.verdict || !strings.Contains(g.Measured, tt.measured) {
-			t.Errorf("%s: %s, %q; want %s, containing %q", tt.name, v, g.Measured, tt.verdict, tt.measured)
-		}
-	}
+	})
 	if g := goals["Redis calls per request with capacity leases, one replica, 50% of the common maximum"]; !strings.Contains(g.Measured,
 		"ticks apart: 1.50 [1.50-1.50] lease + 1.00 [1.00-1.00] state + 1.00 [1.00-1.00] replicas calls per second") {
 		t.Errorf("ticks: %q", g.Measured)

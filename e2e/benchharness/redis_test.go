@@ -152,13 +152,8 @@ func TestRedisGoals(t *testing.T) {
 		r.Phases = append(r.Phases, mem, one, two)
 	}
 	r.evaluate()
-	goals := map[string]Goal{}
-	for _, g := range r.Goals {
-		goals[g.Name] = g
-	}
-	tests := []struct {
-		name, verdict, measured string
-	}{
+	goals := goalsByName(r)
+	checkGoals(t, goals, []goalCase{
 		// 5400 / 6500 = 0.83x: met; 2500 / 6500 = 0.38x: not.
 		{"Throughput on the Redis ledger, one replica, closed loop", "met", "0.83x (median 5400 [5000-6000] vs 6500 [6000-7000] req/s"},
 		{"Throughput on the Redis ledger, two replicas, closed loop", "NOT met", "0.38x"},
@@ -168,17 +163,7 @@ func TestRedisGoals(t *testing.T) {
 		{"Added p99 over the in-memory bulkhead, one replica, 50% of the common maximum", "met", "+0.500 ms (p99 3.000 vs 2.500 ms"},
 		{"Added p99 over the in-memory bulkhead, two replicas, 50% of the common maximum", "NOT met", "+27.500 ms"},
 		{"Redis CPU per 1,000 requests, one replica", "reported", "110.0 [110.0-110.0] ms at 50% of the common maximum (INFO used_cpu_sys+user; threads' counters: 105.0"},
-	}
-	for _, tt := range tests {
-		g, ok := goals[tt.name]
-		if !ok {
-			t.Errorf("no goal %q", tt.name)
-			continue
-		}
-		if v := g.verdictText("met", "NOT met"); v != tt.verdict || !strings.Contains(g.Measured, tt.measured) {
-			t.Errorf("%s: %s, %q; want %s, containing %q", tt.name, v, g.Measured, tt.verdict, tt.measured)
-		}
-	}
+	})
 	if g := goals["Throughput on the Redis ledger, one replica, closed loop"]; !strings.Contains(g.Note, "(bulkhead-redis 19%, in-memory 15%)") {
 		t.Errorf("throughput note: %q", g.Note)
 	}
@@ -195,5 +180,32 @@ func TestRedisGoals(t *testing.T) {
 	// Without capacity leases, their columns are empty.
 	if want := "| bulkhead-redis | 1.0100 | 0.9900 | 0.0000 | - | 0 | 1.00 | 1.00 | - |"; !strings.Contains(b.String(), want) {
 		t.Errorf("results.md lacks %q:\n%s", want, b.String())
+	}
+}
+
+// goalCase is a goal's expected verdict ("met", "NOT met", "reported") and
+// a part of its measured text.
+type goalCase struct{ name, verdict, measured string }
+
+func goalsByName(r *Results) map[string]Goal {
+	goals := map[string]Goal{}
+	for _, g := range r.Goals {
+		goals[g.Name] = g
+	}
+	return goals
+}
+
+// checkGoals checks each case against the goal of its name.
+func checkGoals(t *testing.T, goals map[string]Goal, cases []goalCase) {
+	t.Helper()
+	for _, tt := range cases {
+		g, ok := goals[tt.name]
+		if !ok {
+			t.Errorf("no goal %q", tt.name)
+			continue
+		}
+		if v := g.verdictText("met", "NOT met"); v != tt.verdict || !strings.Contains(g.Measured, tt.measured) {
+			t.Errorf("%s: %s, %q; want %s, containing %q", tt.name, v, g.Measured, tt.verdict, tt.measured)
+		}
 	}
 }
