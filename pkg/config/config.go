@@ -9,6 +9,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/breaker"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 )
 
 // Config is the daemon's whole configuration. See the package doc for its
@@ -23,6 +24,7 @@ type Config struct {
 	Limits Limits
 	Admin  Admin
 	Ledger Ledger
+	Shares Shares
 	// Bulkheads maps each bulkhead name to its settings. It may be empty:
 	// then every request goes through Authz.Unmatched.
 	Bulkheads map[string]Bulkhead
@@ -138,6 +140,9 @@ type Bulkhead struct {
 	// Connections, when not nil, makes the bulkhead count TCP connections
 	// (Envoy's network ext_authz filter) instead of requests.
 	Connections *Connections
+	// Shares is how the bulkhead admits: strict permits (the default), or
+	// shares its Envoys' circuit breakers enforce (package shares).
+	Shares shares.Policy
 }
 
 // LogFormat selects the slog handler. The zero value is LogText.

@@ -23,7 +23,7 @@ func ValidName(name string) bool { return nameRE.MatchString(name) }
 
 // Field names of one bulkhead and of its reserve, in the order documented.
 var (
-	bulkheadFields = []string{"max_concurrent", "max_queue", "max_wait", "lease_ttl", "reserve", "enforce", "queue", "codel", "circuit_breaker", "tenant", "connections"}
+	bulkheadFields = []string{"max_concurrent", "max_queue", "max_wait", "lease_ttl", "reserve", "enforce", "queue", "codel", "circuit_breaker", "tenant", "connections", "shares"}
 	reserveFields  = []string{"critical", "normal"}
 	codelFields    = []string{"target", "interval"}
 	tenantFields   = []string{"max_concurrent", "max_queue", "max_wait"}
@@ -211,6 +211,8 @@ func (d *decoder) bulkhead(path string, raw any, defaultTTL time.Duration, prio 
 			tenant = v
 		case "connections":
 			b.Connections = d.connections(path, v, prio)
+		case "shares":
+			b.Shares = d.sharesSection(path, path[len("bulkheads."):], v)
 		default:
 			d.ps.add(key, unknownField(k, bulkheadFields), "")
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/authz"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 )
 
 // Defaults and bounds of the settings outside bulkheads that this package
@@ -142,6 +143,12 @@ var scalars = []scalar{
 		duration(func(c *Config) *time.Duration { return &c.Ledger.Redis.Timeout })},
 	{"ledger.redis.dial_timeout", DefaultRedisDialTimeout.String(), "", restartOnly,
 		duration(func(c *Config) *time.Duration { return &c.Ledger.Redis.DialTimeout })},
+
+	{"shares.ttl", shares.DefaultTTL.String(), "", restartOnly, duration(func(c *Config) *time.Duration { return &c.Shares.TTL })},
+	{"shares.max_request_duration", shares.DefaultMaxRequest.String(), "", restartOnly,
+		duration(func(c *Config) *time.Duration { return &c.Shares.MaxRequestDuration })},
+	{"shares.interval", shares.DefaultInterval.String(), "", restartOnly,
+		duration(func(c *Config) *time.Duration { return &c.Shares.Interval })},
 
 	{"admin.token_file", "", "", restartOnly, text(func(c *Config) *string { return &c.Admin.TokenFile })},
 	{"admin.tls.cert_file", "", "", restartOnly, text(func(c *Config) *string { return &c.Admin.TLS.CertFile })},

@@ -82,6 +82,7 @@ func TestRestartOnlyKeys(t *testing.T) {
 		"ledger.redis.password_file", "ledger.redis.cluster", "ledger.redis.db", "ledger.redis.capacity_leases", "ledger.redis.tls.enabled", "ledger.redis.tls.ca_file",
 		"ledger.redis.tls.cert_file", "ledger.redis.tls.key_file", "ledger.redis.tls.server_name",
 		"ledger.redis.key_prefix", "ledger.redis.timeout", "ledger.redis.dial_timeout",
+		"shares.ttl", "shares.max_request_duration", "shares.interval",
 		"admin.token_file", "admin.tls.cert_file", "admin.tls.key_file", "admin.tls.client_ca_file",
 	}
 	if !slices.Equal(got, want) {

@@ -85,6 +85,7 @@ func (d *decoder) validate(c *Config) {
 		}
 	}
 	d.connectionBulkheads(c)
+	d.sharesRules(c)
 	d.admin(c)
 }
 

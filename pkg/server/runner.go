@@ -37,6 +37,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/replication"
+	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
 	"github.com/bulkhead-mesh/bulkhead/pkg/wire"
 )
@@ -78,6 +79,7 @@ type Runner struct {
 	adminTLS *creds.TLS // nil without admin.tls
 	als      *accesslog.Server
 	memory   *admission.Memory    // nil with ledger.backend redis
+	shares   *shares.Manager
 	replica  *replication.Replica // nil with ledger.backend memory
 	gate     *replication.Gate    // nil with ledger.backend memory
 	health   *health.Server
@@ -165,7 +167,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		}
 		backend = r.replica.Backend()
 	} else {
-		r.memory = admission.NewMemory(r.Registry, r.Ledger, hb, admission.WithRecovery(cfg.Leases.RecoveryWindow, func(paused bool) {
+		r.memory = admission.NewMemory(r.Registry, r.Ledger, hb, admission.WithRecovery(r.recoveryWindow(), func(paused bool) {
 			r.Registry.SetPaused(paused)
 			m.AdmissionsPaused(paused)
 		}))
@@ -179,6 +181,10 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		return nil, err
 	}
 	r.authz = authz.New(r.Registry, backend, m, authz.DefaultPolicy(), azOpts...)
+	r.shares = shares.New(cfg.Shares.Settings(), r.Registry, clock.Real{}, log.With("component", "shares"))
+	if err := metrics.RegisterShares(r.promReg, r.shares); err != nil {
+		return nil, err
+	}
 	ctlOpts := []control.Option{control.WithOutcomes(r.sizing), control.WithBreakers(breakers), control.WithSizing(r.sizing)}
 	r.sampler = sizing.LimiterSampler(r.Registry)
 	if r.replica != nil {
@@ -214,8 +220,22 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	}
 	m.SetKinds(cfg.Kinds())
 	m.Reload(true)
+	r.shares.Apply(cfg.Policies())
 	r.als = accesslog.New(backend, m, log, alsOpts...)
 	return r, nil
+}
+
+// recoveryWindow is how long a starting daemon pauses admissions: the
+// configured window, and with shares at least as long as an Envoy may run
+// with a share handed out before the start (its layer's TTL and its
+// requests' timeout): an Envoy that reconnects says what it holds, one
+// that does not may hold it that long.
+func (r *Runner) recoveryWindow() time.Duration {
+	w := r.cfg.Leases.RecoveryWindow
+	if w > 0 && r.cfg.SharesOn() {
+		w = max(w, r.cfg.Shares.Settings().Tail())
+	}
+	return w
 }
 
 // Run serves until ctx ends, then shuts down gracefully. It returns an
@@ -267,6 +287,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	gs := grpc.NewServer(gopts...)
 	authz.Register(gs, r.authz)
 	accesslog.Register(gs, r.als)
+	shares.Register(gs, r.shares)
 	hs := r.health
 	healthpb.RegisterHealthServer(gs, hs)
 
@@ -299,6 +320,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		})
 	}
 	background.Go(func() error { return r.sizing.Run(sweepCtx, r.sampler, sizing.SampleEvery) })
+	background.Go(func() error { return r.shares.Run(sweepCtx) })
 	if r.watchPath != "" {
 		background.Go(func() error {
 			if err := config.Watch(sweepCtx, r.watchPath, r.watchFlags, r.reload); err != nil {
@@ -426,6 +448,7 @@ func (r *Runner) reload(cfg *config.Config, err error) {
 	}
 	r.Metrics.SetKinds(cfg.Kinds())
 	r.Metrics.Reload(true)
+	r.shares.Apply(cfg.Policies())
 }
 
 // ledgerInfo is what the admin API says of the permit ledger.

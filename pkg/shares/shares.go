@@ -1,0 +1,423 @@
+package shares
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
+)
+
+// Mode says how a bulkhead admits.
+type Mode uint8
+
+// The modes.
+const (
+	// Strict admits every request with an ext_authz permit (no share).
+	Strict Mode = iota
+	// Shares admits within each Envoy's share, always.
+	Shares
+	// Auto hands out shares far from the limit and switches to strict
+	// permits near it (SwitchToStrict, SwitchToShares).
+	Auto
+)
+
+var modeNames = [...]string{"strict", "shares", "auto"}
+
+// String returns the mode's configuration name.
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// ParseMode maps "strict", "shares" or "auto" to its mode.
+func ParseMode(s string) (Mode, error) {
+	for i, n := range modeNames {
+		if s == n {
+			return Mode(i), nil
+		}
+	}
+	return Strict, fmt.Errorf("mode %q (want strict, shares or auto)", s)
+}
+
+// The thresholds of mode auto, as fractions of the bulkhead's limit: it
+// switches to strict when demand (the requests its Envoys report in
+// flight, plus its strict permits) reaches SwitchToStrict, and back to
+// shares when demand has stayed at or below SwitchToShares for
+// CalmRounds rounds. Far from the limit a share holds its Envoy's demand
+// plus an equal part of half the slack; at 60% of the limit that part is
+// 20% of the limit over the Envoys, still well above a round's growth of
+// demand, and the gap to 40% keeps a load that hovers near one threshold
+// from flapping.
+const (
+	SwitchToStrict = 0.6
+	SwitchToShares = 0.4
+	CalmRounds     = 3
+)
+
+// Policy is one bulkhead's shares configuration.
+type Policy struct {
+	Mode Mode
+	// Cluster is the Envoy cluster of the bulkhead's share route: its
+	// circuit breaker is the share.
+	Cluster string
+}
+
+// Settings are the shares settings common to every bulkhead.
+type Settings struct {
+	// TTL is the runtime layer's TTL at the Envoy: hearing nothing for this
+	// long, it drops its shares and runs strict. Heartbeats go every TTL/3.
+	TTL time.Duration
+	// MaxRequest bounds how long a request admitted under a share runs: the
+	// share route's timeout in Envoy. A share outlives its Envoy's layer by
+	// this much.
+	MaxRequest time.Duration
+	// Interval is how often shares follow demand, and the Envoys' load
+	// report interval.
+	Interval time.Duration
+	// Layer is the name of the RTDS resource (the Envoy's rtds_layer name).
+	Layer string
+}
+
+// Defaults of Settings.
+const (
+	DefaultTTL        = 3 * time.Second
+	DefaultMaxRequest = 5 * time.Second
+	DefaultInterval   = time.Second
+	DefaultLayer      = "bulkhead"
+)
+
+// driftMargin is the margin for clock-rate drift between the daemon and an
+// Envoy over a share's tail (TTL + MaxRequest), plus network delay.
+const (
+	driftMargin = 0.05
+	delayMargin = 250 * time.Millisecond
+)
+
+// StrictKey is the runtime key that gates bulkhead's strict route: 100
+// (its default in the static layer) routes every request through
+// ext_authz; 0 routes them to the share route.
+func StrictKey(bulkheadName string) string { return "bulkhead.strict." + bulkheadName }
+
+// ShareKey is the runtime key of cluster's share: its default circuit
+// breaker's max_requests.
+func ShareKey(cluster string) string { return "circuit_breakers." + cluster + ".default.max_requests" }
+
+// Limiters finds a bulkhead's limiter; *bulkhead.Registry is one.
+type Limiters interface {
+	Get(key string) *bulkhead.Limiter
+}
+
+// Manager keeps the shares of every Envoy and bulkhead.
+type Manager struct {
+	set      Settings
+	limiters Limiters
+	clock    clock.Clock
+	log      *slog.Logger
+	boot     string // this process's start, in every version
+
+	mu       sync.Mutex
+	policies map[string]Policy // bulkheads in mode shares or auto
+	byCluster map[string]string // share cluster -> bulkhead
+	states   map[string]*modeState
+	nodes    map[string]*node
+	orphans  []orphan
+	seq      uint64
+}
+
+// modeState is the mode a bulkhead in mode auto runs in.
+type modeState struct {
+	strict   bool
+	calm     int
+	switches [2]uint64 // to strict, to shares
+}
+
+// orphan is the share of an Envoy process that is gone (a new process
+// took its node id): kept until it cannot be used any more.
+type orphan struct {
+	bulkhead string
+	held     []bulkhead.Permit
+	until    time.Time
+}
+
+// New returns a manager of shares over limiters.
+func New(set Settings, limiters Limiters, clk clock.Clock, log *slog.Logger) *Manager {
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if set.Layer == "" {
+		set.Layer = DefaultLayer
+	}
+	return &Manager{
+		set: set, limiters: limiters, clock: clk, log: log,
+		boot:     fmt.Sprintf("%x", clk.Now().UnixNano()),
+		policies: map[string]Policy{}, byCluster: map[string]string{}, states: map[string]*modeState{},
+		nodes: map[string]*node{},
+	}
+}
+
+// Settings returns the manager's settings.
+func (m *Manager) Settings() Settings { return m.set }
+
+// Apply sets the bulkheads in mode shares or auto (the others are strict).
+// A bulkhead that leaves them goes strict: its Envoys are told, and their
+// shares drain as usual.
+func (m *Manager) Apply(policies map[string]Policy) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next := map[string]Policy{}
+	byCluster := map[string]string{}
+	for name, p := range policies {
+		if p.Mode == Strict {
+			continue
+		}
+		next[name] = p
+		byCluster[p.Cluster] = name
+		if m.states[name] == nil {
+			m.states[name] = &modeState{}
+		}
+	}
+	m.policies, m.byCluster = next, byCluster
+	m.wakeAllLocked()
+}
+
+// Tail is how long after the last response an Envoy can have received
+// its share may still be in use: the layer's TTL, then the share route's
+// timeout, with margins for clock-rate drift and delay.
+func (s Settings) Tail() time.Duration {
+	return time.Duration(float64(s.TTL+s.MaxRequest)*(1+driftMargin)) + delayMargin
+}
+
+// Tail is the settings' Tail.
+func (m *Manager) Tail() time.Duration { return m.set.Tail() }
+
+// Round makes every share follow its Envoy's demand and releases what
+// may be released. Run calls it every Interval.
+func (m *Manager) Round() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	m.expireLocked(now)
+	for _, name := range slices.Sorted(maps.Keys(m.policies)) {
+		m.roundLocked(name, m.policies[name], now)
+	}
+	for _, n := range m.nodes {
+		n.now = now
+		for name, s := range n.shares {
+			if _, on := m.policies[name]; !on {
+				s.strict, s.limit = true, 0 // the bulkhead left shares mode
+			}
+		}
+		m.settleLocked(n)
+		if n.dirty() {
+			n.wake()
+		}
+	}
+}
+
+// roundLocked sizes every live Envoy's share of bulkhead name.
+func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
+	l := m.limiters.Get(name)
+	if l == nil {
+		return
+	}
+	snap := l.Snapshot()
+	limit := snap.Settings.MaxConcurrent
+	var live []*node
+	held, inflight := 0, 0
+	for _, n := range m.nodes {
+		if s := n.shares[name]; s != nil {
+			held += len(s.held)
+		}
+		if n.live() {
+			live = append(live, n)
+			inflight += n.inflight[p.Cluster]
+		}
+	}
+	for _, o := range m.orphans {
+		if o.bulkhead == name {
+			held += len(o.held)
+		}
+	}
+	strictInUse := max(0, snap.InUse-held)
+	demand := inflight + strictInUse
+	st := m.states[name]
+	switch {
+	case p.Mode == Shares:
+		st.strict = false
+	case !st.strict && float64(demand) >= SwitchToStrict*float64(limit):
+		st.strict, st.calm = true, 0
+		st.switches[0]++
+		m.log.Info("bulkhead switches to strict permits", "bulkhead", name, "demand", demand, "limit", limit)
+	case st.strict && float64(demand) <= SwitchToShares*float64(limit):
+		if st.calm++; st.calm >= CalmRounds {
+			st.strict, st.calm = false, 0
+			st.switches[1]++
+			m.log.Info("bulkhead switches to shares", "bulkhead", name, "demand", demand, "limit", limit)
+		}
+	case st.strict:
+		st.calm = 0
+	}
+	ceiling := snap.Settings.Ceiling(bulkhead.Normal)
+	slack := max(0, ceiling-demand)
+	part := 0
+	if len(live) > 0 {
+		part = slack / (2 * len(live))
+	}
+	// The Envoys that use the most grow first.
+	slices.SortFunc(live, func(a, b *node) int { return b.inflight[p.Cluster] - a.inflight[p.Cluster] })
+	for _, n := range live {
+		s := n.share(name)
+		s.cluster, s.strict = p.Cluster, st.strict
+		if st.strict {
+			s.limit = 0
+			continue
+		}
+		use := n.inflight[p.Cluster]
+		target := max(use+part, 2*use, 1)
+		if target <= s.limit && 4*target >= 3*s.limit {
+			continue // within a quarter below: no push for that
+		}
+		if target > len(s.held) {
+			s.held = append(s.held, l.Hold(bulkhead.Normal, target-len(s.held))...)
+		}
+		s.limit = min(target, len(s.held))
+	}
+	// A node that is not live keeps what it holds; it is told nothing.
+}
+
+// settleLocked gives back the permits of n's shares that its Envoy can no
+// longer use (node.bound), and forgets the shares that are over.
+func (m *Manager) settleLocked(n *node) {
+	for name, s := range n.shares {
+		keep, ok := n.bound(name, m.clusterOf(name, s))
+		if !ok {
+			continue
+		}
+		keep = max(keep, s.limit) // what the next layer says is backed first
+		if keep < len(s.held) {
+			release(s.held[keep:])
+			s.held = s.held[:keep]
+		}
+		if _, on := m.policies[name]; !on && len(s.held) == 0 {
+			delete(n.shares, name)
+		}
+	}
+	n.trim()
+}
+
+// clusterOf is the share cluster of bulkhead name (the one s was handed
+// out for, if the bulkhead left shares mode since).
+func (m *Manager) clusterOf(name string, s *share) string {
+	if p, ok := m.policies[name]; ok {
+		s.cluster = p.Cluster
+	}
+	return s.cluster
+}
+
+// expireLocked releases the shares no Envoy can use any more: those of
+// Envoys that are gone or stalled whose last response is older than the
+// tail, and orphans past their end.
+func (m *Manager) expireLocked(now time.Time) {
+	tail := m.Tail()
+	for id, n := range m.nodes {
+		n.isStalled = n.conns > 0 && n.stalled(now, m.set.TTL)
+		if n.live() {
+			continue
+		}
+		held := n.heldTotal()
+		switch {
+		case len(held) == 0 && n.conns == 0:
+			delete(m.nodes, id)
+		case len(held) == 0:
+		case now.Sub(n.lastSent) >= tail:
+			m.log.Info("share of a silent Envoy given back", "node", id, "permits", len(held), "silent_for", now.Sub(n.lastSent).Round(time.Millisecond))
+			release(held)
+			n.shares, n.sent, n.resend = map[string]*share{}, nil, true
+			if n.conns == 0 {
+				delete(m.nodes, id)
+			}
+		}
+	}
+	kept := m.orphans[:0]
+	for _, o := range m.orphans {
+		if now.Before(o.until) {
+			kept = append(kept, o)
+			continue
+		}
+		release(o.held)
+	}
+	m.orphans = kept
+}
+
+func (m *Manager) wakeAllLocked() {
+	for _, n := range m.nodes {
+		n.wake()
+	}
+}
+
+func release(ps []bulkhead.Permit) {
+	for _, p := range ps {
+		p.Release()
+	}
+}
+
+// Stat is one bulkhead's shares, for the metrics.
+type Stat struct {
+	Bulkhead string
+	Mode     Mode
+	Strict   bool // running strict now (mode auto near the limit)
+	Envoys   int  // Envoys that hold part of it
+	Held     int  // permits held for shares
+	Limit    int  // Σ max_requests the Envoys were last told
+	InFlight int  // Σ requests the Envoys last reported in flight
+	Switches [2]uint64
+}
+
+// Stats returns every bulkhead's shares, sorted by bulkhead.
+func (m *Manager) Stats() []Stat {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Stat, 0, len(m.states))
+	for _, name := range slices.Sorted(maps.Keys(m.states)) {
+		st := m.states[name]
+		p, on := m.policies[name]
+		s := Stat{Bulkhead: name, Mode: p.Mode, Strict: !on || st.strict, Switches: st.switches}
+		for _, n := range m.nodes {
+			sh := n.shares[name]
+			if sh == nil {
+				continue
+			}
+			if len(sh.held) > 0 {
+				s.Envoys++
+			}
+			s.Held += len(sh.held)
+			s.Limit += sh.limit
+			s.InFlight += n.inflight[p.Cluster]
+		}
+		for _, o := range m.orphans {
+			if o.bulkhead == name {
+				s.Held += len(o.held)
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+
+// EachShares calls each with every bulkhead's Stat (metrics.SharesSource).
+func (m *Manager) EachShares(each func(dependency string, strict bool, envoys, held, limit, inFlight int, toStrict, toShares uint64)) {
+	for _, s := range m.Stats() {
+		each(s.Bulkhead, s.Strict, s.Envoys, s.Held, s.Limit, s.InFlight, s.Switches[0], s.Switches[1])
+	}
+}

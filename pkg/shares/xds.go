@@ -1,0 +1,380 @@
+package shares
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	loadstats "github.com/envoyproxy/go-control-plane/envoy/service/load_stats/v3"
+	runtimesvc "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+)
+
+// RuntimeType is the type URL of an RTDS resource.
+const RuntimeType = "type.googleapis.com/envoy.service.runtime.v3.Runtime"
+
+// Register serves m's RTDS and LRS services on s.
+func Register(s *grpc.Server, m *Manager) {
+	runtimesvc.RegisterRuntimeDiscoveryServiceServer(s, rtds{m: m})
+	loadstats.RegisterLoadReportingServiceServer(s, lrs{m: m})
+}
+
+type rtds struct {
+	runtimesvc.UnimplementedRuntimeDiscoveryServiceServer
+	m *Manager
+}
+
+// StreamRuntime serves one Envoy's runtime layer: a whole layer when its
+// shares change, a heartbeat (the resource's name and TTL alone) every
+// TTL/3 otherwise.
+func (r rtds) StreamRuntime(stream runtimesvc.RuntimeDiscoveryService_StreamRuntimeServer) error {
+	m := r.m
+	req, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	id := req.GetNode().GetId()
+	if !permit.ValidNodeID(id) {
+		return status.Errorf(codes.InvalidArgument, "RTDS: the first request must name a valid node id (got %q)", id)
+	}
+	if t := req.GetTypeUrl(); t != "" && t != RuntimeType {
+		return status.Errorf(codes.InvalidArgument, "RTDS: type %q (want %s)", t, RuntimeType)
+	}
+	if names := req.GetResourceNames(); len(names) > 0 && !slices.Contains(names, m.set.Layer) {
+		m.log.Warn("an Envoy asks for runtime layers Bulkhead does not serve: its rtds_layer name must be "+m.set.Layer,
+			"node", id, "asked", names)
+	}
+	n := m.connect(id, req.GetVersionInfo())
+	defer m.disconnect(n)
+
+	ctx := stream.Context()
+	answers := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				answers <- err
+				return
+			}
+			m.answer(n, req)
+		}
+	}()
+	beat := time.NewTicker(max(m.set.TTL/3, 10*time.Millisecond))
+	defer beat.Stop()
+	send := true // the first response: a whole layer
+	for {
+		if send {
+			resp, err := m.response(n)
+			if err != nil {
+				return err
+			}
+			if resp != nil {
+				if err := stream.Send(resp); err != nil {
+					return err
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-answers:
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		case <-n.wakeC:
+			send = true
+		case <-beat.C:
+			send = true
+		}
+	}
+}
+
+// connect registers a stream of node id, whose Envoy runs with the layer
+// of version (its request's version_info; "" when it has none).
+func (m *Manager) connect(id, version string) *node {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	n := m.nodes[id]
+	if n == nil {
+		n = newNode(id, m.set.Interval)
+		m.nodes[id] = n
+	}
+	n.conns++
+	n.resend = true
+	boot, limits, ok := parseVersion(version)
+	switch {
+	case version == "" && len(n.heldTotal()) > 0:
+		// A new Envoy process with the node id of one that held shares: the
+		// old one's requests may still run at the upstream.
+		until := n.lastSent.Add(m.Tail())
+		for name, s := range n.shares {
+			if len(s.held) > 0 {
+				m.orphans = append(m.orphans, orphan{bulkhead: name, held: s.held, until: until})
+			}
+		}
+		n.shares, n.sent, n.inflight = map[string]*share{}, nil, map[string]int{}
+	case ok && boot != m.boot:
+		// A layer from an earlier Bulkhead process: the Envoy runs with it
+		// until it hears from this one, so its shares are counted first.
+		m.adoptLocked(n, limits, now)
+	case !ok && version != "":
+		m.log.Warn("an Envoy runs with a runtime layer Bulkhead cannot read; its shares are not adopted", "node", id, "version", version)
+	}
+	return n
+}
+
+// adoptLocked counts the shares of limits as n's, already in use (a
+// restarted daemon; the Envoy has the layer since before it connected).
+func (m *Manager) adoptLocked(n *node, limits map[string]int, now time.Time) {
+	adopted := map[string]int{}
+	for name, limit := range limits {
+		l := m.limiters.Get(name)
+		if l == nil || limit <= 0 {
+			continue
+		}
+		s := n.share(name)
+		if p, ok := m.policies[name]; ok {
+			s.cluster = p.Cluster
+		}
+		for len(s.held) < limit {
+			p, err := l.Adopt()
+			if err != nil {
+				break
+			}
+			s.held = append(s.held, p)
+		}
+		s.limit, adopted[name] = limit, limit
+	}
+	if len(adopted) == 0 {
+		return
+	}
+	// The adopted layer bounds the Envoy's use until one of ours settles.
+	n.sent = append(n.sent, layer{limits: adopted, acked: true, reports: n.reports, ackAt: now})
+	n.lastSent = now
+	m.log.Info("shares of an Envoy adopted from its runtime layer", "node", n.id, "shares", adopted)
+}
+
+// disconnect ends a stream of n.
+func (m *Manager) disconnect(n *node) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n.conns--
+}
+
+// response is the next response to n: a whole layer when its shares
+// changed (or it may have dropped its layer), else a heartbeat; nil when n
+// has stalled (it is sent nothing until it answers).
+func (m *Manager) response(n *node) (*discovery.DiscoveryResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	if n.isStalled = n.stalled(now, m.set.TTL); n.isStalled {
+		return nil, nil
+	}
+	m.seq++
+	res := &discovery.Resource{Name: m.set.Layer, Ttl: durationpb.New(m.set.TTL)}
+	if n.resend || n.dirty() || len(n.sent) == 0 {
+		limits := map[string]int{}
+		fields := map[string]*structpb.Value{}
+		for name, s := range n.shares {
+			limits[name] = s.wire()
+			fields[ShareKey(s.cluster)] = structpb.NewNumberValue(float64(max(s.wire(), 0)))
+			strict := 0.0
+			if s.strict {
+				strict = 100
+			}
+			fields[StrictKey(name)] = structpb.NewNumberValue(strict)
+		}
+		body, err := anypb.New(&runtimesvc.Runtime{Name: m.set.Layer, Layer: &structpb.Struct{Fields: fields}})
+		if err != nil {
+			return nil, err
+		}
+		res.Resource = body
+		n.sent = append(n.sent, layer{seq: m.seq, limits: limits})
+		n.resend = false
+	}
+	last := n.sent[len(n.sent)-1]
+	version := m.version(last)
+	res.Version = version
+	wrapped, err := anypb.New(res)
+	if err != nil {
+		return nil, err
+	}
+	if n.waiting.IsZero() {
+		n.waiting = now
+	}
+	n.lastSent = now
+	return &discovery.DiscoveryResponse{
+		VersionInfo: version, Resources: []*anypb.Any{wrapped}, TypeUrl: RuntimeType,
+		Nonce: strconv.FormatUint(m.seq, 36) + "." + strconv.FormatUint(last.seq, 36),
+	}, nil
+}
+
+// answer handles an Envoy's request after a response: an ACK names the
+// nonce of the response it applied, a NACK carries error_detail.
+func (m *Manager) answer(n *node, req *discovery.DiscoveryRequest) {
+	nonce := req.GetResponseNonce()
+	_, layerPart, ok := strings.Cut(nonce, ".")
+	seq, err := strconv.ParseUint(layerPart, 36, 64)
+	if !ok || err != nil {
+		return // not an answer to one of ours
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n.waiting, n.isStalled = time.Time{}, false
+	if d := req.GetErrorDetail(); d != nil {
+		m.log.Error("an Envoy refused its runtime layer: it keeps the last one it took", "node", n.id, "error", d.GetMessage())
+		return
+	}
+	for i := range n.sent {
+		if l := &n.sent[i]; l.seq == seq && !l.acked {
+			l.acked, l.reports, l.ackAt = true, n.reports, m.clock.Now()
+		}
+	}
+}
+
+// version names a layer: this process, the layer's sequence number and
+// its shares (bulkhead=limit, -1 for strict), which a restarted daemon
+// reads back from the Envoy's next request.
+func (m *Manager) version(l layer) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s.%d;", m.boot, l.seq)
+	for i, name := range slices.Sorted(maps.Keys(l.limits)) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%d", name, l.limits[name])
+	}
+	return b.String()
+}
+
+// parseVersion reads a version written by version.
+func parseVersion(v string) (boot string, limits map[string]int, ok bool) {
+	head, body, found := strings.Cut(v, ";")
+	boot, _, dot := strings.Cut(head, ".")
+	if !found || !dot || boot == "" {
+		return "", nil, false
+	}
+	limits = map[string]int{}
+	if body == "" {
+		return boot, limits, true
+	}
+	for _, kv := range strings.Split(body, ",") {
+		name, num, eq := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(num)
+		if !eq || err != nil || name == "" {
+			return "", nil, false
+		}
+		limits[name] = n
+	}
+	return boot, limits, true
+}
+
+type lrs struct {
+	loadstats.UnimplementedLoadReportingServiceServer
+	m *Manager
+}
+
+// StreamLoadStats asks each Envoy for the requests in flight in the share
+// clusters every Interval, and records its reports.
+func (r lrs) StreamLoadStats(stream loadstats.LoadReportingService_StreamLoadStatsServer) error {
+	m := r.m
+	req, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	id := req.GetNode().GetId()
+	if !permit.ValidNodeID(id) {
+		return status.Errorf(codes.InvalidArgument, "LRS: the first request must name a valid node id (got %q)", id)
+	}
+	var asked []string
+	for {
+		if clusters := m.clusters(); !slices.Equal(clusters, asked) {
+			asked = clusters
+			if err := stream.Send(&loadstats.LoadStatsResponse{
+				Clusters: clusters, LoadReportingInterval: durationpb.New(m.set.Interval),
+			}); err != nil {
+				return err
+			}
+		}
+		if req, err = stream.Recv(); err != nil {
+			if errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled {
+				return nil
+			}
+			return err
+		}
+		m.report(id, req.GetClusterStats())
+	}
+}
+
+// clusters returns the share clusters, sorted.
+func (m *Manager) clusters() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(maps.Keys(m.byCluster))
+}
+
+// report records an Envoy's load report: the requests in flight in each
+// share cluster it names.
+func (m *Manager) report(id string, stats []*endpointv3.ClusterStats) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.nodes[id]
+	if n == nil {
+		return // no RTDS stream: it holds no share
+	}
+	for _, cs := range stats {
+		if _, ok := m.byCluster[cs.GetClusterName()]; !ok {
+			continue
+		}
+		var inflight uint64
+		for _, loc := range cs.GetUpstreamLocalityStats() {
+			inflight += loc.GetTotalRequestsInProgress()
+		}
+		n.inflight[cs.GetClusterName()] = int(min(inflight, 1<<30))
+	}
+	n.reports++
+}
+
+// Run makes shares follow demand every Interval until ctx ends, then
+// gives back every permit the shares hold.
+func (m *Manager) Run(ctx context.Context) error {
+	t := time.NewTicker(m.set.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			m.mu.Lock()
+			for _, n := range m.nodes {
+				release(n.heldTotal())
+				n.shares = map[string]*share{}
+			}
+			for _, o := range m.orphans {
+				release(o.held)
+			}
+			m.orphans = nil
+			m.mu.Unlock()
+			return nil
+		case <-t.C:
+			m.Round()
+		}
+	}
+}
+
+
