@@ -22,7 +22,10 @@ const (
 	DefaultNodeID          = "front-proxy"
 	DefaultListenerName    = "front"
 	DefaultExtAuthzTimeout = time.Second
-	DefaultStatusOnError   = 503
+	// DefaultSharesMaxRequest is the share routes' timeout: the daemon's
+	// default shares.max_request_duration.
+	DefaultSharesMaxRequest = 5 * time.Second
+	DefaultStatusOnError    = 503
 )
 
 // BulkheadClusterName is the Envoy cluster of the Bulkhead daemon; routes may
@@ -63,6 +66,33 @@ type Route struct {
 	LeaseTTL time.Duration
 	// Upstream is the single endpoint of the cluster (plain HTTP/1.1).
 	Upstream Endpoint
+	// Shares makes the route a pair for a bulkhead in the daemon's
+	// shares.mode shares or auto: first the route above, gated by the
+	// runtime key bulkhead.strict.<bulkhead> (100% by default: strict,
+	// until the daemon's runtime layer says 0), then a twin of it to the
+	// bulkhead's share cluster (SharesCluster) with ext_authz disabled,
+	// whose circuit breaker the daemon sizes over RTDS (its static
+	// max_requests is 0: no share, no request).
+	Shares bool
+}
+
+// SharesCluster is the Envoy cluster of the route's share route: the
+// bulkhead's name and "_shares" (the daemon's default
+// bulkheads.<name>.shares.cluster).
+func (r Route) SharesCluster() string { return r.BulkheadName() + "_shares" }
+
+// StrictKey is the runtime key that gates the route's strict half.
+func (r Route) StrictKey() string { return "bulkhead.strict." + r.BulkheadName() }
+
+// SharesOn reports whether any route has a share route: the bootstrap then
+// takes the runtime layer and sends load reports to the daemon.
+func (p Params) SharesOn() bool {
+	for _, r := range p.Routes {
+		if r.Shares && !r.Unguarded {
+			return true
+		}
+	}
+	return false
 }
 
 // BulkheadEndpoints returns the endpoints of the Bulkhead cluster: Bulkhead,
@@ -147,6 +177,10 @@ type Params struct {
 	// when the connection closes (and renews it every HeartbeatInterval
 	// while it is open).
 	TCPListeners []TCPListener
+	// SharesMaxRequest is the timeout of every share route: at most the
+	// daemon's shares.max_request_duration. Default 5s (its default).
+	SharesMaxRequest time.Duration
+
 	// NodePriority, if set, is the node metadata label
 	// permit.LabelPriority: the class of every connection this Envoy
 	// opens through TCPListeners (the daemon's bulkheads.<name>.connections
@@ -281,6 +315,9 @@ func (p Params) withDefaults() Params {
 	if p.HeartbeatInterval == 0 {
 		p.HeartbeatInterval = permit.DefaultHeartbeatInterval
 	}
+	if p.SharesMaxRequest == 0 {
+		p.SharesMaxRequest = DefaultSharesMaxRequest
+	}
 	if p.StatusOnError == 0 {
 		p.StatusOnError = DefaultStatusOnError
 	}
@@ -371,8 +408,11 @@ func (p Params) validate() error {
 		if r.Bulkhead != "" && !namePattern.MatchString(r.Bulkhead) {
 			bad("%s.Bulkhead %q: want %s", field, r.Bulkhead, namePattern)
 		}
-		if r.Unguarded && (r.Bulkhead != "" || r.Priority != "" || r.LeaseTTL != 0) {
-			bad("%s: an Unguarded route takes no Bulkhead, Priority or LeaseTTL", field)
+		if r.Unguarded && (r.Bulkhead != "" || r.Priority != "" || r.LeaseTTL != 0 || r.Shares) {
+			bad("%s: an Unguarded route takes no Bulkhead, Priority, LeaseTTL or Shares", field)
+		}
+		if r.Shares && !r.Unguarded {
+			checkCluster(field+" share cluster", r.SharesCluster())
 		}
 		if r.Timeout < 0 || r.Timeout%time.Millisecond != 0 {
 			bad("%s.Timeout %v: want 0 (Envoy's default) or a positive whole number of milliseconds", field, r.Timeout)
@@ -405,6 +445,9 @@ func (p Params) validate() error {
 	}
 	if p.ExtAuthzTimeout <= 0 || p.ExtAuthzTimeout%time.Millisecond != 0 {
 		bad("ExtAuthzTimeout %v: want a positive whole number of milliseconds", p.ExtAuthzTimeout)
+	}
+	if p.SharesMaxRequest <= 0 || p.SharesMaxRequest%time.Millisecond != 0 {
+		bad("SharesMaxRequest %v: want a positive whole number of milliseconds", p.SharesMaxRequest)
 	}
 	if p.HeartbeatInterval < 0 || p.HeartbeatInterval%time.Millisecond != 0 {
 		bad("HeartbeatInterval %v: want a positive whole number of milliseconds", p.HeartbeatInterval)

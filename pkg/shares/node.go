@@ -48,11 +48,12 @@ type share struct {
 
 // layer is one runtime layer sent.
 type layer struct {
-	seq     uint64
-	limits  map[string]int // by bulkhead
-	acked   bool
-	reports uint64    // node.reports when it was acknowledged
-	ackAt   time.Time // when
+	seq      uint64
+	limits   map[string]int    // by bulkhead: the share, -1 for strict
+	clusters map[string]string // by bulkhead: its share cluster
+	acked    bool
+	reports  uint64    // node.reports when it was acknowledged
+	ackAt    time.Time // when
 }
 
 func newNode(id string, interval time.Duration) *node {
@@ -150,6 +151,15 @@ func (n *node) trim() {
 	if i := n.settledIndex(); i > 0 {
 		n.sent = slices.Delete(n.sent, 0, i)
 	}
+}
+
+// clusters maps each bulkhead n has a share of to its share cluster.
+func (n *node) clusters() map[string]string {
+	out := make(map[string]string, len(n.shares))
+	for name, s := range n.shares {
+		out[name] = s.cluster
+	}
+	return out
 }
 
 // heldTotal returns every permit n holds.

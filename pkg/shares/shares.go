@@ -122,13 +122,13 @@ type Manager struct {
 	log      *slog.Logger
 	boot     string // this process's start, in every version
 
-	mu       sync.Mutex
-	policies map[string]Policy // bulkheads in mode shares or auto
+	mu        sync.Mutex
+	policies  map[string]Policy // bulkheads in mode shares or auto
 	byCluster map[string]string // share cluster -> bulkhead
-	states   map[string]*modeState
-	nodes    map[string]*node
-	orphans  []orphan
-	seq      uint64
+	states    map[string]*modeState
+	nodes     map[string]*node
+	orphans   []orphan
+	seq       uint64
 }
 
 // modeState is the mode a bulkhead in mode auto runs in.
@@ -291,6 +291,10 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 			s.held = append(s.held, l.Hold(bulkhead.Normal, target-len(s.held))...)
 		}
 		s.limit = min(target, len(s.held))
+		// No capacity for this Envoy (none free, or a paused limiter): its
+		// requests take the strict route, where they queue for a permit,
+		// rather than its circuit breaker's immediate 503.
+		s.strict = s.limit == 0
 	}
 	// A node that is not live keeps what it holds; it is told nothing.
 }
@@ -413,7 +417,6 @@ func (m *Manager) Stats() []Stat {
 	}
 	return out
 }
-
 
 // EachShares calls each with every bulkhead's Stat (metrics.SharesSource).
 func (m *Manager) EachShares(each func(dependency string, strict bool, envoys, held, limit, inFlight int, toStrict, toShares uint64)) {

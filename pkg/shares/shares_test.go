@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	runtimesvc "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"

@@ -177,9 +177,12 @@ func (m *Manager) disconnect(n *node) {
 	n.conns--
 }
 
-// response is the next response to n: a whole layer when its shares
-// changed (or it may have dropped its layer), else a heartbeat; nil when n
-// has stalled (it is sent nothing until it answers).
+// response is the next response to n: its whole layer, a new one when
+// its shares changed. Envoy 1.40 renews a resource's TTL only when the
+// resource comes with its body (a heartbeat of name and TTL alone does
+// not: checked against Envoy), so every response carries the layer
+// (a few hundred bytes). nil when n has stalled: it is sent nothing until
+// it answers, so that its layer's end can be known.
 func (m *Manager) response(n *node) (*discovery.DiscoveryResponse, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -188,31 +191,30 @@ func (m *Manager) response(n *node) (*discovery.DiscoveryResponse, error) {
 		return nil, nil
 	}
 	m.seq++
-	res := &discovery.Resource{Name: m.set.Layer, Ttl: durationpb.New(m.set.TTL)}
 	if n.resend || n.dirty() || len(n.sent) == 0 {
 		limits := map[string]int{}
-		fields := map[string]*structpb.Value{}
 		for name, s := range n.shares {
 			limits[name] = s.wire()
-			fields[ShareKey(s.cluster)] = structpb.NewNumberValue(float64(max(s.wire(), 0)))
-			strict := 0.0
-			if s.strict {
-				strict = 100
-			}
-			fields[StrictKey(name)] = structpb.NewNumberValue(strict)
 		}
-		body, err := anypb.New(&runtimesvc.Runtime{Name: m.set.Layer, Layer: &structpb.Struct{Fields: fields}})
-		if err != nil {
-			return nil, err
-		}
-		res.Resource = body
-		n.sent = append(n.sent, layer{seq: m.seq, limits: limits})
+		n.sent = append(n.sent, layer{seq: m.seq, limits: limits, clusters: n.clusters()})
 		n.resend = false
 	}
 	last := n.sent[len(n.sent)-1]
+	fields := map[string]*structpb.Value{}
+	for name, w := range last.limits {
+		fields[ShareKey(last.clusters[name])] = structpb.NewNumberValue(float64(max(w, 0)))
+		strict := 0.0
+		if w < 0 {
+			strict = 100
+		}
+		fields[StrictKey(name)] = structpb.NewNumberValue(strict)
+	}
+	body, err := anypb.New(&runtimesvc.Runtime{Name: m.set.Layer, Layer: &structpb.Struct{Fields: fields}})
+	if err != nil {
+		return nil, err
+	}
 	version := m.version(last)
-	res.Version = version
-	wrapped, err := anypb.New(res)
+	wrapped, err := anypb.New(&discovery.Resource{Name: m.set.Layer, Version: version, Resource: body, Ttl: durationpb.New(m.set.TTL)})
 	if err != nil {
 		return nil, err
 	}
@@ -376,5 +378,3 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 	}
 }
-
-

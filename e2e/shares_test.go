@@ -1,0 +1,276 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/envoy"
+	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
+	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
+)
+
+// sharesLimit is the limit of the shares tests' bulkhead, and
+// sharesDelay each request's time at the upstream: a rate of r requests a
+// second over the mesh keeps r x sharesDelay of them in flight.
+const (
+	sharesLimit = 20
+	sharesDelay = 100 * time.Millisecond
+)
+
+// sharesYAML is a daemon with bulkhead orders in mode auto: shares far from
+// the limit, strict permits near it. Short TTL and timeouts keep the tail of
+// a lost share (TTL + max_request_duration, plus margins) at 3.4 s.
+const sharesYAML = `
+shares: {ttl: 1s, max_request_duration: 2s, interval: 250ms}
+bulkheads:
+  orders: {max_concurrent: 20, max_queue: 40, max_wait: 500ms, shares: {mode: auto}}
+`
+
+// sharesMesh is one daemon and several Envoys in front of one upstream,
+// each Envoy with the orders route pair (strict, share).
+type sharesMesh struct {
+	t         *testing.T
+	up        *testbed.Upstream
+	dir       string
+	cfgPath   string
+	daemon    *daemonProc
+	grpc      string // the daemon's gRPC address (kept across restarts)
+	http      string // its metrics address (new at each start)
+	gen       int
+	daemonLog testkit.SyncBuffer
+	envoys    map[string]*envoyproc.Proc
+	bases     map[string]string // node id -> listener URL
+	envLog    testkit.SyncBuffer
+}
+
+func startSharesMesh(t *testing.T, nodes ...string) *sharesMesh {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := &sharesMesh{t: t, dir: t.TempDir(), envoys: map[string]*envoyproc.Proc{}, bases: map[string]string{}}
+	up, err := testbed.NewUpstream("orders", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { up.Close() })
+	up.SetDelay(sharesDelay)
+	m.up = up
+	m.cfgPath = filepath.Join(m.dir, "bulkhead.yaml")
+	m.startDaemon(ctx, "127.0.0.1:0")
+	t.Cleanup(func() {
+		for _, e := range m.envoys {
+			_ = e.Kill()
+		}
+		if m.daemon != nil {
+			m.daemon.stop(t)
+		}
+		if t.Failed() {
+			t.Logf("bulkhead log:\n%s", tail(m.daemonLog.String(), 8000))
+			t.Logf("envoy log:\n%s", tail(m.envLog.String(), 3000))
+		}
+	})
+	for _, n := range nodes {
+		m.startEnvoy(ctx, n)
+	}
+	return m
+}
+
+func (m *sharesMesh) startDaemon(ctx context.Context, grpc string) {
+	m.t.Helper()
+	cfg := fmt.Sprintf("listen: {grpc: %q, http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\"}\nlog: {level: debug}\n%s", grpc, sharesYAML)
+	if err := os.WriteFile(m.cfgPath, []byte(cfg), 0o600); err != nil {
+		m.t.Fatal(err)
+	}
+	m.gen++
+	d, addrs := startDaemonProc(m.t, ctx, m.cfgPath, filepath.Join(m.dir, fmt.Sprintf("addr-%d.json", m.gen)), &m.daemonLog)
+	m.daemon, m.grpc, m.http = d, addrs["grpc"], addrs["http"]
+}
+
+func (m *sharesMesh) startEnvoy(ctx context.Context, node string) {
+	m.t.Helper()
+	p := envoy.Params{NodeID: node, Bulkhead: endpoint(m.t, m.grpc), SharesMaxRequest: 2 * time.Second,
+		Routes: []envoy.Route{{Name: "orders", Prefix: "/orders", Upstream: endpoint(m.t, m.up.Addr()), Shares: true}}}
+	if base, ok := m.bases[node]; ok { // a restart binds the same port
+		p.ListenerPort = endpoint(m.t, base[len("http://"):]).Port
+	}
+	bootstrap, err := envoy.Render(p)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	e, err := envoyproc.Start(ctx, envoyproc.Options{Binary: envoyBin, ConfigYAML: bootstrap, Concurrency: 2, Stderr: &m.envLog})
+	if err != nil {
+		m.t.Fatalf("envoy %s: %v\n%s", node, err, tail(m.envLog.String(), 4000))
+	}
+	addr, err := e.ListenerAddr(ctx, envoy.DefaultListenerName)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.envoys[node], m.bases[node] = e, "http://"+addr
+}
+
+// value reads one series of the daemon's metrics (0 when absent or the
+// daemon is down).
+func (m *sharesMesh) value(name string, labels map[string]string) float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ms, err := testbed.Scrape(ctx, "http://"+m.http+"/metrics")
+	if err != nil {
+		return 0
+	}
+	return ms.Sum(name, labels)
+}
+
+var orders = map[string]string{"dependency": "orders"}
+
+// load sends rate requests a second to each of the nodes' Envoys for d.
+func (m *sharesMesh) load(ctx context.Context, rate float64, d time.Duration, nodes ...string) testbed.Stats {
+	m.t.Helper()
+	var waits []func() testbed.Stats
+	for _, n := range nodes {
+		_, wait := runLoad(m.t, ctx, testbed.LoadSpec{URL: m.bases[n] + "/orders", Rate: rate, Duration: d,
+			MaxRequests: int(rate*d.Seconds()) + 1, MaxOutstanding: 200, Timeout: 5 * time.Second})
+		waits = append(waits, wait)
+	}
+	var all []testbed.Stats
+	for _, w := range waits {
+		all = append(all, w())
+	}
+	return testbed.MergeStats(all...)
+}
+
+// checkCap fails the test if the upstream ever saw more than the limit.
+func (m *sharesMesh) checkCap(when string) {
+	m.t.Helper()
+	if got := m.up.Max(); got > sharesLimit {
+		m.t.Errorf("INVARIANT (%s): the upstream saw %d concurrent requests on a limit of %d", when, got, sharesLimit)
+	}
+}
+
+// waitReleased waits until no permit of orders is held (shares included).
+func (m *sharesMesh) waitReleased(within time.Duration) time.Duration {
+	m.t.Helper()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	poll(m.t, ctx, "every permit of orders back (shares included)", func() bool {
+		return m.value("bulkhead_active_calls", orders) == 0 && m.value("bulkhead_shares_permits", orders) == 0
+	})
+	return time.Since(start)
+}
+
+// TestSharesRampAcrossTheSwitch drives two Envoys from 10% of the limit to
+// 150% and back. Far from the limit their circuit breakers admit within
+// their shares and the daemon sees no Check; near it the bulkhead switches
+// to strict permits, and back. The upstream never sees more than the limit.
+func TestSharesRampAcrossTheSwitch(t *testing.T) {
+	m := startSharesMesh(t, "envoy-a", "envoy-b")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	checks := func() float64 { return m.value("bulkhead_admitted_total", orders) + m.value("bulkhead_rejected_total", orders) }
+	// Shares handed out: both Envoys hold one.
+	poll(t, ctx, "both Envoys hold a share", func() bool { return m.value("bulkhead_shares_envoys", orders) == 2 })
+
+	// 10% of the limit: 2 in flight over the mesh.
+	before := checks()
+	low := m.load(ctx, 10, 3*time.Second, "envoy-a", "envoy-b")
+	lowChecks := checks() - before
+	t.Logf("10%%: %d requests, %d OK, %d rejected; %v Checks reached the daemon", low.Responses(), low.OK(), low.Count(503), lowChecks)
+	if lowChecks > float64(low.Responses())/10 {
+		t.Errorf("far from the limit %v of %d requests took the ext_authz hop: shares should have admitted them", lowChecks, low.Responses())
+	}
+	if low.Count(503) > 0 {
+		t.Errorf("far from the limit %d of %d requests were rejected", low.Count(503), low.Responses())
+	}
+	m.checkCap("10%")
+
+	// 150%: 30 in flight wanted over a limit of 20.
+	before = checks()
+	high := m.load(ctx, 150, 4*time.Second, "envoy-a", "envoy-b")
+	t.Logf("150%%: %d requests, %d OK, %d rejected; %v Checks; upstream peak %d", high.Responses(), high.OK(), high.Count(503),
+		checks()-before, m.up.Max())
+	if s := m.value("bulkhead_shares_switches_total", map[string]string{"dependency": "orders", "to": "strict"}); s < 1 {
+		t.Errorf("demand at 150%% of the limit: the bulkhead never switched to strict permits")
+	}
+	if checks()-before < float64(high.Responses())/4 {
+		t.Errorf("at 150%% of the limit only %v of %d requests were decided by the daemon", checks()-before, high.Responses())
+	}
+	m.checkCap("150%")
+
+	// Back to 10%: shares again.
+	poll(t, ctx, "back to shares", func() bool {
+		m.load(ctx, 10, time.Second, "envoy-a", "envoy-b")
+		return m.value("bulkhead_shares_mode", orders) == 1
+	})
+	before = checks()
+	back := m.load(ctx, 10, 2*time.Second, "envoy-a", "envoy-b")
+	t.Logf("back to 10%%: %d requests, %v Checks", back.Responses(), checks()-before)
+	if checks()-before > float64(back.Responses())/10 {
+		t.Errorf("back far from the limit %v of %d requests still took the ext_authz hop", checks()-before, back.Responses())
+	}
+	m.checkCap("back to 10%")
+
+	// Envoy b dies holding a share (SIGKILL): its share is kept until it
+	// cannot be in use (the layer's TTL, then the share route's timeout),
+	// then comes back; the other Envoy keeps serving within the cap.
+	held := m.value("bulkhead_shares_permits", orders)
+	_ = m.envoys["envoy-b"].Kill()
+	killed := time.Now()
+	poll(t, ctx, "envoy-b's share given back", func() bool {
+		m.load(ctx, 10, 250*time.Millisecond, "envoy-a")
+		return m.value("bulkhead_shares_envoys", orders) == 1
+	})
+	t.Logf("envoy-b SIGKILLed holding part of %v share permits: its share came back after %v (tail 3.4 s)", held, time.Since(killed).Round(time.Millisecond))
+	if el := time.Since(killed); el < 3*time.Second {
+		t.Errorf("envoy-b's share came back %v after its death: before its layer's TTL and its requests' timeout had run out", el)
+	}
+	m.checkCap("Envoy killed")
+
+	// Every Envoy gone: every permit back within the tail.
+	_ = m.envoys["envoy-a"].Kill()
+	el := m.waitReleased(10 * time.Second)
+	t.Logf("both Envoys gone: every permit back after %v", el.Round(time.Millisecond))
+	m.checkCap("end")
+}
+
+// TestSharesDaemonKilled kills the daemon (SIGKILL) while two Envoys serve
+// under their shares, and starts it again: the Envoys keep their shares
+// until their layer's TTL, then run strict (and fail closed while the
+// daemon is down); the new daemon adopts what the reconnecting Envoys say
+// they hold before it hands out anything. The upstream never sees more
+// than the limit.
+func TestSharesDaemonKilled(t *testing.T) {
+	m := startSharesMesh(t, "envoy-a", "envoy-b")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	poll(t, ctx, "both Envoys hold a share", func() bool { return m.value("bulkhead_shares_envoys", orders) == 2 })
+
+	done := make(chan testbed.Stats, 1)
+	go func() { done <- m.load(ctx, 40, 8*time.Second, "envoy-a", "envoy-b") }() // 8 in flight: 40% of the limit
+	time.Sleep(2 * time.Second)                                                   // let load run under shares before the crash
+	m.daemon.kill(t)
+	m.daemon = nil
+	down := time.Now()
+	time.Sleep(1500 * time.Millisecond) // the daemon stays down past the layers' TTL
+	m.startDaemon(ctx, m.grpc)
+	t.Logf("daemon down for %v", time.Since(down).Round(time.Millisecond))
+	st := <-done
+	t.Logf("40%% load across the crash: %d requests, %d OK, %d rejected; upstream peak %d", st.Responses(), st.OK(), st.Count(503), m.up.Max())
+	m.checkCap("daemon killed")
+	poll(t, ctx, "shares handed out again", func() bool {
+		m.load(ctx, 10, 250*time.Millisecond, "envoy-a", "envoy-b")
+		return m.value("bulkhead_shares_envoys", orders) == 2
+	})
+	for _, e := range m.envoys {
+		_ = e.Kill()
+	}
+	m.waitReleased(10 * time.Second)
+	m.checkCap("end")
+}
