@@ -174,7 +174,9 @@ func TestSharesRampAcrossTheSwitch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
-	checks := func() float64 { return m.value("bulkhead_admitted_total", orders) + m.value("bulkhead_rejected_total", orders) }
+	checks := func() float64 {
+		return m.value("bulkhead_admitted_total", orders) + m.value("bulkhead_rejected_total", orders)
+	}
 	// Shares handed out: both Envoys hold one.
 	poll(t, ctx, "both Envoys hold a share", func() bool { return m.value("bulkhead_shares_envoys", orders) == 2 })
 
@@ -254,7 +256,7 @@ func TestSharesDaemonKilled(t *testing.T) {
 
 	done := make(chan testbed.Stats, 1)
 	go func() { done <- m.load(ctx, 40, 8*time.Second, "envoy-a", "envoy-b") }() // 8 in flight: 40% of the limit
-	time.Sleep(2 * time.Second)                                                   // let load run under shares before the crash
+	time.Sleep(2 * time.Second)                                                  // let load run under shares before the crash
 	m.daemon.kill(t)
 	m.daemon = nil
 	down := time.Now()

@@ -78,7 +78,7 @@ type Runner struct {
 	admin    *admin.Server
 	adminTLS *creds.TLS // nil without admin.tls
 	als      *accesslog.Server
-	memory   *admission.Memory    // nil with ledger.backend redis
+	memory   *admission.Memory // nil with ledger.backend redis
 	shares   *shares.Manager
 	replica  *replication.Replica // nil with ledger.backend memory
 	gate     *replication.Gate    // nil with ledger.backend memory
