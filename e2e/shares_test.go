@@ -4,9 +4,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -129,6 +132,36 @@ func (m *sharesMesh) value(name string, labels map[string]string) float64 {
 
 var orders = map[string]string{"dependency": "orders"}
 
+// runtimeInt reads an integer runtime key of node's Envoy (admin /runtime);
+// -1 when absent.
+func (m *sharesMesh) runtimeInt(node, key string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.envoys[node].AdminAddr()+"/runtime", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var rt struct {
+		Entries map[string]struct {
+			FinalValue string `json:"final_value"`
+		} `json:"entries"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&rt) != nil {
+		return -1
+	}
+	e, ok := rt.Entries[key]
+	if !ok {
+		return -1
+	}
+	n, err := strconv.Atoi(e.FinalValue)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
 // load sends rate requests a second to each of the nodes' Envoys for d.
 func (m *sharesMesh) load(ctx context.Context, rate float64, d time.Duration, nodes ...string) testbed.Stats {
 	m.t.Helper()
@@ -192,6 +225,29 @@ func TestSharesRampAcrossTheSwitch(t *testing.T) {
 		t.Errorf("far from the limit %d of %d requests were rejected", low.Count(503), low.Responses())
 	}
 	m.checkCap("10%")
+
+	// A step at envoy-a from 10% to 60% of the limit (envoy-b stays at
+	// 10%): how long until its share covers the step, and the 503s of its
+	// circuit breaker meanwhile.
+	stepDone := make(chan testbed.Stats, 1)
+	go func() { stepDone <- m.load(ctx, 120, 3*time.Second, "envoy-a") }()
+	go m.load(ctx, 10, 3*time.Second, "envoy-b")
+	stepStart := time.Now()
+	var covered time.Duration
+	poll(t, ctx, "envoy-a's share covers 60% of the limit", func() bool {
+		if m.runtimeInt("envoy-a", "circuit_breakers.orders_shares.default.max_requests") >= sharesLimit*6/10 {
+			covered = time.Since(stepStart)
+			return true
+		}
+		return false
+	})
+	step := <-stepDone
+	t.Logf("step 10%% -> 60%% at envoy-a: its share covered it after %v; %d of %d requests rejected (%.2f%%) over the 3 s step",
+		covered.Round(time.Millisecond), step.Count(503), step.Responses(), 100*float64(step.Count(503))/float64(max(step.Responses(), 1)))
+	if covered > 2*time.Second {
+		t.Errorf("a step to 60%% of the limit at one Envoy took %v to get its share (goal 2 s)", covered)
+	}
+	m.checkCap("step")
 
 	// 150%: 30 in flight wanted over a limit of 20.
 	before = checks()

@@ -18,6 +18,7 @@ type node struct {
 	shares map[string]*share // by bulkhead
 
 	inflight map[string]int // by share cluster: the last load report
+	dropped  map[string]int // by share cluster: its overflows in that report's interval
 	reports  uint64         // load reports received
 
 	// sent are the layers sent that the Envoy may run with: the one it
@@ -57,7 +58,7 @@ type layer struct {
 }
 
 func newNode(id string, interval time.Duration) *node {
-	return &node{id: id, interval: interval, wakeC: make(chan struct{}, 1), shares: map[string]*share{}, inflight: map[string]int{}}
+	return &node{id: id, interval: interval, wakeC: make(chan struct{}, 1), shares: map[string]*share{}, inflight: map[string]int{}, dropped: map[string]int{}}
 }
 
 func (n *node) share(name string) *share {

@@ -50,14 +50,16 @@ func ParseMode(s string) (Mode, error) {
 // switches to strict when demand (the requests its Envoys report in
 // flight, plus its strict permits) reaches SwitchToStrict, and back to
 // shares when demand has stayed at or below SwitchToShares for
-// CalmRounds rounds. Far from the limit a share holds its Envoy's demand
-// plus an equal part of half the slack; at 60% of the limit that part is
-// 20% of the limit over the Envoys, still well above a round's growth of
-// demand, and the gap to 40% keeps a load that hovers near one threshold
-// from flapping.
+// CalmRounds rounds. Far from the limit (up to half of it, where shares
+// must carry the load at no rejection) a share holds its Envoy's demand
+// plus an equal part of half the slack; at three quarters that part is
+// an eighth of the limit over the Envoys, the least headroom that still
+// absorbs a round's growth at one Envoy, and past it the global queue,
+// priorities and reserves decide. The gap down to half keeps a load that
+// hovers near one threshold from flapping.
 const (
-	SwitchToStrict = 0.6
-	SwitchToShares = 0.4
+	SwitchToStrict = 0.75
+	SwitchToShares = 0.5
 	CalmRounds     = 3
 )
 
@@ -282,8 +284,10 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 			s.limit = 0
 			continue
 		}
+		// An Envoy at its share whose circuit breaker turned requests away
+		// (LRS total_dropped_requests) wants them too.
 		use := n.inflight[p.Cluster]
-		target := max(use+part, 2*use, 1)
+		target := max(use+part, 2*use, use+n.dropped[p.Cluster], 1)
 		if target <= s.limit && 4*target >= 3*s.limit {
 			continue // within a quarter below: no push for that
 		}

@@ -38,9 +38,8 @@ type rtds struct {
 	m *Manager
 }
 
-// StreamRuntime serves one Envoy's runtime layer: a whole layer when its
-// shares change, a heartbeat (the resource's name and TTL alone) every
-// TTL/3 otherwise.
+// StreamRuntime serves one Envoy's runtime layer: when its shares change,
+// and again every TTL/3 to renew the layer's TTL.
 func (r rtds) StreamRuntime(stream runtimesvc.RuntimeDiscoveryService_StreamRuntimeServer) error {
 	m := r.m
 	req, err := stream.Recv()
@@ -128,7 +127,7 @@ func (m *Manager) connect(id, version string) *node {
 				m.orphans = append(m.orphans, orphan{bulkhead: name, held: s.held, until: until})
 			}
 		}
-		n.shares, n.sent, n.inflight = map[string]*share{}, nil, map[string]int{}
+		n.shares, n.sent, n.inflight, n.dropped = map[string]*share{}, nil, map[string]int{}, map[string]int{}
 	case ok && boot != m.boot:
 		// A layer from an earlier Bulkhead process: the Envoy runs with it
 		// until it hears from this one, so its shares are counted first.
@@ -350,6 +349,7 @@ func (m *Manager) report(id string, stats []*endpointv3.ClusterStats) {
 			inflight += loc.GetTotalRequestsInProgress()
 		}
 		n.inflight[cs.GetClusterName()] = int(min(inflight, 1<<30))
+		n.dropped[cs.GetClusterName()] = int(min(cs.GetTotalDroppedRequests(), 1<<30))
 	}
 	n.reports++
 }
