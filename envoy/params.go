@@ -265,9 +265,10 @@ func DemoRoutes(catalog, auth, orders Endpoint) []Route {
 
 // DemoParams returns the demo's fixed ports: listener 10000, admin 9901,
 // Bulkhead gRPC 9001, upstreams catalog 8081, auth 8082, orders 8083, all
-// on 127.0.0.1.
+// on 127.0.0.1. The orders route has a share route (bulkhead orders is in
+// shares mode auto in the demo's configuration).
 func DemoParams() Params {
-	return Params{
+	p := Params{
 		ListenerPort: 10000,
 		AdminPort:    9901,
 		Bulkhead:     Endpoint{Host: DefaultAddress, Port: 9001},
@@ -277,6 +278,8 @@ func DemoParams() Params {
 			Endpoint{Host: DefaultAddress, Port: 8083},
 		),
 	}
+	p.Routes[2].Shares = true // orders: shares far from its limit (the demo's bulkheads.orders.shares)
+	return p
 }
 
 var (

@@ -143,7 +143,15 @@ func TestRenderedShape(t *testing.T) {
 				t.Errorf("last http filter = %v", got)
 			}
 
-			routes := dig(t, hcm, "route_config", "virtual_hosts", 0, "routes").([]any)
+			all := dig(t, hcm, "route_config", "virtual_hosts", 0, "routes").([]any)
+			shares := checkShares(t, p, doc, all)
+			routes := make([]any, 0, len(all))
+			for i := 0; i < len(all); i++ {
+				routes = append(routes, all[i])
+				if r := p.Routes[len(routes)-1]; r.Shares && !r.Unguarded {
+					i++ // its share route, checked by checkShares
+				}
+			}
 			if len(routes) != len(p.Routes) {
 				t.Fatalf("%d routes, want %d", len(routes), len(p.Routes))
 			}
@@ -175,10 +183,10 @@ func TestRenderedShape(t *testing.T) {
 			}
 
 			clusters := dig(t, doc, "static_resources", "clusters").([]any)
-			if len(clusters) != 1+len(p.Routes)+len(p.TCPListeners) {
-				t.Fatalf("%d clusters, want %d", len(clusters), 1+len(p.Routes)+len(p.TCPListeners))
+			if len(clusters) != 1+len(p.Routes)+shares+len(p.TCPListeners) {
+				t.Fatalf("%d clusters, want %d", len(clusters), 1+len(p.Routes)+shares+len(p.TCPListeners))
 			}
-			checkTCPListeners(t, p, doc, clusters[1+len(p.Routes):])
+			checkTCPListeners(t, p, doc, clusters[1+len(p.Routes)+shares:])
 			bh := clusters[0]
 			if dig(t, bh, "name") != envoy.BulkheadClusterName {
 				t.Fatalf("first cluster = %v", dig(t, bh, "name"))
@@ -551,4 +559,72 @@ func checkPermitFilter(t *testing.T, where string, f any, ns string) {
 		dig(t, m, "value", "present_match") != true || dig(t, f, "match_if_key_not_found") != false {
 		t.Errorf("%s: permit filter %v, want %s.%s present, and nothing logged without it", where, f, ns, permit.MetadataToken)
 	}
+}
+
+// checkShares checks the route pairs of the routes with Shares (the strict
+// route gated by its runtime key, then the share route to its share
+// cluster, ext_authz disabled, with the share timeout), their clusters
+// (circuit breaker 0 until the daemon's layer), and the runtime layer and
+// load reports when any route has one. It returns the number of pairs.
+func checkShares(t *testing.T, p envoy.Params, doc map[string]any, routes []any) int {
+	t.Helper()
+	pairs, j := 0, 0
+	clusters := map[string]any{}
+	for _, c := range dig(t, doc, "static_resources", "clusters").([]any) {
+		clusters[dig(t, c, "name").(string)] = c
+	}
+	for i, r := range p.Routes {
+		if j >= len(routes) {
+			t.Fatalf("route %d: missing", i)
+		}
+		if !r.Shares || r.Unguarded {
+			if _, gated := routes[j].(map[string]any)["match"].(map[string]any)["runtime_fraction"]; gated {
+				t.Errorf("route %d has no share route but is gated by a runtime key", i)
+			}
+			j++
+			continue
+		}
+		pairs++
+		if got := dig(t, routes[j], "match", "runtime_fraction", "runtime_key"); got != r.StrictKey() {
+			t.Errorf("route %d strict half: runtime key %v, want %s", i, got, r.StrictKey())
+		}
+		if got := dig(t, routes[j], "match", "runtime_fraction", "default_value", "numerator"); got != 100 {
+			t.Errorf("route %d strict half: default %v%%, want 100%% (strict without the daemon's layer)", i, got)
+		}
+		share := routes[j+1]
+		if dig(t, share, "match", "prefix") != r.Prefix || dig(t, share, "route", "cluster") != r.SharesCluster() {
+			t.Errorf("route %d share half = %v", i, share)
+		}
+		if dig(t, share, "typed_per_filter_config", "envoy.filters.http.ext_authz", "disabled") != true {
+			t.Errorf("route %d share half: ext_authz not disabled", i)
+		}
+		want := p.SharesMaxRequest
+		if want == 0 {
+			want = envoy.DefaultSharesMaxRequest
+		}
+		if got := dig(t, share, "route", "timeout"); got != strconv.FormatFloat(want.Seconds(), 'f', -1, 64)+"s" {
+			t.Errorf("route %d share half: timeout %v, want %v", i, got, want)
+		}
+		c, ok := clusters[r.SharesCluster()]
+		if !ok {
+			t.Fatalf("route %d: no cluster %s", i, r.SharesCluster())
+		}
+		if got := dig(t, c, "circuit_breakers", "thresholds", 0, "max_requests"); got != 0 {
+			t.Errorf("share cluster %s: static max_requests %v, want 0", r.SharesCluster(), got)
+		}
+		j += 2
+	}
+	_, runtime := doc["layered_runtime"]
+	_, lrs := doc["cluster_manager"]
+	if runtime != (pairs > 0) || lrs != (pairs > 0) {
+		t.Errorf("%d share routes: layered_runtime %v, cluster_manager (LRS) %v", pairs, runtime, lrs)
+	}
+	if pairs > 0 {
+		layers := dig(t, doc, "layered_runtime", "layers").([]any)
+		if dig(t, layers[1], "rtds_layer", "name") != "bulkhead" ||
+			dig(t, layers[1], "rtds_layer", "rtds_config", "api_config_source", "grpc_services", 0, "envoy_grpc", "cluster_name") != envoy.BulkheadClusterName {
+			t.Errorf("runtime layers = %v", layers)
+		}
+	}
+	return pairs
 }

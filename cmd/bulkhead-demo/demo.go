@@ -24,9 +24,10 @@ var demoConfig []byte
 // demo is one run: its children (local demo), its traffic and what the
 // table shows. It is used by one goroutine (run's).
 type demo struct {
-	opts options
-	out  io.Writer
-	tty  bool
+	envoyLog *os.File // Envoy's output, open while Envoy runs
+	opts     options
+	out      io.Writer
+	tty      bool
 
 	// What the traffic goes to and what the table reads: set by startAll,
 	// or from the flags in traffic mode.
@@ -158,7 +159,10 @@ func (d *demo) startAll(ctx context.Context, bulkheadBin, envoyBin string) error
 	if err != nil {
 		return fmt.Errorf("envoy log: %w", err)
 	}
-	defer envoyLog.Close() // Envoy holds its own descriptor
+	// Envoy's output is copied into it until Envoy exits (envoyproc keeps a
+	// tail too): closed by shutdown, after Envoy stopped. Envoy writes at
+	// runtime and on its way out (its RTDS stream closing, for one).
+	d.envoyLog = envoyLog
 	d.say("Starting Envoy: %s (listener 127.0.0.1:%d, admin 127.0.0.1:%d)", envoyBin, params.ListenerPort, params.AdminPort)
 	proc, err := envoyproc.Start(ctx, envoyproc.Options{
 		Binary:      envoyBin,
@@ -337,6 +341,9 @@ func (d *demo) shutdown() error {
 			errs = append(errs, fmt.Errorf("stop envoy: %w", err))
 		}
 		cancel()
+	}
+	if d.envoyLog != nil {
+		_ = d.envoyLog.Close()
 	}
 	if d.daemon != nil {
 		if err := d.daemon.stop(); err != nil {

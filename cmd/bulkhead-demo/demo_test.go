@@ -48,6 +48,9 @@ func TestEmbeddedConfig(t *testing.T) {
 		if _, ok := want[r.name]; !ok {
 			t.Errorf("route %s has no bulkhead in demo.yaml", r.name)
 		}
+		if shares := cfg.Bulkheads[r.name].Shares.Mode != 0; er.Shares != shares {
+			t.Errorf("route %s: Envoy's share route %v, demo.yaml's shares mode %v: they must agree", r.name, er.Shares, cfg.Bulkheads[r.name].Shares.Mode)
+		}
 	}
 	if params.ExtAuthzTimeout != 0 && params.ExtAuthzTimeout <= want["catalog"].MaxWait {
 		t.Errorf("Envoy's ext_authz timeout %v does not exceed catalog's max_wait", params.ExtAuthzTimeout)

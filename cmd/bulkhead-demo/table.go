@@ -40,7 +40,8 @@ func (d *demo) render() {
 	b.WriteString("(admit/s, reject/s: daemon counters; peak: most requests the upstream served at once;\n" +
 		" err: failures other than bulkhead rejections; state, by the main reason of rejections:\n" +
 		" REJECTING queue full, SHEDDING queued lower priorities evicted, TIMEOUTS waits ran out,\n" +
-		" DENYING no such bulkhead, OPEN circuit open)\n")
+		" DENYING no such bulkhead, OPEN circuit open; shares: far from its limit, Envoy's own circuit\n" +
+		" breaker admits within the share the daemon gave it: no Check, and active counts the share)\n")
 	b.WriteString("\n" + d.priorityLine() + "\n")
 	if d.view.scrapeErr != nil {
 		fmt.Fprintf(&b, "\n(metrics unavailable: %v)\n", d.view.scrapeErr)
@@ -94,6 +95,8 @@ func state(r bulkheadRow) string {
 		return "?"
 	case r.rejected > 0:
 		return rejectingStates[mainReason(r.rejectedBy)]
+	case r.shares:
+		return "shares"
 	case r.limit > 0 && r.active >= r.limit:
 		return "FULL"
 	case r.queued > 0:

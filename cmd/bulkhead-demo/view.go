@@ -18,6 +18,10 @@ type bulkheadRow struct {
 	limit, active, queued float64
 	admitted, rejected    float64 // per second
 	rejectedBy            map[string]float64
+	// shares: the bulkhead hands its Envoys shares now (mode auto far from
+	// the limit): their circuit breakers admit, no Check reaches the daemon,
+	// and active counts the permits the shares hold.
+	shares bool
 }
 
 // view holds what the live table and the summary show.
@@ -101,6 +105,7 @@ func (v *view) row(name string) bulkheadRow {
 		active:     v.cur.Sum("bulkhead_active_calls", dep),
 		queued:     v.cur.Sum("bulkhead_queued_calls", dep),
 		rejectedBy: map[string]float64{},
+		shares:     v.cur.Sum("bulkhead_shares_mode", dep) == 1,
 	}
 	if v.prev == nil {
 		return r
