@@ -58,6 +58,9 @@ func (r rtds) StreamRuntime(stream runtimesvc.RuntimeDiscoveryService_StreamRunt
 			"node", id, "asked", names)
 	}
 	n := m.connect(id, req.GetVersionInfo())
+	if n == nil {
+		return status.Errorf(codes.ResourceExhausted, "RTDS: Bulkhead serves at most %d Envoys (permit.MaxNodes)", permit.MaxNodes)
+	}
 	defer m.disconnect(n)
 
 	ctx := stream.Context()
@@ -104,12 +107,16 @@ func (r rtds) StreamRuntime(stream runtimesvc.RuntimeDiscoveryService_StreamRunt
 }
 
 // connect registers a stream of node id, whose Envoy runs with the layer
-// of version (its request's version_info; "" when it has none).
+// of version (its request's version_info; "" when it has none). It
+// returns nil when permit.MaxNodes Envoys are known already.
 func (m *Manager) connect(id, version string) *node {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.clock.Now()
 	n := m.nodes[id]
+	if n == nil && len(m.nodes) >= permit.MaxNodes {
+		return nil
+	}
 	if n == nil {
 		n = newNode(id, m.set.Interval)
 		m.nodes[id] = n
