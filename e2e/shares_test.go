@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -275,26 +276,32 @@ func TestSharesRampAcrossTheSwitch(t *testing.T) {
 	}
 	m.checkCap("back to 10%")
 
-	// Envoy b dies holding a share (SIGKILL): its share is kept until it
-	// cannot be in use (the layer's TTL, then the share route's timeout),
-	// then comes back; the other Envoy keeps serving within the cap.
+	// Envoy b dies holding a share (SIGKILL) and a new Envoy process
+	// starts under its node id at once: the dead one's share stays in the
+	// ledger until it cannot be in use (its layer's TTL, then its requests'
+	// timeout), while the new one gets a share of its own.
 	held := m.value("bulkhead_shares_permits", orders)
 	_ = m.envoys["envoy-b"].Kill()
-	killed := time.Now()
-	poll(t, ctx, "envoy-b's share given back", func() bool {
-		m.load(ctx, 10, 250*time.Millisecond, "envoy-a")
-		return m.value("bulkhead_shares_envoys", orders) == 1
-	})
-	t.Logf("envoy-b SIGKILLed holding part of %v share permits: its share came back after %v (tail 3.4 s)", held, time.Since(killed).Round(time.Millisecond))
-	if el := time.Since(killed); el < 3*time.Second {
-		t.Errorf("envoy-b's share came back %v after its death: before its layer's TTL and its requests' timeout had run out", el)
+	m.startEnvoy(ctx, "envoy-b")
+	restarted := m.load(ctx, 20, 4*time.Second, "envoy-a", "envoy-b")
+	t.Logf("envoy-b SIGKILLed holding part of %v share permits and started again: %d requests over 4 s, %d rejected, upstream peak %d",
+		held, restarted.Responses(), restarted.Count(503), m.up.Max())
+	if n := strings.Count(m.daemonLog.String(), "share of a replaced Envoy process given back"); n != 1 {
+		t.Errorf("the dead envoy-b's share was given back %d times, want once (after its tail)", n)
 	}
-	m.checkCap("Envoy killed")
+	m.checkCap("Envoy killed and restarted")
 
-	// Every Envoy gone: every permit back within the tail.
-	_ = m.envoys["envoy-a"].Kill()
+	// Every Envoy gone: their shares come back once their layers' TTL and
+	// their requests' timeout have run out (3.4 s here), not before.
+	for _, e := range m.envoys {
+		_ = e.Kill()
+	}
+	killed := time.Now()
 	el := m.waitReleased(10 * time.Second)
-	t.Logf("both Envoys gone: every permit back after %v", el.Round(time.Millisecond))
+	t.Logf("both Envoys SIGKILLed: every permit back after %v (tail 3.4 s)", time.Since(killed).Round(time.Millisecond))
+	if el < 3*time.Second {
+		t.Errorf("the shares came back %v after their Envoys died: before their layers' TTL and their requests' timeout had run out", el)
+	}
 	m.checkCap("end")
 }
 

@@ -143,6 +143,7 @@ type modeState struct {
 // orphan is the share of an Envoy process that is gone (a new process
 // took its node id): kept until it cannot be used any more.
 type orphan struct {
+	node     string
 	bulkhead string
 	held     []bulkhead.Permit
 	until    time.Time
@@ -362,6 +363,7 @@ func (m *Manager) expireLocked(now time.Time) {
 			kept = append(kept, o)
 			continue
 		}
+		m.log.Info("share of a replaced Envoy process given back", "node", o.node, "bulkhead", o.bulkhead, "permits", len(o.held))
 		release(o.held)
 	}
 	m.orphans = kept

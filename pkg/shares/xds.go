@@ -131,7 +131,7 @@ func (m *Manager) connect(id, version string) *node {
 		until := n.lastSent.Add(m.Tail())
 		for name, s := range n.shares {
 			if len(s.held) > 0 {
-				m.orphans = append(m.orphans, orphan{bulkhead: name, held: s.held, until: until})
+				m.orphans = append(m.orphans, orphan{node: id, bulkhead: name, held: s.held, until: until})
 			}
 		}
 		n.shares, n.sent, n.inflight, n.dropped = map[string]*share{}, nil, map[string]int{}, map[string]int{}
