@@ -215,6 +215,7 @@ func TestRulesCoverage(t *testing.T) {
 		"BulkheadExtAuthzErrors":     "page",
 		"BulkheadFailOpen":           "warning",
 		"BulkheadCircuitFlapping":    "warning",
+		"BulkheadSharesFlapping":     "warning",
 	}
 	var got []string
 	for _, r := range rules {
