@@ -249,3 +249,21 @@ func TestRulesCoverage(t *testing.T) {
 		}
 	}
 }
+
+// README.md names every series pkg/metrics exports (its Metrics table, or
+// for the tenants' series the Tenants section), as `name{labels}` or
+// `name`; a histogram by its base name.
+func TestREADMENamesEveryMetric(t *testing.T) {
+	readme := string(readRepoFile(t, "README.md"))
+	names := exportedNames(t)
+	for n := range names {
+		for _, s := range []string{"_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(n, s); ok && names[base] {
+				n = base
+			}
+		}
+		if !strings.Contains(readme, "`"+n+"{") && !strings.Contains(readme, "`"+n+"`") {
+			t.Errorf("README.md does not name the metric %s: add its row to the Metrics table", n)
+		}
+	}
+}
