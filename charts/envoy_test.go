@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc/envoyproctest"
+	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 )
 
 // snippet is the Envoy ConfigMap's document.
@@ -36,6 +39,13 @@ type snippet struct {
 	// TCPListenerFilters are the filters of each connection bulkhead's TCP
 	// listener.
 	TCPListenerFilters map[string][]any `json:"tcp_listener_filters"`
+	// Shares (bulkheads in shares.mode shares or auto): the bootstrap's
+	// runtime layers (RTDS) and load reports (LRS), each such bulkhead's
+	// route pair and its share cluster.
+	LayeredRuntime map[string]any   `json:"layered_runtime"`
+	ClusterManager map[string]any   `json:"cluster_manager"`
+	SharesRoutes   map[string][]any `json:"shares_routes"`
+	SharesClusters []any            `json:"shares_clusters"`
 
 	raw string // the document as rendered
 }
@@ -100,6 +110,8 @@ func TestEnvoySnippetValidatesInEnvoy(t *testing.T) {
 				t.Errorf("bulkhead cluster health checks %v with the %s ledger", hc, cfg.Ledger.Backend)
 			}
 
+			checkSharesPieces(t, s, cfg)
+
 			var names []string
 			for name := range s.TypedPerFilterConfig {
 				names = append(names, name)
@@ -107,6 +119,12 @@ func TestEnvoySnippetValidatesInEnvoy(t *testing.T) {
 			sort.Strings(names)
 			var routes []any
 			for _, name := range names {
+				if pair, ok := s.SharesRoutes[name]; ok {
+					// The snippet leaves the upstream's cluster to the user.
+					pair[0].(map[string]any)["route"].(map[string]any)["cluster"] = "upstream"
+					routes = append(routes, pair...)
+					continue
+				}
 				routes = append(routes, map[string]any{
 					"match":                   map[string]any{"prefix": "/" + name},
 					"route":                   map[string]any{"cluster": "upstream"},
@@ -132,6 +150,23 @@ func TestEnvoySnippetValidatesInEnvoy(t *testing.T) {
 					"filter_chains": []any{map[string]any{"filters": filters}},
 				})
 			}
+			upstream := func(name string) map[string]any {
+				return map[string]any{
+					"name": name, "type": "STATIC", "connect_timeout": "1s",
+					"load_assignment": map[string]any{"cluster_name": name, "endpoints": []any{map[string]any{"lb_endpoints": []any{map[string]any{
+						"endpoint": map[string]any{"address": sockAddr("127.0.0.1", 1)}}}}}},
+				}
+			}
+			clusters := append(s.Clusters, upstream("upstream"))
+			for _, c := range s.SharesClusters {
+				// A copy of the upstream's cluster with the snippet's fields.
+				share := c.(map[string]any)
+				full := upstream(share["name"].(string))
+				for k, v := range share {
+					full[k] = v
+				}
+				clusters = append(clusters, full)
+			}
 			bootstrap := map[string]any{
 				"admin": map[string]any{"address": sockAddr("127.0.0.1", 0)},
 				"static_resources": map[string]any{
@@ -150,12 +185,14 @@ func TestEnvoySnippetValidatesInEnvoy(t *testing.T) {
 							},
 						}}}},
 					}}, tcpListeners...),
-					"clusters": append(s.Clusters, map[string]any{
-						"name": "upstream", "type": "STATIC", "connect_timeout": "1s",
-						"load_assignment": map[string]any{"cluster_name": "upstream", "endpoints": []any{map[string]any{"lb_endpoints": []any{map[string]any{
-							"endpoint": map[string]any{"address": sockAddr("127.0.0.1", 1)}}}}}},
-					}),
+					"clusters": clusters,
 				},
+			}
+			if s.LayeredRuntime != nil {
+				// RTDS and LRS need the node's id and cluster (the snippet says so).
+				bootstrap["node"] = map[string]any{"id": "test-envoy", "cluster": "test"}
+				bootstrap["layered_runtime"] = s.LayeredRuntime
+				bootstrap["cluster_manager"] = s.ClusterManager
 			}
 			envoyValidate(t, envoyBin, bootstrap)
 		})
@@ -308,5 +345,101 @@ func TestIstioResources(t *testing.T) {
 				t.Errorf("%d access-log patches, want %d", accessLogs, tc.accessLogs)
 			}
 		})
+	}
+}
+
+// checkSharesPieces checks the snippet's shares pieces against the daemon's
+// configuration, decoded into Envoy's API types: with a bulkhead in mode
+// shares or auto, the runtime layer the daemon serves (RTDS, named
+// shares.DefaultLayer) and the load reports (LRS) on the Bulkhead cluster;
+// per such bulkhead a route pair (the strict route gated by
+// shares.StrictKey, then the share route to its share cluster with ext_authz
+// disabled and the timeout shares.max_request_duration) and its share
+// cluster (load reports on, circuit breakers at 0). Without one, none of it.
+func checkSharesPieces(t *testing.T, s snippet, cfg *config.Config) {
+	t.Helper()
+	want := map[string]string{} // bulkhead: share cluster
+	for name, b := range cfg.Bulkheads {
+		if b.Shares.Mode != shares.Strict && b.Connections == nil {
+			want[name] = b.Shares.Cluster
+		}
+	}
+	if len(want) == 0 {
+		if s.LayeredRuntime != nil || s.ClusterManager != nil || s.SharesRoutes != nil || s.SharesClusters != nil {
+			t.Error("snippet has shares pieces, but no bulkhead is in shares.mode shares or auto")
+		}
+		return
+	}
+	if len(s.SharesRoutes) != len(want) || len(s.SharesClusters) != len(want) {
+		t.Fatalf("snippet: %d route pairs and %d share clusters, want one each per bulkhead in shares mode (%d)",
+			len(s.SharesRoutes), len(s.SharesClusters), len(want))
+	}
+	bulkheadCluster := s.Clusters[0].(map[string]any)["name"].(string)
+	var rt bootstrapv3.LayeredRuntime
+	unmarshalProto(t, s.LayeredRuntime, &rt)
+	rtds := 0
+	for _, l := range rt.GetLayers() {
+		if r := l.GetRtdsLayer(); r != nil {
+			rtds++
+			src := r.GetRtdsConfig().GetApiConfigSource()
+			if r.GetName() != shares.DefaultLayer || len(src.GetGrpcServices()) != 1 ||
+				src.GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName() != bulkheadCluster {
+				t.Errorf("rtds layer %v: want %q from cluster %q", r, shares.DefaultLayer, bulkheadCluster)
+			}
+		}
+	}
+	if rtds != 1 {
+		t.Errorf("layered_runtime has %d RTDS layers, want 1", rtds)
+	}
+	var cm bootstrapv3.ClusterManager
+	unmarshalProto(t, s.ClusterManager, &cm)
+	if lrs := cm.GetLoadStatsConfig().GetGrpcServices(); len(lrs) != 1 || lrs[0].GetEnvoyGrpc().GetClusterName() != bulkheadCluster {
+		t.Errorf("load_stats_config %v: want LRS to cluster %q", cm.GetLoadStatsConfig(), bulkheadCluster)
+	}
+	for name, cluster := range want {
+		pair := s.SharesRoutes[name]
+		if len(pair) != 2 {
+			t.Fatalf("%s: %d routes, want the strict and the share route", name, len(pair))
+		}
+		var strict, share routev3.Route
+		unmarshalProto(t, pair[0], &strict)
+		unmarshalProto(t, pair[1], &share)
+		f := strict.GetMatch().GetRuntimeFraction()
+		if f.GetRuntimeKey() != shares.StrictKey(name) || f.GetDefaultValue().GetNumerator() != 100 {
+			t.Errorf("%s: strict route's runtime_fraction %v: want key %q, default 100%%", name, f, shares.StrictKey(name))
+		}
+		var per extauthzv3.ExtAuthzPerRoute
+		if err := strict.GetTypedPerFilterConfig()["envoy.filters.http.ext_authz"].UnmarshalTo(&per); err != nil ||
+			per.GetCheckSettings().GetContextExtensions()["bulkhead"] != name {
+			t.Errorf("%s: strict route's ext_authz %v (%v): want it to name the bulkhead", name, &per, err)
+		}
+		if share.GetMatch().GetPrefix() != strict.GetMatch().GetPrefix() || share.GetMatch().GetRuntimeFraction() != nil {
+			t.Errorf("%s: share route match %v, want the strict route's prefix without a runtime fraction", name, share.GetMatch())
+		}
+		per.Reset()
+		if err := share.GetTypedPerFilterConfig()["envoy.filters.http.ext_authz"].UnmarshalTo(&per); err != nil || !per.GetDisabled() {
+			t.Errorf("%s: share route's ext_authz %v (%v): want it disabled", name, &per, err)
+		}
+		if r := share.GetRoute(); r.GetCluster() != cluster || r.GetTimeout().AsDuration() != cfg.Shares.MaxRequestDuration {
+			t.Errorf("%s: share route to %q, timeout %v: want %q and the daemon's shares.max_request_duration %v",
+				name, r.GetCluster(), r.GetTimeout().AsDuration(), cluster, cfg.Shares.MaxRequestDuration)
+		}
+	}
+	got := map[string]bool{}
+	for _, c := range s.SharesClusters {
+		var cl clusterv3.Cluster
+		unmarshalProto(t, c, &cl)
+		got[cl.GetName()] = true
+		th := cl.GetCircuitBreakers().GetThresholds()
+		if cl.GetLrsServer().GetSelf() == nil || len(th) != 2 || th[0].GetMaxRequests() == nil || th[0].GetMaxRequests().GetValue() != 0 ||
+			th[1].GetMaxRequests() == nil || th[1].GetMaxRequests().GetValue() != 0 {
+			t.Errorf("share cluster %s: want lrs_server self and max_requests 0 at both priorities (the daemon's layer sets %s)",
+				cl.GetName(), shares.ShareKey(cl.GetName()))
+		}
+	}
+	for name, cluster := range want {
+		if !got[cluster] {
+			t.Errorf("%s: no share cluster %q", name, cluster)
+		}
 	}
 }

@@ -36,10 +36,13 @@ func TestBadValuesRefused(t *testing.T) {
 		"istio-without-selector.yaml":     {"/bulkheads/catalog/istio", "missing property 'selector'"},
 		"heartbeat-interval-ms.yaml":      {"/config/leases/heartbeat_interval", "'500ms' does not match pattern"},
 		"node-grace.yaml":                 {"/config/leases", "additional properties 'node_grace' not allowed"},
+		"shares-with-redis.yaml":          {"bulkheads.search.shares.mode auto needs config.ledger.backend memory"},
+		"shares-max-request-ms.yaml":      {"/config/shares/max_request_duration", "'500ms' does not match pattern"},
 	}
 	// Refused by a template's fail, not by the schema.
 	templateFails := map[string]bool{
 		"replicas-2.yaml": true, "ledger-top-level.yaml": true, "redis-without-address.yaml": true, "redis-password-twice.yaml": true,
+		"shares-with-redis.yaml": true,
 	}
 	files, err := filepath.Glob(filepath.Join("testdata", "bad", "*.yaml"))
 	if err != nil {

@@ -24,6 +24,10 @@ func (oneBulkhead) Oldest() map[string]time.Time { return map[string]time.Time{"
 
 func (oneBulkhead) States() []breaker.Named { return []breaker.Named{{Name: "x"}} }
 
+func (oneBulkhead) EachShares(each func(dependency string, strict bool, envoys, held, limit, inFlight int, toStrict, toShares uint64)) {
+	each("x", false, 1, 2, 2, 1, 0, 0)
+}
+
 // capture records the collectors registered on it, and registers them on
 // reg too.
 type capture struct {
@@ -66,6 +70,9 @@ func exportedNames(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	if _, err := metrics.NewLedgerMetrics(c, "redis"); err != nil {
+		t.Fatal(err)
+	}
+	if err := metrics.RegisterShares(c, oneBulkhead{}); err != nil {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}
@@ -167,6 +174,9 @@ func TestDashboardCoverage(t *testing.T) {
 		"bulkhead_heartbeat_problems_total", "by (problem)",
 		"bulkhead_permits_adopted_total", "bulkhead_admissions_paused",
 		"bulkhead_oldest_permit_age_seconds",
+		// Shares (pkg/shares).
+		"bulkhead_shares_permits", "bulkhead_shares_limit", "bulkhead_shares_in_flight",
+		"bulkhead_shares_envoys", "bulkhead_shares_mode", "bulkhead_shares_switches_total", "by (dependency, to)",
 		// Envoy's side.
 		"envoy_http_ext_authz_ok", "envoy_http_ext_authz_denied", "envoy_http_ext_authz_error",
 		"envoy_http_ext_authz_failure_mode_allowed", "envoy_cluster_upstream_rq_timeout",
@@ -205,6 +215,7 @@ func TestRulesCoverage(t *testing.T) {
 		"BulkheadExtAuthzErrors":     "page",
 		"BulkheadFailOpen":           "warning",
 		"BulkheadCircuitFlapping":    "warning",
+		"BulkheadSharesFlapping":     "warning",
 	}
 	var got []string
 	for _, r := range rules {
@@ -235,6 +246,24 @@ func TestRulesCoverage(t *testing.T) {
 	for name := range want {
 		if !slices.Contains(got, name) {
 			t.Errorf("alert %s missing", name)
+		}
+	}
+}
+
+// README.md names every series pkg/metrics exports (its Metrics table, or
+// for the tenants' series the Tenants section), as `name{labels}` or
+// `name`; a histogram by its base name.
+func TestREADMENamesEveryMetric(t *testing.T) {
+	readme := string(readRepoFile(t, "README.md"))
+	names := exportedNames(t)
+	for n := range names {
+		for _, s := range []string{"_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(n, s); ok && names[base] {
+				n = base
+			}
+		}
+		if !strings.Contains(readme, "`"+n+"{") && !strings.Contains(readme, "`"+n+"`") {
+			t.Errorf("README.md does not name the metric %s: add its row to the Metrics table", n)
 		}
 	}
 }

@@ -28,7 +28,10 @@ const (
 // unknown_bulkhead, a lease expiry, failures); then every dashboard query
 // and every alert expression must return data. A misspelt metric name
 // returns nothing and fails here. (Envoy's error and fail-open counters
-// exist from its start, at 0; TestObservabilityEnvoyOutage makes them move.)
+// exist from its start, at 0; TestObservabilityEnvoyOutage makes them move.
+// The bulkhead payments, in shares mode auto and on no route, exports the
+// bulkhead_shares_* series, at 0 without an Envoy holding a share:
+// e2e/shares_test.go moves them.)
 func TestObservabilityQueriesReturnData(t *testing.T) {
 	promBin := findPrometheus(t)
 	root := repoRoot(t)
@@ -40,6 +43,7 @@ bulkheads:
   catalog: {max_concurrent: 2, max_queue: 2, max_wait: 100ms, reserve: {critical: 0.5}}
   auth: {max_concurrent: 20, max_queue: 20, max_wait: 200ms}
   orders: {max_concurrent: 20, max_queue: 20, max_wait: 200ms, circuit_breaker: {}}
+  payments: {max_concurrent: 10, shares: {mode: auto}}
 `, func(p *envoy.Params) {
 		p.AccessLogExcludeHeader = skipLog // its permits expire after the 1 s heartbeat lease
 		p.HeartbeatInterval = 500 * time.Millisecond
@@ -87,6 +91,7 @@ bulkheads:
 		`bulkhead_failure_total{dependency="orders"} > 0`,
 		`bulkhead_unmatched_checks_total{outcome="denied"} > 0`,
 		`rate(bulkhead_admitted_total{dependency="auth",priority="normal"}[30s]) > 0`,
+		`count_over_time(bulkhead_shares_switches_total{dependency="payments",to="strict"}[1m]) >= 5`,
 	} {
 		prom.waitFor(ctx, q)
 	}

@@ -90,6 +90,13 @@ also set that key by hand, and a top-level `ledger` (chart 0.1) has moved.
 {{- if and .Values.redis.sentinelPasswordSecret.name (dig "sentinel" "password_file" "" $redis) }}
 {{- fail "config.ledger.redis.sentinel.password_file and redis.sentinelPasswordSecret are both set: the chart sets it from the Secret; remove one" }}
 {{- end }}
+{{- if ne $backend "memory" }}
+{{- range $name, $b := .Values.bulkheads }}
+{{- if ne (dig "shares" "mode" "strict" $b) "strict" }}
+{{- fail (printf "bulkheads.%s.shares.mode %s needs config.ledger.backend memory (one daemon for the mesh: the daemon refuses shares with the Redis ledger); use mode strict, or capacity leases (config.ledger.redis.capacity_leases)" $name (dig "shares" "mode" "" $b)) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- $tls := get $redis "tls" | default dict }}
 {{- if and .Values.redis.tlsSecret.name (or (get $tls "ca_file") (get $tls "cert_file") (get $tls "key_file")) }}
 {{- fail "config.ledger.redis.tls.*_file and redis.tlsSecret are both set: the chart sets the TLS files from the Secret; remove one" }}
@@ -171,6 +178,47 @@ podAntiAffinity:
 {{/* The names of the bulkheads that count connections, or "" if none. */}}
 {{- define "bulkhead.connectionBulkheads" -}}
 {{- range $name, $b := .Values.bulkheads }}{{ if $b.connections }}{{ $name }} {{ end }}{{ end }}
+{{- end }}
+
+{{/*
+The names of the request bulkheads in shares.mode shares or auto (they get
+a route pair and a share cluster in the Envoy snippet), or "" if none.
+*/}}
+{{- define "bulkhead.sharesBulkheads" -}}
+{{- range $name, $b := .Values.bulkheads }}{{ if and (not $b.connections) (ne (dig "shares" "mode" "strict" $b) "strict") }}{{ $name }} {{ end }}{{ end }}
+{{- end }}
+
+{{/* A bulkhead's share cluster (its shares.cluster, default <name>_shares); the argument is (list name bulkhead). */}}
+{{- define "bulkhead.sharesCluster" -}}
+{{- $name := index . 0 }}
+{{- dig "shares" "cluster" (printf "%s_shares" $name) (index . 1) }}
+{{- end }}
+
+{{/*
+The share routes' timeout: the daemon's shares.max_request_duration (its
+default, 5s, when unset), in seconds as the schema keeps it, a form both Go
+and Envoy read.
+*/}}
+{{- define "bulkhead.sharesMaxRequest" -}}
+{{- dig "shares" "max_request_duration" "5s" (.Values.config | default dict) | default "5s" }}
+{{- end }}
+
+{{/*
+A request bulkhead's per-route ext_authz block (typed_per_filter_config):
+it names the bulkhead, and the class of the route's requests if the
+bulkhead has a priority. The argument is (list name bulkhead).
+*/}}
+{{- define "bulkhead.routeAuthz" -}}
+{{- $name := index . 0 }}
+{{- $b := index . 1 -}}
+envoy.filters.http.ext_authz:
+  "@type": type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute
+  check_settings:
+    context_extensions:
+      bulkhead: {{ $name | quote }}
+      {{- with $b.priority }}
+      priority: {{ . | quote }}
+      {{- end }}
 {{- end }}
 
 {{/* The daemon's bulkheads map: the values' map less the chart-only keys. */}}
