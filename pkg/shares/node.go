@@ -11,9 +11,16 @@ import (
 // node is one Envoy (one node id): its shares, the layers it was sent and
 // what it acknowledged and reported.
 type node struct {
-	id    string
-	conns int           // its RTDS streams
-	wakeC chan struct{} // a new layer to send (capacity 1)
+	id       string
+	conns    int // its RTDS streams
+	lrsConns int // its LRS streams
+	// duplicate: two streams of one kind at once, two Envoy processes
+	// under one node id (or one whose old stream lingers). Their reports
+	// cannot be told apart, so its shares are withdrawn (strict) and given
+	// back by time alone: a tail after the last layer that granted one.
+	duplicate     bool
+	lastShareSent time.Time
+	wakeC         chan struct{} // a new layer to send (capacity 1)
 
 	shares map[string]*share // by bulkhead
 
@@ -145,6 +152,15 @@ func (n *node) settledIndex() int {
 		}
 	}
 	return -1
+}
+
+// lastSeq is the sequence number of the last layer sent to n (0: none,
+// or an adopted one).
+func (n *node) lastSeq() uint64 {
+	if len(n.sent) == 0 {
+		return 0
+	}
+	return n.sent[len(n.sent)-1].seq
 }
 
 // trim forgets the layers before the settled one.

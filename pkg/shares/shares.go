@@ -280,8 +280,8 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 	slices.SortFunc(live, func(a, b *node) int { return b.inflight[p.Cluster] - a.inflight[p.Cluster] })
 	for _, n := range live {
 		s := n.share(name)
-		s.cluster, s.strict = p.Cluster, st.strict
-		if st.strict {
+		s.cluster, s.strict = p.Cluster, st.strict || n.duplicate
+		if s.strict {
 			s.limit = 0
 			continue
 		}
@@ -307,6 +307,21 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 // settleLocked gives back the permits of n's shares that its Envoy can no
 // longer use (node.bound), and forgets the shares that are over.
 func (m *Manager) settleLocked(n *node) {
+	if n.duplicate {
+		// Reports of two processes cannot be told apart: every share comes
+		// back a tail after the last layer that granted one.
+		if n.lastShareSent.IsZero() || n.now.Sub(n.lastShareSent) >= m.Tail() {
+			release(n.heldTotal())
+			for _, s := range n.shares {
+				s.held = nil
+			}
+			if n.conns <= 1 && n.lrsConns <= 1 {
+				n.duplicate = false
+				m.log.Info("one stream of each kind left: the node gets shares again", "node", n.id)
+			}
+		}
+		return
+	}
 	for name, s := range n.shares {
 		keep, ok := n.bound(name, m.clusterOf(name, s))
 		if !ok {
@@ -345,14 +360,14 @@ func (m *Manager) expireLocked(now time.Time) {
 		}
 		held := n.heldTotal()
 		switch {
-		case len(held) == 0 && n.conns == 0:
+		case len(held) == 0 && n.conns == 0 && n.lrsConns == 0:
 			delete(m.nodes, id)
 		case len(held) == 0:
 		case now.Sub(n.lastSent) >= tail:
 			m.log.Info("share of a silent Envoy given back", "node", id, "permits", len(held), "silent_for", now.Sub(n.lastSent).Round(time.Millisecond))
 			release(held)
 			n.shares, n.sent, n.resend = map[string]*share{}, nil, true
-			if n.conns == 0 {
+			if n.conns == 0 && n.lrsConns == 0 {
 				delete(m.nodes, id)
 			}
 		}

@@ -123,11 +123,17 @@ func (m *Manager) connect(id, version string) *node {
 	}
 	n.conns++
 	n.resend = true
-	boot, limits, ok := parseVersion(version)
-	switch {
-	case version == "" && len(n.heldTotal()) > 0:
-		// A new Envoy process with the node id of one that held shares: the
-		// old one's requests may still run at the upstream.
+	if n.conns > 1 {
+		m.duplicateLocked(n)
+	}
+	boot, seq, limits, ok := parseVersion(version)
+	if len(n.heldTotal()) > 0 && (!ok || boot != m.boot || seq != n.lastSeq()) {
+		// Maybe another Envoy process with the node id of one that held
+		// shares: it runs with no layer of ours, or not with the last one
+		// sent (the same process whose stream broke before the last layer
+		// reached it looks the same, and is treated the same: safe, if
+		// less generous). The old one's requests may still run: its shares
+		// are kept until they cannot.
 		until := n.lastSent.Add(m.Tail())
 		for name, s := range n.shares {
 			if len(s.held) > 0 {
@@ -135,11 +141,13 @@ func (m *Manager) connect(id, version string) *node {
 			}
 		}
 		n.shares, n.sent, n.inflight, n.dropped = map[string]*share{}, nil, map[string]int{}, map[string]int{}
-	case ok && boot != m.boot:
+	}
+	if ok && boot != m.boot {
 		// A layer from an earlier Bulkhead process: the Envoy runs with it
 		// until it hears from this one, so its shares are counted first.
 		m.adoptLocked(n, limits, now)
-	case !ok && version != "":
+	}
+	if !ok && version != "" {
 		m.log.Warn("an Envoy runs with a runtime layer Bulkhead cannot read; its shares are not adopted", "node", id, "version", version)
 	}
 	return n
@@ -183,6 +191,45 @@ func (m *Manager) disconnect(n *node) {
 	n.conns--
 }
 
+// lrsConnect registers an LRS stream of node id; nil past permit.MaxNodes.
+func (m *Manager) lrsConnect(id string) *node {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.nodes[id]
+	if n == nil {
+		if len(m.nodes) >= permit.MaxNodes {
+			return nil
+		}
+		n = newNode(id, m.set.Interval)
+		m.nodes[id] = n
+	}
+	if n.lrsConns++; n.lrsConns > 1 {
+		m.duplicateLocked(n)
+	}
+	return n
+}
+
+// lrsDisconnect ends an LRS stream of n.
+func (m *Manager) lrsDisconnect(n *node) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n.lrsConns--
+}
+
+// duplicateLocked marks n as two Envoys under one node id.
+func (m *Manager) duplicateLocked(n *node) {
+	if n.duplicate {
+		return
+	}
+	n.duplicate = true
+	for _, s := range n.shares { // the very next layer withdraws them, before any round
+		s.strict, s.limit = true, 0
+	}
+	m.log.Error("two streams of one kind from one node id: two Envoys share it, or an old stream lingers; "+
+		"its shares are withdrawn until one is left (give every Envoy a node.id of its own)",
+		"node", n.id, "rtds_streams", n.conns, "lrs_streams", n.lrsConns)
+}
+
 // response is the next response to n: its whole layer, a new one when
 // its shares changed. Envoy 1.40 renews a resource's TTL only when the
 // resource comes with its body (a heartbeat of name and TTL alone does
@@ -206,6 +253,11 @@ func (m *Manager) response(n *node) (*discovery.DiscoveryResponse, error) {
 		n.resend = false
 	}
 	last := n.sent[len(n.sent)-1]
+	for _, w := range last.limits {
+		if w > 0 {
+			n.lastShareSent = now
+		}
+	}
 	fields := map[string]*structpb.Value{}
 	for name, w := range last.limits {
 		fields[ShareKey(last.clusters[name])] = structpb.NewNumberValue(float64(max(w, 0)))
@@ -273,25 +325,26 @@ func (m *Manager) version(l layer) string {
 }
 
 // parseVersion reads a version written by version.
-func parseVersion(v string) (boot string, limits map[string]int, ok bool) {
+func parseVersion(v string) (boot string, seq uint64, limits map[string]int, ok bool) {
 	head, body, found := strings.Cut(v, ";")
-	boot, _, dot := strings.Cut(head, ".")
-	if !found || !dot || boot == "" {
-		return "", nil, false
+	boot, seqText, dot := strings.Cut(head, ".")
+	seq, err := strconv.ParseUint(seqText, 10, 64)
+	if !found || !dot || boot == "" || err != nil {
+		return "", 0, nil, false
 	}
 	limits = map[string]int{}
 	if body == "" {
-		return boot, limits, true
+		return boot, seq, limits, true
 	}
 	for _, kv := range strings.Split(body, ",") {
 		name, num, eq := strings.Cut(kv, "=")
 		n, err := strconv.Atoi(num)
 		if !eq || err != nil || name == "" {
-			return "", nil, false
+			return "", 0, nil, false
 		}
 		limits[name] = n
 	}
-	return boot, limits, true
+	return boot, seq, limits, true
 }
 
 type lrs struct {
@@ -311,6 +364,11 @@ func (r lrs) StreamLoadStats(stream loadstats.LoadReportingService_StreamLoadSta
 	if !permit.ValidNodeID(id) {
 		return status.Errorf(codes.InvalidArgument, "LRS: the first request must name a valid node id (got %q)", id)
 	}
+	n := m.lrsConnect(id)
+	if n == nil {
+		return status.Errorf(codes.ResourceExhausted, "LRS: Bulkhead serves at most %d Envoys (permit.MaxNodes)", permit.MaxNodes)
+	}
+	defer m.lrsDisconnect(n)
 	var asked []string
 	for {
 		if clusters := m.clusters(); !slices.Equal(clusters, asked) {
@@ -327,7 +385,7 @@ func (r lrs) StreamLoadStats(stream loadstats.LoadReportingService_StreamLoadSta
 			}
 			return err
 		}
-		m.report(id, req.GetClusterStats())
+		m.report(n, req.GetClusterStats())
 	}
 }
 
@@ -340,13 +398,9 @@ func (m *Manager) clusters() []string {
 
 // report records an Envoy's load report: the requests in flight in each
 // share cluster it names.
-func (m *Manager) report(id string, stats []*endpointv3.ClusterStats) {
+func (m *Manager) report(n *node, stats []*endpointv3.ClusterStats) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := m.nodes[id]
-	if n == nil {
-		return // no RTDS stream: it holds no share
-	}
 	for _, cs := range stats {
 		if _, ok := m.byCluster[cs.GetClusterName()]; !ok {
 			continue

@@ -23,12 +23,12 @@ import (
 func TestVersionRoundTrip(t *testing.T) {
 	m := New(testSettings(), nil, clock.NewFake(t0), nil)
 	v := m.version(layer{seq: 7, limits: map[string]int{"orders": 12, "catalog": -1}})
-	boot, limits, ok := parseVersion(v)
-	if !ok || boot != m.boot || limits["orders"] != 12 || limits["catalog"] != -1 || len(limits) != 2 {
-		t.Fatalf("parseVersion(%q) = %q %v %v", v, boot, limits, ok)
+	boot, seq, limits, ok := parseVersion(v)
+	if !ok || boot != m.boot || seq != 7 || limits["orders"] != 12 || limits["catalog"] != -1 || len(limits) != 2 {
+		t.Fatalf("parseVersion(%q) = %q %d %v %v", v, boot, seq, limits, ok)
 	}
-	for _, bad := range []string{"", "v1", "x.1;orders", "x.1;orders=a", ".1;", "x;a=1"} {
-		if _, _, ok := parseVersion(bad); ok {
+	for _, bad := range []string{"", "v1", "x.1;orders", "x.1;orders=a", ".1;", "x;a=1", "x.y;a=1"} {
+		if _, _, _, ok := parseVersion(bad); ok {
 			t.Errorf("parseVersion(%q) accepted", bad)
 		}
 	}
