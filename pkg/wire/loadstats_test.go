@@ -62,7 +62,9 @@ func mustMarshal(t testing.TB, m proto.Message) []byte {
 func TestUnmarshalLoadStats(t *testing.T) {
 	report := mustMarshal(t, loadReport(envoyNode("envoy-1")))
 	stats := mustMarshal(t, &loadstats.LoadStatsRequest{ClusterStats: loadReport(nil).ClusterStats})
-	node := func(id string) []byte { return mustMarshal(t, &loadstats.LoadStatsRequest{Node: &corev3.Node{Id: id, Cluster: "c"}}) }
+	node := func(id string) []byte {
+		return mustMarshal(t, &loadstats.LoadStatsRequest{Node: &corev3.Node{Id: id, Cluster: "c"}})
+	}
 	cat := func(parts ...[]byte) []byte {
 		var out []byte
 		for _, p := range parts {
