@@ -44,6 +44,7 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 	calibRounds := fs.Int("calibrate-rounds", 3, "the calibration's rounds (a real Envoy's and the simulator's each)")
 	sharesMode := fs.String("shares", "", "every bulkhead's shares mode, shares or auto (none: strict); the Envoys keep RTDS and LRS streams "+
 		"and pass a share's requests through its circuit breaker (needs -tenants 0 -storm=false)")
+	daemonBin := fs.String("daemon", "", "the daemon binary to run (default: cmd/bulkhead built from this module), to measure another build")
 	idleWindow := fs.Duration("idle-window", 0, "a window measured before the warm-up with every Envoy connected and no requests (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -51,7 +52,7 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 	plan := Plan{Workers: *workers, Rate: *rate, Bulkheads: *bulkheads, Tenants: *tenants, Warmup: *warmup,
 		Window: *window, PrimeRate: *prime, Storm: *storm, StormBurst: *burst, Steady: *steady, SteadyN: *steadyN, Ping: *ping,
 		RecoveryWindow: defaultRecoveryWindow, Limited: *limited, Ledger: Ledger(*ledger), Replicas: *replicas, Spread: Spread(*spread),
-		Shares: *sharesMode, IdleWindow: *idleWindow}
+		Shares: *sharesMode, IdleWindow: *idleWindow, DaemonBin: *daemonBin}
 	if cmd == "calibrate" {
 		plan.Storm = false
 	} else {
@@ -104,10 +105,12 @@ func runPlan(ctx context.Context, log *slog.Logger, plan Plan, out string, calib
 	} else {
 		log.Info("keeping the daemons' logs", "paths", filepath.Join(dir, "replica-*", "bulkhead.log"))
 	}
-	log.Info("building the daemon")
-	bin, err := BuildDaemon(ctx, dir)
-	if err != nil {
-		return nil, err
+	bin := plan.DaemonBin
+	if bin == "" {
+		log.Info("building the daemon")
+		if bin, err = BuildDaemon(ctx, dir); err != nil {
+			return nil, err
+		}
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	res := &Results{Plan: plan, Started: time.Now(), Load: strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " ")}

@@ -47,6 +47,9 @@ type Plan struct {
 	// IdleWindow, if positive, is a window measured before the warm-up,
 	// with every Envoy connected (its streams open) and no requests.
 	IdleWindow time.Duration `json:"idle_window_ns,omitempty"`
+	// DaemonBin is the daemon binary run ("": cmd/bulkhead built from
+	// this module).
+	DaemonBin string `json:"daemon_binary,omitempty"`
 }
 
 // Routes are the plan's bulkheads: with Limited, every fourth has a limit
