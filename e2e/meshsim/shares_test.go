@@ -38,9 +38,8 @@ func (w *sharesWatch) interceptor(srv any, ss grpc.ServerStream, info *grpc.Stre
 
 type watchedStream struct {
 	grpc.ServerStream
-	w     *sharesWatch
-	first bool
-	n     int
+	w *sharesWatch
+	n int
 }
 
 func (s *watchedStream) RecvMsg(m any) error {
