@@ -10,7 +10,7 @@ ENVOY         := $(VENV)/bin/envoy
 # Absolute, so tests and the demo find it whatever their working directory.
 ENVOY_BIN     := $(abspath $(ENVOY))
 
-.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet lint unit fuzz e2e soak chaos demo bench clean meshsim meshsim-ledger platforms-test kube-server kube-server-bg
+.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet lint unit fuzz e2e soak chaos demo bench clean meshsim meshsim-ledger meshsim-shares platforms-test kube-server kube-server-bg
 
 all: build
 
@@ -334,4 +334,15 @@ meshsim-ledger:
 	@for l in "memory 1" "redis 2" "leases 2"; do set -- $$l; \
 		nice -n $(or $(MESHSIM_NICE),0) $(GO) run ./e2e/meshsim/cmd/meshsim $(MESHSIM_LEDGER_ARGS) -ledger $$1 -replicas $$2 \
 			-out $(or $(MESHSIM_OUT),tmp/meshsim-ledger)/$$1 $(MESHSIM_ARGS) || exit 1; \
+	done
+
+## meshsim-shares: the daemon's cost per Envoy with shares (issue 26; docs/performance.md, "Shares: daemon cost"): 100 simulated
+##          Envoys at 1,000 requests/s, strict (every request a Check), then every bulkhead in mode shares (RTDS and LRS streams,
+##          the requests through the share clusters' circuit breakers); each with a 15 s idle window first (about 2.5 min).
+##          Writes MESHSIM_OUT/strict and /shares (default tmp/meshsim-shares); MESHSIM_ARGS adds flags.
+MESHSIM_SHARES_ARGS := -n 100 -rate 1000 -warmup 5s -window 20s -idle-window 15s -storm=false -tenants 0 -limited=false
+meshsim-shares:
+	@for m in strict shares; do \
+		nice -n $(or $(MESHSIM_NICE),0) $(GO) run ./e2e/meshsim/cmd/meshsim $(MESHSIM_SHARES_ARGS) $$([ $$m = shares ] && echo -shares shares) \
+			-out $(or $(MESHSIM_OUT),tmp/meshsim-shares)/$$m $(MESHSIM_ARGS) || exit 1; \
 	done

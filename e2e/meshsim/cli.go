@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc"
+	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 )
 
 // runMain is the run and calibrate commands.
@@ -41,12 +42,17 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 	calibRate := fs.Float64("calibrate-rate", 300, "the calibration's requests per second")
 	calibWindow := fs.Duration("calibrate-window", 20*time.Second, "the calibration's window per round")
 	calibRounds := fs.Int("calibrate-rounds", 3, "the calibration's rounds (a real Envoy's and the simulator's each)")
+	sharesMode := fs.String("shares", "", "every bulkhead's shares mode, shares or auto (none: strict); the Envoys keep RTDS and LRS streams "+
+		"and pass a share's requests through its circuit breaker (needs -tenants 0 -storm=false)")
+	daemonBin := fs.String("daemon", "", "the daemon binary to run (default: cmd/bulkhead built from this module), to measure another build")
+	idleWindow := fs.Duration("idle-window", 0, "a window measured before the warm-up with every Envoy connected and no requests (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	plan := Plan{Workers: *workers, Rate: *rate, Bulkheads: *bulkheads, Tenants: *tenants, Warmup: *warmup,
 		Window: *window, PrimeRate: *prime, Storm: *storm, StormBurst: *burst, Steady: *steady, SteadyN: *steadyN, Ping: *ping,
-		RecoveryWindow: defaultRecoveryWindow, Limited: *limited, Ledger: Ledger(*ledger), Replicas: *replicas, Spread: Spread(*spread)}
+		RecoveryWindow: defaultRecoveryWindow, Limited: *limited, Ledger: Ledger(*ledger), Replicas: *replicas, Spread: Spread(*spread),
+		Shares: *sharesMode, IdleWindow: *idleWindow, DaemonBin: *daemonBin}
 	if cmd == "calibrate" {
 		plan.Storm = false
 	} else {
@@ -99,10 +105,12 @@ func runPlan(ctx context.Context, log *slog.Logger, plan Plan, out string, calib
 	} else {
 		log.Info("keeping the daemons' logs", "paths", filepath.Join(dir, "replica-*", "bulkhead.log"))
 	}
-	log.Info("building the daemon")
-	bin, err := BuildDaemon(ctx, dir)
-	if err != nil {
-		return nil, err
+	bin := plan.DaemonBin
+	if bin == "" {
+		log.Info("building the daemon")
+		if bin, err = BuildDaemon(ctx, dir); err != nil {
+			return nil, err
+		}
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	res := &Results{Plan: plan, Started: time.Now(), Load: strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " ")}
@@ -152,6 +160,15 @@ func (p Plan) check() error {
 		return fmt.Errorf("%w: -replicas %d on the in-memory ledger: each replica would keep its own count (-ledger redis or leases)", ErrConfig, p.Replicas)
 	case p.Replicas > 1 && p.Storm:
 		return fmt.Errorf("%w: the storm restarts one daemon: -storm=false with -replicas %d", ErrConfig, p.Replicas)
+	case p.Shares == "":
+	case p.Shares != shares.Shares.String() && p.Shares != shares.Auto.String():
+		return fmt.Errorf("%w: -shares %q: want shares or auto (or none)", ErrConfig, p.Shares)
+	case p.Ledger != LedgerMemory || p.Replicas > 1:
+		return fmt.Errorf("%w: -shares needs one daemon on the in-memory ledger", ErrConfig)
+	case p.Tenants > 0:
+		return fmt.Errorf("%w: -shares: a bulkhead with tenants stays strict (-tenants 0)", ErrConfig)
+	case p.Storm:
+		return fmt.Errorf("%w: -shares: the simulated Envoys do not model a daemon restart (-storm=false)", ErrConfig)
 	}
 	return nil
 }

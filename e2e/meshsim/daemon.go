@@ -63,9 +63,17 @@ func DaemonConfig(grpcAddr string, routes []Route, tenants bool, ledger string) 
 	}
 	b.WriteString("bulkheads:\n")
 	for _, r := range routes {
+		share := ""
+		if r.Shares != "" {
+			share = fmt.Sprintf(", shares: {mode: %s}", r.Shares)
+		}
 		switch {
 		case r.Limit > 0:
-			fmt.Fprintf(&b, "  %s: {max_concurrent: %d, max_queue: %d, max_wait: 200ms}\n", r.Bulkhead, r.Limit, 2*r.Limit)
+			fmt.Fprintf(&b, "  %s: {max_concurrent: %d, max_queue: %d, max_wait: 200ms%s}\n", r.Bulkhead, r.Limit, 2*r.Limit, share)
+		case r.Shares != "":
+			// Every share is backed by permits held in the limiter: a limit of
+			// 100,000 would hold hundreds of thousands for idle Envoys.
+			fmt.Fprintf(&b, "  %s: {max_concurrent: %d, max_queue: %d%s}\n", r.Bulkhead, SharesUnlimited, SharesUnlimited, share)
 		case tenants:
 			fmt.Fprintf(&b, "  %s: {max_concurrent: 100000, max_queue: 100000, tenant: {max_concurrent: 1000}}\n", r.Bulkhead)
 		default:
@@ -74,6 +82,11 @@ func DaemonConfig(grpcAddr string, routes []Route, tenants bool, ledger string) 
 	}
 	return b.String()
 }
+
+// SharesUnlimited is the limit of a bulkhead in shares mode that the
+// load is not meant to reach: each of N Envoys gets a share of about
+// SharesUnlimited/(2N) above its demand.
+const SharesUnlimited = 1000
 
 // EnvDaemonGODEBUG names the environment variable that, if set, is the daemon's GODEBUG (gctrace=1 writes
 // each GC's live heap to the daemon's log, bulkhead.log in the run's

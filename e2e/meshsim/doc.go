@@ -44,6 +44,23 @@
 //	go run ./e2e/meshsim/cmd/meshsim -n 100 -rate 1000 -warmup 5s -window 20s -storm=false -tenants 0 -limited=false -ledger redis -replicas 2
 //	go run ./e2e/meshsim/cmd/meshsim -n 100 -rate 1000 -warmup 5s -window 20s -storm=false -tenants 0 -limited=false -ledger leases -replicas 2
 //
+// With -shares MODE (issue 26) every bulkhead is in that shares mode and
+// each simulated Envoy is configured for shares, as the shipped front
+// proxy with shares is: its main thread's connection to the daemon
+// carries an RTDS stream (the node in its first request only, an ACK with
+// version and nonce for each response) and an LRS stream (every report
+// carrying the whole captured node, about 61 KB, as Envoy 1.40 sends it,
+// with the requests in flight in each share cluster the daemon asks for,
+// at the interval it asks for). A request whose route the applied layer
+// sends to its share cluster passes that cluster's circuit breaker at the
+// pushed max_requests, with no Check and no access-log entry; a layer
+// whose TTL ran out is dropped (every request strict again). -idle-window
+// measures the daemon with every Envoy connected and no requests, and the
+// cost table gives the daemon's CPU per Envoy per second (see
+// docs/performance.md, "Shares: daemon cost"):
+//
+//	go run ./e2e/meshsim/cmd/meshsim -n 100 -rate 1000 -warmup 5s -window 20s -idle-window 15s -storm=false -tenants 0 -limited=false -shares shares
+//
 // Types are safe for concurrent use where their comments say so; a Mesh is
 // run by one goroutine and stopped by its context.
 package meshsim

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 )
 
 // NodeMetadata is the gRPC initial metadata that names an Envoy in its
@@ -36,6 +37,9 @@ type Route struct {
 	Bulkhead string
 	Limit    int
 	Weight   float64 // share of the requests; 0 counts as 1
+	// Shares is the bulkhead's shares mode in the daemon's configuration
+	// ("shares" or "auto"; "": strict).
+	Shares string
 }
 
 // Config is a simulated mesh.
@@ -70,6 +74,13 @@ type Config struct {
 	// arrival beyond it is not sent, and counted (Stats.Shed).
 	MaxOutstanding int
 	Seed           uint64
+	// Shares: each Envoy is configured for shares (one more connection,
+	// its main thread's, with an RTDS stream for the runtime layer Layer,
+	// default "bulkhead", and an LRS stream); a request whose route the
+	// layer sends to its share cluster passes that cluster's circuit
+	// breaker only. One target only (shares need one daemon).
+	Shares bool
+	Layer  string
 }
 
 func (c Config) withDefaults() Config {
@@ -102,6 +113,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Spread == "" {
 		c.Spread = SpreadRequest
+	}
+	if c.Layer == "" {
+		c.Layer = shares.DefaultLayer
 	}
 	return c
 }
@@ -163,6 +177,7 @@ type Mesh struct {
 	Caps    *Caps
 	pinger  *pinger
 	workers []*worker
+	agents  []*agent // by Envoy, with Config.Shares
 	routes  weighted[Route]
 	mix     weighted[DurationShare]
 
@@ -173,6 +188,9 @@ type Mesh struct {
 
 	bg     errgroup.Group // the pinger
 	stopBg context.CancelFunc
+
+	sharesWG   sync.WaitGroup // the agents' streams
+	stopShares context.CancelFunc
 }
 
 // worker is one Envoy worker: its connections to the daemon replicas, its
@@ -198,6 +216,9 @@ func New(cfg Config) (*Mesh, error) {
 	if cfg.Envoys <= 0 || len(cfg.Routes) == 0 || len(cfg.Targets) == 0 || !cfg.Spread.valid() {
 		return nil, fmt.Errorf("%w: want Envoys > 0, Routes, Targets and a known Spread", ErrConfig)
 	}
+	if cfg.Shares && len(cfg.Targets) != 1 {
+		return nil, fmt.Errorf("%w: shares want one daemon (got %d targets)", ErrConfig, len(cfg.Targets))
+	}
 	t, err := loadTemplates()
 	if err != nil {
 		return nil, err
@@ -211,6 +232,14 @@ func New(cfg Config) (*Mesh, error) {
 	}
 	for e := range cfg.Envoys {
 		node := fmt.Sprintf("%s-%05d", cfg.Node, e)
+		if cfg.Shares {
+			conn, err := dial(cfg.Targets[0], m.pinger)
+			if err != nil {
+				m.Close()
+				return nil, err
+			}
+			m.agents = append(m.agents, newAgent(node, conn, t.nodeOf(node), cfg.Layer, m.Stats))
+		}
 		for w := range cfg.Workers {
 			pl := cfg.Spread.place(e*cfg.Workers+w, len(cfg.Targets))
 			wk := &worker{envoy: e, node: node, md: metadata.Pairs(NodeMetadata, node)}
@@ -242,7 +271,7 @@ func New(cfg Config) (*Mesh, error) {
 // Connections is the number of client connections (Envoys × workers,
 // times the replicas with SpreadRequest).
 func (m *Mesh) Connections() int {
-	n := 0
+	n := len(m.agents)
 	for _, w := range m.workers {
 		n += len(w.conns)
 	}
@@ -254,18 +283,24 @@ func (m *Mesh) Connections() int {
 func (m *Mesh) Connect(ctx context.Context, parallel int) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, parallel))
+	connect := func(node string, conn *grpc.ClientConn) {
+		g.Go(func() error {
+			conn.Connect()
+			for s := conn.GetState(); s != connectivity.Ready; s = conn.GetState() {
+				if !conn.WaitForStateChange(ctx, s) {
+					return fmt.Errorf("connecting %s: %w", node, ctx.Err())
+				}
+				conn.Connect()
+			}
+			return nil
+		})
+	}
+	for _, a := range m.agents {
+		connect(a.node, a.conn)
+	}
 	for _, w := range m.workers {
 		for _, conn := range w.conns {
-			g.Go(func() error {
-				conn.Connect()
-				for s := conn.GetState(); s != connectivity.Ready; s = conn.GetState() {
-					if !conn.WaitForStateChange(ctx, s) {
-						return fmt.Errorf("connecting %s: %w", w.node, ctx.Err())
-					}
-					conn.Connect()
-				}
-				return nil
-			})
+			connect(w.node, conn)
 		}
 	}
 	return g.Wait()
@@ -276,6 +311,13 @@ func (m *Mesh) Close() {
 	if m.stopBg != nil {
 		m.stopBg()
 		_ = m.bg.Wait()
+	}
+	if m.stopShares != nil {
+		m.stopShares()
+	}
+	m.sharesWG.Wait()
+	for _, a := range m.agents {
+		_ = a.conn.Close()
 	}
 	for _, w := range m.workers {
 		if w.release != nil {
@@ -386,6 +428,11 @@ func (m *Mesh) newRequest(rng *rand.Rand, routes *weighted[Route]) *request {
 // cut short by ctx still sends its end entry (its Envoy is alive). It
 // reports whether the request was admitted.
 func (m *Mesh) do(ctx, streamCtx context.Context, w *worker, r *request) bool {
+	if m.agents != nil {
+		if share, admitted := m.doShare(ctx, m.agents[w.envoy], r); share {
+			return admitted
+		}
+	}
 	r.start = time.Now()
 	cctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, w.md), m.cfg.CheckTimeout)
 	authz := w.authz[(w.next.Add(1)-1)%uint64(len(w.authz))]

@@ -32,6 +32,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/redisproc"
+	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
@@ -434,6 +435,25 @@ func TestDaemonConfigLedger(t *testing.T) {
 	}
 }
 
+// TestDaemonConfigShares: with shares, every bulkhead of the plan is in
+// that mode with its default share cluster, and the unlimited ones have
+// a limit of SharesUnlimited; the priming bulkhead stays strict.
+func TestDaemonConfigShares(t *testing.T) {
+	p := Plan{Bulkheads: 4, Limited: true, Shares: "auto"}
+	text := DaemonConfig("127.0.0.1:7000", append(p.Routes(), Route{Bulkhead: warmupBulkhead}), false, "")
+	c, err := config.Parse("meshsim.yaml", []byte(text))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	pol := c.Policies()
+	if pol["bh-000"].Mode != shares.Auto || pol["bh-001"].Cluster != shareCluster("bh-001") || pol[warmupBulkhead].Mode != shares.Strict {
+		t.Errorf("policies %v\n%s", pol, text)
+	}
+	if l0, l1 := c.Bulkheads["bh-000"].Settings.MaxConcurrent, c.Bulkheads["bh-001"].Settings.MaxConcurrent; l0 != 4 || l1 != SharesUnlimited {
+		t.Errorf("limits %d and %d: want 4 and %d", l0, l1, SharesUnlimited)
+	}
+}
+
 func TestPlanCheck(t *testing.T) {
 	ok := Plan{Ledger: LedgerMemory, Replicas: 1, Spread: SpreadRequest, Storm: true}
 	tests := []struct {
@@ -449,6 +469,12 @@ func TestPlanCheck(t *testing.T) {
 		{"no replica", func(p *Plan) { p.Replicas = 0 }, false},
 		{"replicas in memory", func(p *Plan) { p.Replicas, p.Storm = 2, false }, false},
 		{"the storm with replicas", func(p *Plan) { p.Ledger, p.Replicas = LedgerRedis, 2 }, false},
+		{"shares, no storm", func(p *Plan) { p.Shares, p.Storm = "shares", false }, true},
+		{"auto, no storm", func(p *Plan) { p.Shares, p.Storm = "auto", false }, true},
+		{"shares mode strict", func(p *Plan) { p.Shares, p.Storm = "strict", false }, false},
+		{"shares with the storm", func(p *Plan) { p.Shares = "shares" }, false},
+		{"shares with tenants", func(p *Plan) { p.Shares, p.Storm, p.Tenants = "shares", false, 10 }, false},
+		{"shares on redis", func(p *Plan) { p.Shares, p.Storm, p.Ledger = "shares", false, LedgerRedis }, false},
 	}
 	for _, tt := range tests {
 		p := ok

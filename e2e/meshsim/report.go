@@ -34,6 +34,9 @@ func (r *Results) Markdown(w io.Writer) {
 	if p.Ledger.shared() {
 		ledgerTable(w, r.Runs)
 	}
+	if p.Shares != "" || p.IdleWindow > 0 {
+		costTable(w, p, r.Runs)
+	}
 	if len(r.Runs) >= 2 {
 		a, b := r.Runs[0], r.Runs[len(r.Runs)-1]
 		fmt.Fprintf(w, "\nFrom N = %d to N = %d: Check p99 %.2fx (goal <= 1.5x), release lag p99 %.2fx (goal <= 1.5x), "+
@@ -98,6 +101,29 @@ func (p Plan) daemons() string {
 	}
 	return fmt.Sprintf("%d daemon replicas on %s, on a redis-server of the run's own, each Envoy spread over them by %s "+
 		"(the daemon figures are the replicas' sums)", p.Replicas, ledger, p.Spread)
+}
+
+// costTable writes the daemon's cost per Envoy: idle (the idle window)
+// and under the load, with the requests that passed a share instead of a
+// Check, and the RTDS and LRS messages of the window.
+func costTable(w io.Writer, p Plan, runs []Result) {
+	admission := "strict (every request a Check)"
+	if p.Shares != "" {
+		admission = "shares (mode " + p.Shares + ")"
+	}
+	fmt.Fprintf(w, "\nDaemon cost per Envoy, %s; idle: a %v window with every Envoy connected and no requests; load: the window above:\n\n", admission, p.IdleWindow)
+	fmt.Fprintln(w, "| Envoys | idle: daemon CPU | idle: per Envoy per s | load: requests | by a share | overflowed at a share | Checks | daemon CPU | per Envoy per s | per request | RTDS responses/s | LRS reports/s | daemon RSS | share permits held / Σ max_requests |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, x := range runs {
+		idle, idleEnvoy := "-", "-"
+		if i := x.Idle; i != nil {
+			idle, idleEnvoy = fmt.Sprintf("%.4f cores", i.CPUShare), fmt.Sprintf("%.1f us", i.CPUPerEnvoy)
+		}
+		win := max(x.WindowSeconds, 1e-9)
+		fmt.Fprintf(w, "| %d | %s | %s | %d | %d | %d | %d | %.4f cores | %.1f us | %.1f us | %.1f | %.1f | %.1f MiB | %.0f / %.0f |\n",
+			x.Envoys, idle, idleEnvoy, x.Requests, x.SharesAdmitted, x.SharesOverflow, x.Checks, x.CPUShare, x.CPUPerEnvoy, x.CPUPerRequest,
+			float64(x.RTDSResponses)/win, float64(x.LRSReports)/win, mib(x.RSS), x.SharesHeld, x.SharesLimit)
+	}
 }
 
 // ledgerTable writes the shared ledger's cost per N: the daemons' calls to

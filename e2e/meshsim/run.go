@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
 )
 
@@ -40,6 +41,15 @@ type Plan struct {
 	Ledger   Ledger `json:"ledger"`
 	Replicas int    `json:"replicas"`
 	Spread   Spread `json:"spread"`
+	// Shares is every bulkhead's shares mode ("shares" or "auto"; "":
+	// strict), the Envoys configured for shares (Config.Shares).
+	Shares string `json:"shares,omitempty"`
+	// IdleWindow, if positive, is a window measured before the warm-up,
+	// with every Envoy connected (its streams open) and no requests.
+	IdleWindow time.Duration `json:"idle_window_ns,omitempty"`
+	// DaemonBin is the daemon binary run ("": cmd/bulkhead built from
+	// this module).
+	DaemonBin string `json:"daemon_binary,omitempty"`
 }
 
 // Routes are the plan's bulkheads: with Limited, every fourth has a limit
@@ -53,6 +63,7 @@ func (p Plan) Routes() []Route {
 		if p.Limited && i%4 == 0 {
 			r.Limit = 4
 		}
+		r.Shares = p.Shares
 		rs = append(rs, r)
 	}
 	return rs
@@ -93,6 +104,35 @@ type Result struct {
 	EntriesDropped int64     `json:"entries_dropped"`
 	// Ledger is the shared ledger's cost in the window (nil in memory).
 	Ledger *LedgerCost `json:"ledger,omitempty"`
+	// Requests are the requests the Envoys answered in the window: the
+	// Checks answered and, with shares, the requests their share clusters'
+	// circuit breakers admitted (SharesAdmitted) or overflowed.
+	Requests       int64 `json:"requests"`
+	SharesAdmitted int64 `json:"shares_admitted,omitempty"`
+	SharesOverflow int64 `json:"shares_overflowed,omitempty"`
+	RTDSResponses  int64 `json:"rtds_responses,omitempty"` // received in the window
+	LRSReports     int64 `json:"lrs_reports,omitempty"`    // sent in the window
+	// SharesHeld and SharesLimit: the permits the daemon holds for shares
+	// and the Σ max_requests it last told, at the window's end.
+	SharesHeld  float64 `json:"shares_permits,omitempty"`
+	SharesLimit float64 `json:"shares_limit,omitempty"`
+	// WindowSeconds is the window's wall time (its load, then the
+	// requests in flight ending).
+	WindowSeconds float64 `json:"window_s"`
+	// CPUPerEnvoy is the daemon's CPU per Envoy per second of the window.
+	CPUPerEnvoy float64 `json:"cpu_us_per_envoy_s"`
+	// Idle is the idle window's figures (Plan.IdleWindow), if any.
+	Idle *Idle `json:"idle,omitempty"`
+}
+
+// Idle is a window with every Envoy connected and no requests.
+type Idle struct {
+	Seconds       float64 `json:"s"`
+	CPUShare      float64 `json:"cpu_cores"`
+	CPUPerEnvoy   float64 `json:"cpu_us_per_envoy_s"`
+	RTDSResponses int64   `json:"rtds_responses"`
+	LRSReports    int64   `json:"lrs_reports"`
+	RSS           int64   `json:"rss_bytes"`
 }
 
 // RSSPerEnvoy is the daemon's resident memory above its idle figure, per
@@ -170,7 +210,8 @@ func (s *series) cluster(ctx context.Context, name string) (*cluster, error) {
 
 func (s *series) meshConfig(targets []string, n int) Config {
 	return Config{Targets: targets, Spread: s.plan.Spread, Envoys: n, Workers: s.plan.Workers, Routes: s.plan.Routes(),
-		Tenants: s.plan.Tenants, Priorities: []string{"", "", "critical", "best_effort"}, Seed: uint64(n), Ping: s.plan.Ping}
+		Tenants: s.plan.Tenants, Priorities: []string{"", "", "critical", "best_effort"}, Seed: uint64(n), Ping: s.plan.Ping,
+		Shares: s.plan.Shares != ""}
 }
 
 // runN measures the daemons with n Envoys; with storm, the reconnect storm
@@ -186,7 +227,7 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	if err != nil {
 		return res, nil, err
 	}
-	if err := sleep(ctx, s.plan.RecoveryWindow+time.Second); err != nil {
+	if err := sleep(ctx, s.plan.pause()+time.Second); err != nil {
 		return res, nil, err
 	}
 	idle, err := c.read(ctx)
@@ -209,9 +250,17 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	}
 	res.ConnectSeconds = time.Since(t0).Seconds()
 	s.log.Info("connected", "envoys", n, "connections", res.Connections, "s", res.ConnectSeconds)
+	if err := s.startShares(ctx, streamCtx, m); err != nil {
+		return res, nil, err
+	}
 	s.prime(ctx, streamCtx, m, s.plan.PrimeRate, 3)
 	s.log.Info("streams primed", "envoys", n, "opened", m.Stats.StreamsOpened.Load(), "stream_errors", m.Stats.StreamErrors.Load(),
 		"check_errors", m.Stats.ErrorCodes(), "denied", m.Stats.Denied.Load(), "entries_dropped", m.Stats.EntriesDropped.Load())
+	if s.plan.IdleWindow > 0 {
+		if res.Idle, err = s.idle(ctx, c, m, n); err != nil {
+			return res, nil, err
+		}
+	}
 	m.Run(ctx, streamCtx, s.plan.Rate, s.plan.Warmup)
 
 	_ = m.Stats.TakeCheckLatencies()
@@ -220,6 +269,7 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 		return res, nil, err
 	}
 	ok0, den0, err0, shed0, pings0 := m.Stats.ChecksOK.Load(), m.Stats.Denied.Load(), m.Stats.Errored.Load(), m.Stats.Shed.Load(), m.Pings()
+	sh0, ov0, rtds0, lrs0 := m.Stats.SharesAdmitted.Load(), m.Stats.SharesOverflow.Load(), m.Stats.RTDSResponses.Load(), m.Stats.LRSReports.Load()
 	m.Run(ctx, streamCtx, s.plan.Rate, s.plan.Window)
 	after, err := c.read(ctx)
 	if err != nil {
@@ -237,24 +287,32 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	const lagName = "bulkhead_permit_release_lag_seconds"
 	lag, lags := after.scrape.histogram(lagName).quantileSince(before.scrape.histogram(lagName), 0.99)
 	res.LagP99, res.Lags = lag*1000, lags
+	res.SharesAdmitted, res.SharesOverflow = m.Stats.SharesAdmitted.Load()-sh0, m.Stats.SharesOverflow.Load()-ov0
+	res.RTDSResponses, res.LRSReports = m.Stats.RTDSResponses.Load()-rtds0, m.Stats.LRSReports.Load()-lrs0
+	res.Requests = res.Checks + res.SharesAdmitted + res.SharesOverflow
 	cpu := after.usage.CPU - before.usage.CPU
-	if res.Checks > 0 {
-		res.CPUPerRequest = float64(cpu.Microseconds()) / float64(res.Checks)
+	if res.Requests > 0 {
+		res.CPUPerRequest = float64(cpu.Microseconds()) / float64(res.Requests)
 	}
 	res.CPUShare = cpu.Seconds() / wall.Seconds()
+	res.WindowSeconds = wall.Seconds()
+	res.CPUPerEnvoy = float64(cpu.Microseconds()) / wall.Seconds() / float64(n)
 	am := after.scrape
 	res.RSS, res.Goroutines = after.usage.RSS, am.value("go_goroutines")
 	res.HeapInuse = am.value("go_memstats_heap_inuse_bytes")
 	res.StackInuse = am.value("go_memstats_stack_inuse_bytes")
 	res.NextGC = am.value("go_memstats_next_gc_bytes")
 	res.Streams = am.value("bulkhead_access_log_streams")
+	res.SharesHeld, res.SharesLimit = am.sum("bulkhead_shares_permits"), am.sum("bulkhead_shares_limit")
 	res.Caps = m.Caps.Report()
 	res.EntriesDropped = m.Stats.EntriesDropped.Load()
 	if res.Ledger = ledgerCost(before, after, res.Admitted, res.Checks); res.Ledger != nil {
 		res.Ledger.RedisIdleCPU = redisCPURate(started, idle)
 	}
 	s.log.Info("measured", "envoys", n, "rss_mib", res.RSS>>20, "goroutines", res.Goroutines, "streams", res.Streams,
-		"check_p99_ms", res.CheckP99, "lag_p99_ms", res.LagP99, "cpu_us", res.CPUPerRequest, "checks", res.Checks)
+		"check_p99_ms", res.CheckP99, "lag_p99_ms", res.LagP99, "cpu_us", res.CPUPerRequest, "checks", res.Checks,
+		"cpu_us_per_envoy_s", res.CPUPerEnvoy, "shares_admitted", res.SharesAdmitted, "shares_overflowed", res.SharesOverflow,
+		"rtds_responses", res.RTDSResponses, "lrs_reports", res.LRSReports, "shares_stream_errors", m.Stats.SharesStreamErrors.Load())
 	if l := res.Ledger; l != nil {
 		s.log.Info("ledger", "envoys", n, "calls_per_admitted", l.CallsPerAdmitted, "by_op", l.Calls, "failed", l.Failed,
 			"scripts_per_admitted", l.ScriptsPerAdmitted, "script_us_per_admitted", l.ScriptUsPerAdmitted, "redis_cpu_us_per_admitted", l.RedisCPUPerAdmitted,
@@ -270,6 +328,48 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 		return res, st, err
 	}
 	return res, st, nil
+}
+
+// startShares opens the Envoys' RTDS and LRS streams (with shares) and
+// waits, 20 s at most, until each Envoy applied a layer.
+func (s *series) startShares(ctx, streamCtx context.Context, m *Mesh) error {
+	if !m.cfg.Shares {
+		return nil
+	}
+	m.RunShares(streamCtx)
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	if err := m.WaitShares(wctx); err != nil {
+		return err
+	}
+	s.log.Info("every Envoy has its runtime layer", "s", time.Since(t0).Seconds())
+	return nil
+}
+
+// idle measures the daemons for the plan's idle window: n Envoys
+// connected, no requests.
+func (s *series) idle(ctx context.Context, c *cluster, m *Mesh, n int) (*Idle, error) {
+	before, err := c.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rtds0, lrs0 := m.Stats.RTDSResponses.Load(), m.Stats.LRSReports.Load()
+	if err := sleep(ctx, s.plan.IdleWindow); err != nil {
+		return nil, err
+	}
+	after, err := c.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wall := after.at.Sub(before.at)
+	cpu := after.usage.CPU - before.usage.CPU
+	out := &Idle{Seconds: wall.Seconds(), CPUShare: cpu.Seconds() / wall.Seconds(),
+		CPUPerEnvoy:   float64(cpu.Microseconds()) / wall.Seconds() / float64(n),
+		RTDSResponses: m.Stats.RTDSResponses.Load() - rtds0, LRSReports: m.Stats.LRSReports.Load() - lrs0, RSS: after.usage.RSS}
+	s.log.Info("idle", "envoys", n, "cpu_cores", out.CPUShare, "cpu_us_per_envoy_s", out.CPUPerEnvoy,
+		"rtds_responses", out.RTDSResponses, "lrs_reports", out.LRSReports, "rss_mib", out.RSS>>20)
+	return out, nil
 }
 
 // prime sends one request per worker, on the warmup bulkhead, long enough
@@ -402,6 +502,9 @@ func (s *series) steady(ctx context.Context, n int, d time.Duration) (*Steady, e
 	if err := m.Connect(ctx, 256); err != nil {
 		return nil, err
 	}
+	if err := s.startShares(ctx, streamCtx, m); err != nil {
+		return nil, err
+	}
 	s.prime(ctx, streamCtx, m, s.plan.PrimeRate, 3)
 	every := min(time.Minute, d/5)
 	out := &Steady{Envoys: n}
@@ -452,6 +555,16 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // errNoRuns: the plan has no N.
 var errNoRuns = errors.New("meshsim: no envoy counts to run")
+
+// pause is how long a starting daemon pauses admissions: its recovery
+// window, with shares at least the shares' tail (the daemon's default
+// shares settings; pkg/server's recoveryWindow).
+func (p Plan) pause() time.Duration {
+	if p.Shares == "" {
+		return p.RecoveryWindow
+	}
+	return max(p.RecoveryWindow, shares.Settings{TTL: shares.DefaultTTL, MaxRequest: shares.DefaultMaxRequest}.Tail())
+}
 
 // defaultRecoveryWindow is the daemon's default leases.recovery_window.
 const defaultRecoveryWindow = 1500 * time.Millisecond

@@ -70,10 +70,15 @@ var loadTemplates = sync.OnceValues(func() (*templates, error) {
 // logger name: the captured node, its id and cluster replaced (the rest,
 // the extensions list above all, is shared, not copied).
 func (t *templates) identifier(node, name string) *alsv3.StreamAccessLogsMessage_Identifier {
-	n := &corev3.Node{Id: node, Cluster: node, Metadata: t.node.GetMetadata(), Locality: t.node.GetLocality(),
+	return &alsv3.StreamAccessLogsMessage_Identifier{Node: t.nodeOf(node), LogName: name}
+}
+
+// nodeOf is the captured node with id node (and cluster): what a real
+// Envoy 1.40 sends in its first RTDS request and in every LRS request.
+func (t *templates) nodeOf(node string) *corev3.Node {
+	return &corev3.Node{Id: node, Cluster: node, Metadata: t.node.GetMetadata(), Locality: t.node.GetLocality(),
 		UserAgentName: t.node.GetUserAgentName(), UserAgentVersionType: t.node.GetUserAgentVersionType(),
 		Extensions: t.node.GetExtensions(), ClientFeatures: t.node.GetClientFeatures()}
-	return &alsv3.StreamAccessLogsMessage_Identifier{Node: n, LogName: name}
 }
 
 // request is one simulated HTTP request, as its Envoy sees it.

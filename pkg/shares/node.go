@@ -31,7 +31,8 @@ type node struct {
 	// sent are the layers sent that the Envoy may run with: the one it
 	// acknowledged last that bounds its use (see bound) and every later one.
 	sent     []layer
-	lastSent time.Time // the last response sent (a layer or a heartbeat)
+	encoded  encodedLayer // the last layer of sent, encoded (by its seq)
+	lastSent time.Time    // the last response sent (a layer or a heartbeat)
 	// waiting is when the oldest response not yet answered was sent (zero:
 	// none). An Envoy that does not answer for half the TTL stalls: it is
 	// sent nothing more, so that its layer's end can be known.

@@ -258,24 +258,16 @@ func (m *Manager) response(n *node) (*discovery.DiscoveryResponse, error) {
 			n.lastShareSent = now
 		}
 	}
-	fields := map[string]*structpb.Value{}
-	for name, w := range last.limits {
-		fields[ShareKey(last.clusters[name])] = structpb.NewNumberValue(float64(max(w, 0)))
-		strict := 0.0
-		if w < 0 {
-			strict = 100
+	if n.encoded.seq != last.seq || last.seq == 0 {
+		// A new layer: encoded once, re-sent as it is every TTL/3 until the
+		// next (an adopted layer, seq 0, is never re-sent).
+		enc, err := m.encode(last)
+		if err != nil {
+			return nil, err
 		}
-		fields[StrictKey(name)] = structpb.NewNumberValue(strict)
+		n.encoded = enc
 	}
-	body, err := anypb.New(&runtimesvc.Runtime{Name: m.set.Layer, Layer: &structpb.Struct{Fields: fields}})
-	if err != nil {
-		return nil, err
-	}
-	version := m.version(last)
-	wrapped, err := anypb.New(&discovery.Resource{Name: m.set.Layer, Version: version, Resource: body, Ttl: durationpb.New(m.set.TTL)})
-	if err != nil {
-		return nil, err
-	}
+	version, wrapped := n.encoded.version, n.encoded.resource
 	if n.waiting.IsZero() {
 		n.waiting = now
 	}
@@ -284,6 +276,36 @@ func (m *Manager) response(n *node) (*discovery.DiscoveryResponse, error) {
 		VersionInfo: version, Resources: []*anypb.Any{wrapped}, TypeUrl: RuntimeType,
 		Nonce: strconv.FormatUint(m.seq, 36) + "." + strconv.FormatUint(last.seq, 36),
 	}, nil
+}
+
+// encodedLayer is a layer as its responses carry it.
+type encodedLayer struct {
+	seq      uint64
+	version  string
+	resource *anypb.Any // the discovery Resource: the layer, its version and TTL
+}
+
+// encode encodes layer l as a response carries it.
+func (m *Manager) encode(l layer) (encodedLayer, error) {
+	fields := map[string]*structpb.Value{}
+	for name, w := range l.limits {
+		fields[ShareKey(l.clusters[name])] = structpb.NewNumberValue(float64(max(w, 0)))
+		strict := 0.0
+		if w < 0 {
+			strict = 100
+		}
+		fields[StrictKey(name)] = structpb.NewNumberValue(strict)
+	}
+	body, err := anypb.New(&runtimesvc.Runtime{Name: m.set.Layer, Layer: &structpb.Struct{Fields: fields}})
+	if err != nil {
+		return encodedLayer{}, err
+	}
+	version := m.version(l)
+	wrapped, err := anypb.New(&discovery.Resource{Name: m.set.Layer, Version: version, Resource: body, Ttl: durationpb.New(m.set.TTL)})
+	if err != nil {
+		return encodedLayer{}, err
+	}
+	return encodedLayer{seq: l.seq, version: version, resource: wrapped}, nil
 }
 
 // answer handles an Envoy's request after a response: an ACK names the

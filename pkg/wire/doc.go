@@ -13,8 +13,11 @@
 //
 // ServerCodec is the gRPC codec that hands a message to such a decoder (any
 // type implementing Unmarshaler) and sends pre-encoded answers (Encoded)
-// as they are; every other message goes through the standard protobuf
-// codec. A server registering those handlers must be built with it.
+// as they are. It decodes an LRS LoadStatsRequest without its node's body
+// (UnmarshalLoadStats: Envoy sends its whole node, about 61 KB, in every
+// load report; the daemon reads its id). Every other message goes through
+// the standard protobuf codec. A server registering those handlers must be
+// built with it.
 //
 // Reader and the codec are safe for concurrent use in the usual sense: a
 // Reader belongs to one goroutine, the codec to any number.
