@@ -11,6 +11,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 )
 
 // Config names: the four configurations of the issue, then the diagnostic
@@ -58,6 +59,16 @@ const (
 	// before and after in one run.
 	Baseline         = "bulkhead-baseline"
 	RedisOneBaseline = "bulkhead-redis-baseline"
+	// Shares (package shares, bulkheads.<name>.shares.mode auto): the
+	// shipped bootstrap with the route pair (envoy.Route.Shares), each on a
+	// daemon of its own, the limit far above the load (SharesFar: the
+	// limit of the others), twice the closed loop's connections
+	// (SharesHalf: the closed loop at 50% of the limit) and 5/4 of them
+	// (SharesNear: the closed loop at 80% of the limit, where mode auto
+	// runs strict permits). See sharesLimit.
+	SharesFar  = "bulkhead-shares"
+	SharesHalf = "bulkhead-shares-half"
+	SharesNear = "bulkhead-shares-near"
 )
 
 // The sidecars, by what configSpec.sidecar names: the no-op server bare or
@@ -78,6 +89,9 @@ const (
 	sidecarShedding        = "daemon-shedding"
 	sidecarBaseline        = "daemon-baseline"
 	sidecarRedisBaseline   = "daemon-redis-baseline"
+	sidecarSharesFar       = "daemon-shares"
+	sidecarSharesHalf      = "daemon-shares-half"
+	sidecarSharesNear      = "daemon-shares-near"
 )
 
 // routeName is the upstream cluster, the bulkhead key and the metric label.
@@ -123,6 +137,9 @@ type configSpec struct {
 	redisReplicas int
 	// baseline: the daemon is the -baseline binary.
 	baseline bool
+	// shares: the shipped bootstrap with the route a shares pair
+	// (envoy.Route.Shares), for a daemon whose bulkhead is in mode auto.
+	shares bool
 }
 
 // configSpecs returns the configurations in run order; the floor is first
@@ -141,6 +158,14 @@ func configSpecs(diagnostic bool) []configSpec {
 			"one cluster, health-checked), one redis-server", sidecar: sidecarRedisTwo, redisReplicas: 2},
 		{Name: RedisLeasesTwo, Title: "bulkhead-redis-2 with capacity leases (ledger.redis.capacity_leases: true), two replicas " +
 			"behind the same Envoy, one redis-server", sidecar: sidecarRedisLeasesTwo, redisReplicas: 2},
+		{Name: SharesFar, Title: fmt.Sprintf("the bulkhead with shares, mode auto (bulkheads.bench.shares.mode: auto, limit %d, "+
+			"shares.* defaults: ttl %v, interval %v): the shipped bootstrap with the route pair (envoy.Route.Shares), a daemon of its own",
+			limit, shares.DefaultTTL, shares.DefaultInterval), sidecar: sidecarSharesFar, shares: true},
+		{Name: SharesHalf, Title: "bulkhead-shares with the limit at twice the closed loop's connections (the closed loop at 50% of the limit), " +
+			"a daemon of its own", sidecar: sidecarSharesHalf, shares: true},
+		{Name: SharesNear, Title: fmt.Sprintf("bulkhead-shares with the limit at 5/4 of the closed loop's connections (the closed loop at 80%% "+
+			"of the limit, above the switch to strict permits at %.0f%%), a daemon of its own", 100*shares.SwitchToStrict),
+			sidecar: sidecarSharesNear, shares: true},
 	}
 	if diagnostic {
 		specs = append(specs, configSpec{Name: Batched,
@@ -263,7 +288,7 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint, replicas ...envo
 		b, err := envoy.Render(envoy.Params{
 			ListenerPort: 0, AdminPort: 0, Bulkhead: sidecar, BulkheadReplicas: replicas,
 			NoHeartbeat: spec.noHeartbeat, SingleAccessLog: spec.singleLog,
-			Routes: []envoy.Route{{Name: routeName, Prefix: "/", Upstream: upstream}},
+			Routes: []envoy.Route{{Name: routeName, Prefix: "/", Upstream: upstream, Shares: spec.shares}},
 		})
 		if err != nil {
 			return nil, err
@@ -302,13 +327,29 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint, replicas ...envo
 	return buf.Bytes(), nil
 }
 
+// sharesLimit is the limit of the bulkhead of a shares sidecar, for a
+// closed loop of conns connections; 0 for the other sidecars.
+func sharesLimit(sidecar string, conns int) int {
+	switch sidecar {
+	case sidecarSharesFar:
+		return limit
+	case sidecarSharesHalf:
+		return 2 * conns
+	case sidecarSharesNear:
+		return (5*conns + 3) / 4
+	}
+	return 0
+}
+
 // daemonConfig is the configuration of the daemon that sidecar names: the
 // shipped defaults for sidecarDaemon; the heartbeat phase's daemons set
 // leases.heartbeat_interval, to Envoy's default interval or to 0 (off);
 // with redisAddr, the ledger on that Redis (its default timeout, failing
 // closed: a Redis that does not answer shows as rejections, not as speed),
-// with capacity leases for the sidecars of RedisLeases and RedisLeasesTwo.
-func daemonConfig(sidecar, redisAddr string) string {
+// with capacity leases for the sidecars of RedisLeases and RedisLeasesTwo;
+// the shares sidecars' bulkhead in mode auto with its limit (sharesLimit)
+// for a closed loop of conns connections, the shares settings the defaults.
+func daemonConfig(sidecar, redisAddr string, conns int) string {
 	extra := ""
 	switch sidecar {
 	case sidecarHeartbeatOn, sidecarHeartbeatSingle:
@@ -321,6 +362,13 @@ log: {level: info}
 bulkheads:
   %s: {max_concurrent: 4, max_queue: 0}
 `, routeName)
+	case sidecarSharesFar, sidecarSharesHalf, sidecarSharesNear:
+		l := sharesLimit(sidecar, conns)
+		return fmt.Sprintf(`listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0", admin: "127.0.0.1:0"}
+log: {level: info}
+bulkheads:
+  %s: {max_concurrent: %d, max_queue: %d, max_wait: 500ms, shares: {mode: auto}}
+`, routeName, l, l)
 	}
 	if redisAddr != "" {
 		leases := ""

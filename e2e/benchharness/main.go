@@ -202,7 +202,7 @@ func runHarness(ctx context.Context, log *slog.Logger, o options, dir string, re
 	for _, s := range slices.Concat(specs, heartbeat) {
 		res.Configs = append(res.Configs, ConfigInfo{Name: s.Name, Title: s.Title})
 	}
-	e, err := startEnv(ctx, log, dir, bin, o.baseline, o.plan.UpstreamDelay, specs, heartbeat)
+	e, err := startEnv(ctx, log, dir, bin, o.baseline, o.plan.UpstreamDelay, o.plan.ClosedConns, specs, heartbeat)
 	if err != nil {
 		return err
 	}

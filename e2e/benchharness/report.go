@@ -155,6 +155,7 @@ func writeMarkdown(w io.Writer, r *Results) error {
 		}
 	}
 
+	writeShares(&b, r)
 	writeHeartbeat(&b, r)
 
 	if len(r.Micro) > 0 {
