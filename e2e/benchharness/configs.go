@@ -69,6 +69,10 @@ const (
 	SharesFar  = "bulkhead-shares"
 	SharesHalf = "bulkhead-shares-half"
 	SharesNear = "bulkhead-shares-near"
+	// NearStrict is SharesNear's strict twin: the bulkhead as shipped (no
+	// shares) with the same limit. The two run the near phase only
+	// (configSpec.near).
+	NearStrict = "bulkhead-near-strict"
 )
 
 // The sidecars, by what configSpec.sidecar names: the no-op server bare or
@@ -92,6 +96,7 @@ const (
 	sidecarSharesFar       = "daemon-shares"
 	sidecarSharesHalf      = "daemon-shares-half"
 	sidecarSharesNear      = "daemon-shares-near"
+	sidecarNearStrict      = "daemon-near-strict"
 )
 
 // routeName is the upstream cluster, the bulkhead key and the metric label.
@@ -140,6 +145,9 @@ type configSpec struct {
 	// shares: the shipped bootstrap with the route a shares pair
 	// (envoy.Route.Shares), for a daemon whose bulkhead is in mode auto.
 	shares bool
+	// near: the configuration runs the near phase (runNear) instead of the
+	// closed and open loops.
+	near bool
 }
 
 // configSpecs returns the configurations in run order; the floor is first
@@ -163,9 +171,11 @@ func configSpecs(diagnostic bool) []configSpec {
 			limit, shares.DefaultTTL, shares.DefaultInterval), sidecar: sidecarSharesFar, shares: true},
 		{Name: SharesHalf, Title: "bulkhead-shares with the limit at twice the closed loop's connections (the closed loop at 50% of the limit), " +
 			"a daemon of its own", sidecar: sidecarSharesHalf, shares: true},
-		{Name: SharesNear, Title: fmt.Sprintf("bulkhead-shares with the limit at 5/4 of the closed loop's connections (the closed loop at 80%% "+
-			"of the limit, above the switch to strict permits at %.0f%%), a daemon of its own", 100*shares.SwitchToStrict),
-			sidecar: sidecarSharesNear, shares: true},
+		{Name: SharesNear, Title: fmt.Sprintf("near phase: bulkhead-shares with the limit at the closed loop's connections, each request "+
+			"%v at the upstream (the upstream's requests in flight above the switch to strict permits at %.0f%% of the limit), a daemon of its own",
+			nearDelay, 100*shares.SwitchToStrict), sidecar: sidecarSharesNear, shares: true, near: true},
+		{Name: NearStrict, Title: "near phase: the bulkhead as shipped (strict, no shares) with the same limit and load as bulkhead-shares-near, " +
+			"a daemon of its own", sidecar: sidecarNearStrict, near: true},
 	}
 	if diagnostic {
 		specs = append(specs, configSpec{Name: Batched,
@@ -327,16 +337,17 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint, replicas ...envo
 	return buf.Bytes(), nil
 }
 
-// sharesLimit is the limit of the bulkhead of a shares sidecar, for a
-// closed loop of conns connections; 0 for the other sidecars.
+// sharesLimit is the limit of the bulkhead of a shares sidecar (and of
+// SharesNear's strict twin), for a closed loop of conns connections; 0 for
+// the other sidecars.
 func sharesLimit(sidecar string, conns int) int {
 	switch sidecar {
 	case sidecarSharesFar:
 		return limit
 	case sidecarSharesHalf:
 		return 2 * conns
-	case sidecarSharesNear:
-		return (5*conns + 3) / 4
+	case sidecarSharesNear, sidecarNearStrict:
+		return conns
 	}
 	return 0
 }
@@ -362,13 +373,16 @@ log: {level: info}
 bulkheads:
   %s: {max_concurrent: 4, max_queue: 0}
 `, routeName)
-	case sidecarSharesFar, sidecarSharesHalf, sidecarSharesNear:
-		l := sharesLimit(sidecar, conns)
+	case sidecarSharesFar, sidecarSharesHalf, sidecarSharesNear, sidecarNearStrict:
+		l, mode := sharesLimit(sidecar, conns), "auto"
+		if sidecar == sidecarNearStrict {
+			mode = "strict"
+		}
 		return fmt.Sprintf(`listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0", admin: "127.0.0.1:0"}
 log: {level: info}
 bulkheads:
-  %s: {max_concurrent: %d, max_queue: %d, max_wait: 500ms, shares: {mode: auto}}
-`, routeName, l, l)
+  %s: {max_concurrent: %d, max_queue: %d, max_wait: 500ms, shares: {mode: %s}}
+`, routeName, l, l, mode)
 	}
 	if redisAddr != "" {
 		leases := ""

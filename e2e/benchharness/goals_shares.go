@@ -8,11 +8,12 @@ import (
 
 // The goals of shares (issue 26), mode auto: far from the limit
 // (SharesFar, the load's concurrency a few percent of the limit) against
-// the floor, Envoy alone; near the limit (SharesNear, the closed loop at
-// 80% of the limit, where mode auto runs strict permits) against the
-// bulkhead as shipped (Bulkhead, strict); and the rejections of every
-// shares configuration's phases whose demand is at most half the limit
-// (SharesFar's, SharesHalf's closed loop at 50%, the open loops).
+// the floor, Envoy alone; near the limit (SharesNear in the near phase,
+// the upstream's requests in flight near the limit, where mode auto runs
+// strict permits) against the bulkhead as shipped with the same limit and
+// load (NearStrict); and the rejections of every shares configuration's
+// phases whose demand is at most half the limit (SharesFar's, SharesHalf's
+// closed loop at 50%, the open loops).
 
 // The bounds of shares (issue 26).
 const (
@@ -21,8 +22,8 @@ const (
 	// maxSharesEnvoyCPU: Envoy's CPU per request, of the floor's.
 	maxSharesEnvoyCPU = 1.1
 	// minNearThroughput and maxNearEnvoyCPU: near the limit, of the
-	// bulkhead's as shipped: the bounds the bulkhead's own goals hold it
-	// to against the no-op ext_authz.
+	// bulkhead's as shipped with the same limit (NearStrict): the bounds
+	// the bulkhead's own goals hold it to against the no-op ext_authz.
 	minNearThroughput = 0.95
 	maxNearEnvoyCPU   = 1.05
 	// maxSharesRejected: requests not answered 200 (the share's circuit
@@ -35,7 +36,8 @@ const (
 
 // sharesGoals are the goals of shares.
 func (r *Results) sharesGoals() []Goal {
-	return []Goal{r.sharesThroughputGoal(), r.sharesEnvoyCPUGoal(), r.nearThroughputGoal(), r.nearEnvoyCPUGoal(), r.sharesRejectedGoal()}
+	return []Goal{r.sharesThroughputGoal(), r.sharesEnvoyCPUGoal(), r.nearThroughputGoal(), r.nearEnvoyCPUGoal(), r.nearSwitchGoal(),
+		r.sharesRejectedGoal()}
 }
 
 func (r *Results) sharesThroughputGoal() Goal {
@@ -92,25 +94,28 @@ func (r *Results) sharesEnvoyCPUGoal() Goal {
 // nearThroughputGoal: near the limit mode auto runs strict permits; its
 // throughput is the bulkhead's as shipped.
 func (r *Results) nearThroughputGoal() Goal {
-	g := Goal{Name: "Throughput with shares (auto) near the limit (80%), closed loop",
-		Target: fmt.Sprintf("strict permits, and >= %.2fx the bulkhead's as shipped (strict; median of the rounds)", minNearThroughput)}
-	n, b := r.closedThroughput(SharesNear), r.closedThroughput(Bulkhead)
+	g := Goal{Name: "Throughput with shares (auto) near the limit, closed loop",
+		Target: fmt.Sprintf("strict permits, and >= %.2fx the bulkhead's as shipped with the same limit and load (%s; median of the rounds)",
+			minNearThroughput, NearStrict)}
+	nRounds, bRounds := r.nearRounds(SharesNear), r.nearRounds(NearStrict)
+	n, b := figureSpread(nRounds, rps), figureSpread(bRounds, rps)
 	if n.Median <= 0 || b.Median <= 0 {
 		return g
 	}
-	per := roundRatios(r.closedRounds(SharesNear), r.closedRounds(Bulkhead), rps)
-	strict, what := ranStrict(r.closedRounds(SharesNear))
+	per := roundRatios(nRounds, bRounds, rps)
+	strict, what := ranStrict(nRounds)
 	g.Measured = fmt.Sprintf("%.2fx (median %s vs %s req/s); round by round %s; %s",
 		n.Median/b.Median, n.format("%.0f"), b.format("%.0f"), per.format("%.2fx"), what)
 	g.Met = verdict(strict && n.Median/b.Median >= minNearThroughput)
-	g.Note = spreadNoteOf(SharesNear, n.Spread, Bulkhead, b.Spread)
+	g.Note = spreadNoteOf(SharesNear, n, NearStrict, b)
 	return g
 }
 
 func (r *Results) nearEnvoyCPUGoal() Goal {
-	g := Goal{Name: "Envoy CPU per request with shares (auto) near the limit (80%), closed loop",
-		Target: fmt.Sprintf("strict permits, and <= %.2fx the bulkhead's as shipped (threads' counters, median of the rounds)", maxNearEnvoyCPU)}
-	nRounds, bRounds := r.closedRounds(SharesNear), r.closedRounds(Bulkhead)
+	g := Goal{Name: "Envoy CPU per request with shares (auto) near the limit, closed loop",
+		Target: fmt.Sprintf("strict permits, and <= %.2fx the bulkhead's as shipped with the same limit and load (%s; threads' counters, "+
+			"median of the rounds)", maxNearEnvoyCPU, NearStrict)}
+	nRounds, bRounds := r.nearRounds(SharesNear), r.nearRounds(NearStrict)
 	n, b := figureSpread(nRounds, envoyUs), figureSpread(bRounds, envoyUs)
 	if n.Median <= 0 || b.Median <= 0 {
 		return g
@@ -120,7 +125,37 @@ func (r *Results) nearEnvoyCPUGoal() Goal {
 	g.Measured = fmt.Sprintf("%.2fx (%s vs %s us per request, median [min-max]); round by round %s; %s",
 		n.Median/b.Median, n.format("%.1f"), b.format("%.1f"), per.format("%.2fx"), what)
 	g.Met = verdict(strict && n.Median/b.Median <= maxNearEnvoyCPU)
-	g.Note = spreadNoteOf(SharesNear, n, Bulkhead, b)
+	g.Note = spreadNoteOf(SharesNear, n, NearStrict, b)
+	return g
+}
+
+// nearSwitchGoal reports what the switch to strict permits costs: the
+// first nearSwitch of load from idle near the limit, against the strict
+// twin's.
+func (r *Results) nearSwitchGoal() Goal {
+	g := Goal{Name: "The switch to strict permits near the limit, from idle", ReportOnly: true,
+		Target: fmt.Sprintf("reported: the first %v of load near the limit, requests not answered 200 and throughput, against %s's", nearSwitch, NearStrict)}
+	nRounds, bRounds := r.loopRounds(LoopNearSwitch, SharesNear), r.loopRounds(LoopNearSwitch, NearStrict)
+	if len(nRounds) == 0 || len(bRounds) == 0 {
+		return g
+	}
+	bad := func(rounds []*Phase) Spread {
+		return figureSpread(rounds, func(p *Phase) (float64, bool) {
+			return 100 * float64(p.Errors+p.NonOK) / float64(max(p.Requests, 1)), p.Requests > 0
+		})
+	}
+	ok := func(p *Phase) (float64, bool) {
+		return float64(p.Requests-p.Errors-p.NonOK) / p.Seconds, p.Requests > 0 && p.Seconds > 0
+	}
+	switches := figureSpread(nRounds, func(p *Phase) (float64, bool) {
+		return sharesOf(p, func(s *SharesFigures) float64 { return float64(s.ToStrict) })
+	})
+	overflows := figureSpread(nRounds, func(p *Phase) (float64, bool) {
+		return sharesOf(p, func(s *SharesFigures) float64 { return float64(s.Overflows) })
+	})
+	g.Measured = fmt.Sprintf("%s%% of the requests not 200 (%s: %s%%); 200s %s vs %s a second; share overflows %s, switches to strict %s per window; median [min-max] of %d rounds",
+		bad(nRounds).format("%.2f"), NearStrict, bad(bRounds).format("%.2f"), figureSpread(nRounds, ok).format("%.0f"),
+		figureSpread(bRounds, ok).format("%.0f"), overflows.format("%.0f"), switches.format("%.0f"), len(nRounds))
 	return g
 }
 
@@ -133,7 +168,7 @@ func (r *Results) sharesRejectedGoal() Goal {
 	var phases, near []*Phase
 	for i := range r.Phases {
 		p := &r.Phases[i]
-		if p.Shares == nil || p.Shares.Limit <= 0 || p.Requests <= 0 {
+		if p.Shares == nil || p.Shares.Limit <= 0 || p.Requests <= 0 || !slices.Contains([]string{SharesFar, SharesHalf, SharesNear}, p.Config) {
 			continue
 		}
 		if p.Shares.Demand <= halfLimit*float64(p.Shares.Limit) {
@@ -173,6 +208,22 @@ func (r *Results) sharesRejectedGoal() Goal {
 			100*float64(nb)/float64(nt), nb, nt)
 	}
 	return g
+}
+
+// nearRounds are config's near-phase rounds (steady state), in round
+// order.
+func (r *Results) nearRounds(config string) []*Phase { return r.loopRounds(LoopNear, config) }
+
+// loopRounds are config's rounds of loop, in round order.
+func (r *Results) loopRounds(loop, config string) []*Phase {
+	var out []*Phase
+	for i, p := range r.Phases {
+		if p.Loop == loop && p.Config == config {
+			out = append(out, &r.Phases[i])
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *Phase) int { return a.Round - b.Round })
+	return out
 }
 
 // headroom is a phase's share over its demand (0 without a share: the

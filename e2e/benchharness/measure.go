@@ -333,7 +333,7 @@ func (e *env) measure(ctx context.Context, st *stack, p Phase, load func(marker)
 			}
 		}
 	}
-	if st.spec.shares {
+	if st.spec.shares || st.spec.near {
 		p.Shares = sharesFigures(sharesLimit(st.spec.sidecar, e.conns), &p, r[0], r[1])
 	}
 	if s.Errors > 0 || s.NonOK > 0 {

@@ -16,6 +16,13 @@ func writeShares(b *strings.Builder, r *Results) {
 			phases = append(phases, ph)
 		}
 	}
+	for _, loop := range []string{LoopNearSwitch, LoopNear} {
+		for _, c := range []string{SharesNear, NearStrict} {
+			if ph := medianPhase(r.loopRounds(loop, c), func(p *Phase) float64 { return p.RPS }); ph != nil && ph.Shares != nil {
+				phases = append(phases, ph)
+			}
+		}
+	}
 	if len(phases) == 0 {
 		return
 	}

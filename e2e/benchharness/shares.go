@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
@@ -41,6 +42,12 @@ type SharesFigures struct {
 	Overflows        int64   `json:"share_overflows"`
 	ToStrict         int64   `json:"switches_to_strict"`
 	ToShares         int64   `json:"switches_to_shares"`
+	// ShareCluster is every counter of the share cluster that moved over
+	// the window (Envoy's /stats, the "cluster.<share cluster>." prefix
+	// left out; gauges among them as their change); Overflows sums those
+	// named *_overflow (upstream_rq_active_overflow: the share's circuit
+	// breaker full, a 503).
+	ShareCluster map[string]int64 `json:"share_cluster_counters,omitempty"`
 }
 
 // shareCluster is the Envoy cluster of the harness's share route.
@@ -72,17 +79,30 @@ func sharesFigures(limit int, p *Phase, before, after reading) *SharesFigures {
 		if before.stats != nil && after.stats != nil {
 			c := "cluster." + shareCluster + "."
 			s.ShareRoute = round3((float64(after.stats[c+"upstream_rq_total"]) - float64(before.stats[c+"upstream_rq_total"])) / float64(p.Requests))
-			s.Overflows = int64(after.stats[c+"upstream_rq_pending_overflow"]) - int64(before.stats[c+"upstream_rq_pending_overflow"])
+			for name, v := range after.stats {
+				d := int64(v) - int64(before.stats[name])
+				if !strings.HasPrefix(name, c) || d == 0 {
+					continue
+				}
+				if s.ShareCluster == nil {
+					s.ShareCluster = map[string]int64{}
+				}
+				s.ShareCluster[name[len(c):]] = d
+				if strings.HasSuffix(name, "_overflow") {
+					s.Overflows += d
+				}
+			}
 		}
 	}
 	s.Demand = demand(p)
 	return s
 }
 
-// demand is a phase's requests in flight: the closed loop's connections,
-// the open loop's rate times its mean latency (Little's law).
+// demand is a phase's requests in flight: the closed loop's (and the near
+// phase's) connections, the open loop's rate times its mean latency
+// (Little's law).
 func demand(p *Phase) float64 {
-	if p.Loop == "closed" {
+	if p.Loop != "open" {
 		return float64(p.Conns)
 	}
 	return math.Round(100*p.RPS*p.Latency.MeanMs/1000) / 100
