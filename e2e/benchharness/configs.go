@@ -73,6 +73,11 @@ const (
 	// shares) with the same limit. The two run the near phase only
 	// (configSpec.near).
 	NearStrict = "bulkhead-near-strict"
+	// SharesNoHeartbeat (experiment): SharesFar without the periodic
+	// access log (envoy.Params.NoHeartbeat: no access_log_flush_interval,
+	// no periodic logger), a daemon of its own with heartbeats off: what
+	// the per-stream flush timer costs Envoy on the share route.
+	SharesNoHeartbeat = "bulkhead-shares-no-heartbeat"
 )
 
 // The sidecars, by what configSpec.sidecar names: the no-op server bare or
@@ -97,6 +102,7 @@ const (
 	sidecarSharesHalf      = "daemon-shares-half"
 	sidecarSharesNear      = "daemon-shares-near"
 	sidecarNearStrict      = "daemon-near-strict"
+	sidecarSharesNoHB      = "daemon-shares-no-heartbeat"
 )
 
 // routeName is the upstream cluster, the bulkhead key and the metric label.
@@ -196,6 +202,9 @@ func configSpecs(diagnostic bool) []configSpec {
 				sidecar: sidecarDaemon, logAll: true, diagnostic: true, optIn: true},
 			configSpec{Name: Shedding, Title: "experiment: the bulkhead shedding most requests (max_concurrent 4, no queue), shipped bootstrap",
 				sidecar: sidecarShedding, diagnostic: true, optIn: true},
+			configSpec{Name: SharesNoHeartbeat, Title: "experiment: bulkhead-shares without the periodic access log " +
+				"(envoy.Params.NoHeartbeat; the daemon's leases.heartbeat_interval 0), a daemon of its own",
+				sidecar: sidecarSharesNoHB, shares: true, noHeartbeat: true, diagnostic: true, optIn: true},
 			configSpec{Name: SheddingLogAll, Title: "experiment: bulkhead-shedding, its release logger logging every request",
 				sidecar: sidecarShedding, logAll: true, diagnostic: true, optIn: true},
 		)
@@ -342,7 +351,7 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint, replicas ...envo
 // the other sidecars.
 func sharesLimit(sidecar string, conns int) int {
 	switch sidecar {
-	case sidecarSharesFar:
+	case sidecarSharesFar, sidecarSharesNoHB:
 		return limit
 	case sidecarSharesHalf:
 		return 2 * conns
@@ -373,16 +382,19 @@ log: {level: info}
 bulkheads:
   %s: {max_concurrent: 4, max_queue: 0}
 `, routeName)
-	case sidecarSharesFar, sidecarSharesHalf, sidecarSharesNear, sidecarNearStrict:
+	case sidecarSharesFar, sidecarSharesHalf, sidecarSharesNear, sidecarNearStrict, sidecarSharesNoHB:
 		l, mode := sharesLimit(sidecar, conns), "auto"
 		if sidecar == sidecarNearStrict {
 			mode = "strict"
 		}
+		if sidecar == sidecarSharesNoHB {
+			extra = "leases: {heartbeat_interval: 0s}\n"
+		}
 		return fmt.Sprintf(`listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0", admin: "127.0.0.1:0"}
 log: {level: info}
-bulkheads:
+%sbulkheads:
   %s: {max_concurrent: %d, max_queue: %d, max_wait: 500ms, shares: {mode: %s}}
-`, routeName, l, l, mode)
+`, extra, routeName, l, l, mode)
 	}
 	if redisAddr != "" {
 		leases := ""

@@ -64,7 +64,9 @@ func TestSharesGoals(t *testing.T) {
 		// (32 of 1000, 32 of 64: 2 x 28500 requests) and open loops (6 x
 		// 3000); SharesNear's near phase (32 of 32) apart, NearStrict's
 		// (strict, no shares) left out.
-		{"Rejections with shares (auto) at <= 50% of the limit", "met", "0.008% (6 of 75000 requests, 12 phases"},
+		// 3 x 2 of SharesHalf's 37500 requests: 0.016%.
+		{"Rejections with shares (auto) at <= 50% of the limit", "met",
+			"bulkhead-shares 0.000% (0 of 37500), bulkhead-shares-half 0.016% (6 of 37500); all together 0.008% (6 of 75000 requests, 12 phases"},
 	})
 	g := goalsByName(r)["Rejections with shares (auto) at <= 50% of the limit"]
 	for _, want := range []string{"worst phase bulkhead-shares-half, open loop 50% of common (500 req/s), round 1: 0.067% (2 of 3000) at 500 req/s, demand 1.0 of 64, share 40",
@@ -85,15 +87,15 @@ func TestSharesGoals(t *testing.T) {
 	}
 
 	// Far: 0.85x the floor's throughput, 1.07x its Envoy CPU still; near:
-	// still on shares (not strict) although as fast; 3 x 40 of 69000
-	// requests rejected (0.174%).
+	// still on shares (not strict) although as fast; 3 x 40 of
+	// SharesHalf's 34500 requests rejected (0.348%), none of SharesFar's.
 	r = run(0.85, 0.98, 120, 1, 40)
 	checkGoals(t, goalsByName(r), []goalCase{
 		{"Throughput with shares (auto) far from the limit, closed loop", "NOT met", "0.85x"},
 		{"Envoy CPU per request with shares (auto) far from the limit", "met", "1.07x"},
 		{"Throughput with shares (auto) near the limit, closed loop", "NOT met", "mode at each round's end: shares (1.00 Checks/req)"},
 		{"Envoy CPU per request with shares (auto) near the limit, closed loop", "NOT met", "1.20x"},
-		{"Rejections with shares (auto) at <= 50% of the limit", "NOT met", "0.174% (120 of 69000 requests"},
+		{"Rejections with shares (auto) at <= 50% of the limit", "NOT met", "bulkhead-shares-half 0.348% (120 of 34500); all together 0.174% (120 of 69000 requests"},
 	})
 
 	// Results.md has the shares section.
