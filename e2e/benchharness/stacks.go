@@ -232,8 +232,12 @@ func smoke(ctx context.Context, st *stack) error {
 			return err
 		}
 		for range 5 {
-			if status, err := h.do(ctx); err != nil || status != 200 {
-				return fmt.Errorf("smoke test of %s under its share: status %d: %v", st.spec.Name, status, err)
+			status, err := h.do(ctx)
+			if err != nil {
+				return fmt.Errorf("smoke test of %s under its share: %w", st.spec.Name, err)
+			}
+			if status != 200 {
+				return fmt.Errorf("smoke test of %s under its share: status %d", st.spec.Name, status)
 			}
 		}
 		return nil
