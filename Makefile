@@ -214,9 +214,10 @@ demo: deps-demo envoy build
 	ENVOY_BIN=$(ENVOY_BIN) ./bin/bulkhead-demo $(if $(DURATION),--duration $(DURATION))
 
 ## bench: micro-benchmarks, then floor / no-op ext_authz / bulkhead / Envoy breaker / the bulkhead on Redis
-##        (one and two replicas, per request and with capacity leases; needs redis-server: make deps) through real Envoys,
+##        (one and two replicas, per request and with capacity leases; needs redis-server: make deps) / the bulkhead with
+##        shares (mode auto: far from the limit, at 50% of it, and near it against its strict twin) through real Envoys,
 ##        then the heartbeat leases' cost (heartbeats on and off)
-##        (about 14 min on 2 cores; results in docs/perf, see docs/performance.md).
+##        (about 19 min on 2 cores; results in docs/perf, see docs/performance.md).
 ##        BENCH_QUICK=1: a short run (about 4 min) into tmp/bench-quick; BENCH_OUT=DIR to choose the folder.
 bench: envoy
 	ENVOY_BIN=$(ENVOY_BIN) $(GO) run ./e2e/benchharness \

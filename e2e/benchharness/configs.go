@@ -11,6 +11,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 )
 
 // Config names: the four configurations of the issue, then the diagnostic
@@ -58,6 +59,25 @@ const (
 	// before and after in one run.
 	Baseline         = "bulkhead-baseline"
 	RedisOneBaseline = "bulkhead-redis-baseline"
+	// Shares (package shares, bulkheads.<name>.shares.mode auto): the
+	// shipped bootstrap with the route pair (envoy.Route.Shares), each on a
+	// daemon of its own, the limit far above the load (SharesFar: the
+	// limit of the others), twice the closed loop's connections
+	// (SharesHalf: the closed loop at 50% of the limit) and 5/4 of them
+	// (SharesNear: the closed loop at 80% of the limit, where mode auto
+	// runs strict permits). See sharesLimit.
+	SharesFar  = "bulkhead-shares"
+	SharesHalf = "bulkhead-shares-half"
+	SharesNear = "bulkhead-shares-near"
+	// NearStrict is SharesNear's strict twin: the bulkhead as shipped (no
+	// shares) with the same limit. The two run the near phase only
+	// (configSpec.near).
+	NearStrict = "bulkhead-near-strict"
+	// SharesNoHeartbeat (experiment): SharesFar without the periodic
+	// access log (envoy.Params.NoHeartbeat: no access_log_flush_interval,
+	// no periodic logger), a daemon of its own with heartbeats off: what
+	// the per-stream flush timer costs Envoy on the share route.
+	SharesNoHeartbeat = "bulkhead-shares-no-heartbeat"
 )
 
 // The sidecars, by what configSpec.sidecar names: the no-op server bare or
@@ -78,6 +98,11 @@ const (
 	sidecarShedding        = "daemon-shedding"
 	sidecarBaseline        = "daemon-baseline"
 	sidecarRedisBaseline   = "daemon-redis-baseline"
+	sidecarSharesFar       = "daemon-shares"
+	sidecarSharesHalf      = "daemon-shares-half"
+	sidecarSharesNear      = "daemon-shares-near"
+	sidecarNearStrict      = "daemon-near-strict"
+	sidecarSharesNoHB      = "daemon-shares-no-heartbeat"
 )
 
 // routeName is the upstream cluster, the bulkhead key and the metric label.
@@ -123,6 +148,12 @@ type configSpec struct {
 	redisReplicas int
 	// baseline: the daemon is the -baseline binary.
 	baseline bool
+	// shares: the shipped bootstrap with the route a shares pair
+	// (envoy.Route.Shares), for a daemon whose bulkhead is in mode auto.
+	shares bool
+	// near: the configuration runs the near phase (runNear) instead of the
+	// closed and open loops.
+	near bool
 }
 
 // configSpecs returns the configurations in run order; the floor is first
@@ -141,6 +172,16 @@ func configSpecs(diagnostic bool) []configSpec {
 			"one cluster, health-checked), one redis-server", sidecar: sidecarRedisTwo, redisReplicas: 2},
 		{Name: RedisLeasesTwo, Title: "bulkhead-redis-2 with capacity leases (ledger.redis.capacity_leases: true), two replicas " +
 			"behind the same Envoy, one redis-server", sidecar: sidecarRedisLeasesTwo, redisReplicas: 2},
+		{Name: SharesFar, Title: fmt.Sprintf("the bulkhead with shares, mode auto (bulkheads.bench.shares.mode: auto, limit %d, "+
+			"shares.* defaults: ttl %v, interval %v): the shipped bootstrap with the route pair (envoy.Route.Shares), a daemon of its own",
+			limit, shares.DefaultTTL, shares.DefaultInterval), sidecar: sidecarSharesFar, shares: true},
+		{Name: SharesHalf, Title: "bulkhead-shares with the limit at twice the closed loop's connections (the closed loop at 50% of the limit), " +
+			"a daemon of its own", sidecar: sidecarSharesHalf, shares: true},
+		{Name: SharesNear, Title: fmt.Sprintf("near phase: bulkhead-shares with the limit at the closed loop's connections, each request "+
+			"%v at the upstream (the upstream's requests in flight above the switch to strict permits at %.0f%% of the limit), a daemon of its own",
+			nearDelay, 100*shares.SwitchToStrict), sidecar: sidecarSharesNear, shares: true, near: true},
+		{Name: NearStrict, Title: "near phase: the bulkhead as shipped (strict, no shares) with the same limit and load as bulkhead-shares-near, " +
+			"a daemon of its own", sidecar: sidecarNearStrict, near: true},
 	}
 	if diagnostic {
 		specs = append(specs, configSpec{Name: Batched,
@@ -161,6 +202,9 @@ func configSpecs(diagnostic bool) []configSpec {
 				sidecar: sidecarDaemon, logAll: true, diagnostic: true, optIn: true},
 			configSpec{Name: Shedding, Title: "experiment: the bulkhead shedding most requests (max_concurrent 4, no queue), shipped bootstrap",
 				sidecar: sidecarShedding, diagnostic: true, optIn: true},
+			configSpec{Name: SharesNoHeartbeat, Title: "experiment: bulkhead-shares without the periodic access log " +
+				"(envoy.Params.NoHeartbeat; the daemon's leases.heartbeat_interval 0), a daemon of its own",
+				sidecar: sidecarSharesNoHB, shares: true, noHeartbeat: true, diagnostic: true, optIn: true},
 			configSpec{Name: SheddingLogAll, Title: "experiment: bulkhead-shedding, its release logger logging every request",
 				sidecar: sidecarShedding, logAll: true, diagnostic: true, optIn: true},
 		)
@@ -263,7 +307,7 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint, replicas ...envo
 		b, err := envoy.Render(envoy.Params{
 			ListenerPort: 0, AdminPort: 0, Bulkhead: sidecar, BulkheadReplicas: replicas,
 			NoHeartbeat: spec.noHeartbeat, SingleAccessLog: spec.singleLog,
-			Routes: []envoy.Route{{Name: routeName, Prefix: "/", Upstream: upstream}},
+			Routes: []envoy.Route{{Name: routeName, Prefix: "/", Upstream: upstream, Shares: spec.shares}},
 		})
 		if err != nil {
 			return nil, err
@@ -302,13 +346,30 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint, replicas ...envo
 	return buf.Bytes(), nil
 }
 
+// sharesLimit is the limit of the bulkhead of a shares sidecar (and of
+// SharesNear's strict twin), for a closed loop of conns connections; 0 for
+// the other sidecars.
+func sharesLimit(sidecar string, conns int) int {
+	switch sidecar {
+	case sidecarSharesFar, sidecarSharesNoHB:
+		return limit
+	case sidecarSharesHalf:
+		return 2 * conns
+	case sidecarSharesNear, sidecarNearStrict:
+		return conns
+	}
+	return 0
+}
+
 // daemonConfig is the configuration of the daemon that sidecar names: the
 // shipped defaults for sidecarDaemon; the heartbeat phase's daemons set
 // leases.heartbeat_interval, to Envoy's default interval or to 0 (off);
 // with redisAddr, the ledger on that Redis (its default timeout, failing
 // closed: a Redis that does not answer shows as rejections, not as speed),
-// with capacity leases for the sidecars of RedisLeases and RedisLeasesTwo.
-func daemonConfig(sidecar, redisAddr string) string {
+// with capacity leases for the sidecars of RedisLeases and RedisLeasesTwo;
+// the shares sidecars' bulkhead in mode auto with its limit (sharesLimit)
+// for a closed loop of conns connections, the shares settings the defaults.
+func daemonConfig(sidecar, redisAddr string, conns int) string {
 	extra := ""
 	switch sidecar {
 	case sidecarHeartbeatOn, sidecarHeartbeatSingle:
@@ -321,6 +382,19 @@ log: {level: info}
 bulkheads:
   %s: {max_concurrent: 4, max_queue: 0}
 `, routeName)
+	case sidecarSharesFar, sidecarSharesHalf, sidecarSharesNear, sidecarNearStrict, sidecarSharesNoHB:
+		l, mode := sharesLimit(sidecar, conns), "auto"
+		if sidecar == sidecarNearStrict {
+			mode = "strict"
+		}
+		if sidecar == sidecarSharesNoHB {
+			extra = "leases: {heartbeat_interval: 0s}\n"
+		}
+		return fmt.Sprintf(`listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0", admin: "127.0.0.1:0"}
+log: {level: info}
+%sbulkheads:
+  %s: {max_concurrent: %d, max_queue: %d, max_wait: 500ms, shares: {mode: %s}}
+`, extra, routeName, l, l, mode)
 	}
 	if redisAddr != "" {
 		leases := ""

@@ -55,6 +55,7 @@ func TestConfigsRender(t *testing.T) {
 		{RedisLeases, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0", "port_value: 9001"}, []string{"health_checks", "port_value: 9002"}},
 		{RedisLeasesTwo, []string{"envoy.filters.http.ext_authz", "port_value: 9001", "port_value: 9002", "health_checks"}, nil},
 		{HeartbeatOff, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0"}, []string{"access_log_flush_interval"}},
+		{SharesFar, []string{"envoy.filters.http.ext_authz", `runtime_key: "bulkhead.strict.bench"`, `name: "bench_shares"`, "lrs_server", "rtds_layer"}, nil},
 	}
 	for _, tt := range tests {
 		got := rendered[tt.config]
@@ -103,7 +104,7 @@ func TestDaemonConfigParses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.sidecar, func(t *testing.T) {
-			cfg, err := config.Parse("bench.yaml", []byte(daemonConfig(tt.sidecar, tt.redis)))
+			cfg, err := config.Parse("bench.yaml", []byte(daemonConfig(tt.sidecar, tt.redis, 32)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,7 +16,12 @@
 //     Envoy's own circuit breaker (max_requests), the bulkhead on the Redis
 //     ledger with one replica and with two behind the same Envoy, each per
 //     request and with capacity leases (ledger.redis.capacity_leases; each
-//     configuration on a redis-server the harness starts), and a diagnostic
+//     configuration on a redis-server the harness starts), the bulkhead
+//     with shares in mode auto (bulkheads.bench.shares.mode: auto; the
+//     shipped bootstrap with the route pair, envoy.Route.Shares) with the
+//     limit far above the load, at twice the closed loop's connections and
+//     at 5/4 of them (each on a daemon of its own: the closed loop at 3%,
+//     50% and 80% of the limit), and a diagnostic
 //     no-op ext_authz plus access log. For each: closed-loop maximum throughput,
 //     then open-loop latency at 25, 50 and 75% of the floor's maximum,
 //     measured from each request's intended send time (coordinated
@@ -27,7 +32,9 @@
 //     ledger, the calls to Redis per request (the daemons' counters and
 //     Redis's INFO commandstats, the periodic ticks apart; the capacity
 //     leases' calls per request and per second) and Redis's CPU (INFO cpu
-//     and /proc). Figures measured in
+//     and /proc); with shares, the mode and the share at each window's end
+//     and its overflows (the daemon's bulkhead_shares_*, Envoy's /stats).
+//     Figures measured in
 //     several rounds are reported as their median with its spread;
 //  3. the heartbeat phase: the shipped configuration with heartbeat leases
 //     on and off (Envoy's periodic access log and the daemon's

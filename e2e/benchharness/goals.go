@@ -231,6 +231,7 @@ func (r *Results) evaluate() {
 
 	gs = append(gs, r.redisGoals()...)
 	gs = append(gs, r.leaseGoals()...)
+	gs = append(gs, r.sharesGoals()...)
 
 	r.Heartbeat = heartbeatCosts(r.Phases)
 	if r.Plan.Heartbeat != nil {

@@ -34,6 +34,7 @@ type options struct {
 	configs    string
 	envoyBin   string
 	baseline   string
+	reportFrom string
 	plan       Plan
 }
 
@@ -54,6 +55,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.envoyBin, "envoy", "", "Envoy binary (default: $ENVOY_BIN, .venv/bin/envoy, then PATH)")
 	fs.StringVar(&o.baseline, "baseline", "", "a bulkhead daemon built from another revision: also measure it (bulkhead-baseline, "+
 		"bulkhead-redis-baseline) in the same run, interleaved with the one built from this tree")
+	fs.StringVar(&o.reportFrom, "report-from", "", "measure nothing: read this results.json, evaluate the goals again and write the results into -out")
 	delay := fs.Duration("upstream-delay", 0, "the upstream's fixed service time")
 	conns := fs.Int("closed-connections", 0, "closed-loop connections (default: the plan's)")
 	rounds := fs.Int("rounds", 0, "closed-loop rounds (default: the plan's)")
@@ -114,6 +116,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if o.reportFrom != "" {
+		return reportFrom(o, stdout, log)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	res, err := measureAll(ctx, log, o, stderr)
@@ -131,6 +136,33 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("benchmark failed", "err", err)
 		return 1
 	}
+	return 0
+}
+
+// reportFrom writes the results of o.reportFrom's run again into o.out,
+// the goals evaluated by this build.
+func reportFrom(o options, stdout io.Writer, log *slog.Logger) int {
+	b, err := os.ReadFile(o.reportFrom)
+	if err != nil {
+		log.Error("-report-from", "err", err)
+		return 1
+	}
+	var res Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		log.Error("-report-from", "file", o.reportFrom, "err", err)
+		return 1
+	}
+	res.Goals = nil
+	res.evaluate()
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		log.Error("-report-from", "err", err)
+		return 1
+	}
+	if err := writeResults(o.out, &res); err != nil {
+		log.Error("results not written", "err", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "results of %s evaluated again in %s\n", o.reportFrom, o.out)
 	return 0
 }
 
@@ -202,7 +234,7 @@ func runHarness(ctx context.Context, log *slog.Logger, o options, dir string, re
 	for _, s := range slices.Concat(specs, heartbeat) {
 		res.Configs = append(res.Configs, ConfigInfo{Name: s.Name, Title: s.Title})
 	}
-	e, err := startEnv(ctx, log, dir, bin, o.baseline, o.plan.UpstreamDelay, specs, heartbeat)
+	e, err := startEnv(ctx, log, dir, bin, o.baseline, o.plan.UpstreamDelay, o.plan.ClosedConns, specs, heartbeat)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -51,8 +52,10 @@ type Phase struct {
 	Sidecar *SidecarTraffic `json:"envoy_sidecar,omitempty"`
 	// Ledger is what the Redis ledger cost over the window; nil with the
 	// in-memory ledger.
-	Ledger   *LedgerCost `json:"redis_ledger,omitempty"`
-	Problems []string    `json:"problems,omitempty"`
+	Ledger *LedgerCost `json:"redis_ledger,omitempty"`
+	// Shares is what a configuration with shares did; nil for the others.
+	Shares   *SharesFigures `json:"shares,omitempty"`
+	Problems []string       `json:"problems,omitempty"`
 }
 
 // SidecarTraffic is Envoy's traffic with its sidecar (the cluster of the
@@ -323,10 +326,15 @@ func (e *env) measure(ctx context.Context, st *stack, p Phase, load func(marker)
 					p.Lag = &lag
 				}
 			}
-			if p.Lag == nil && len(errs) > 0 {
+			// With shares the requests on the share route hold no permit:
+			// a window may release none.
+			if p.Lag == nil && len(errs) > 0 && !(st.spec.shares && errors.Is(errs[0], errNoHolds)) {
 				p.Problems = append(p.Problems, errs[0].Error())
 			}
 		}
+	}
+	if st.spec.shares || st.spec.near {
+		p.Shares = sharesFigures(sharesLimit(st.spec.sidecar, e.conns), &p, r[0], r[1])
 	}
 	if s.Errors > 0 || s.NonOK > 0 {
 		p.Problems = append(p.Problems, fmt.Sprintf("%d errors, %d non-200 responses", s.Errors, s.NonOK))

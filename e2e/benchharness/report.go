@@ -155,6 +155,7 @@ func writeMarkdown(w io.Writer, r *Results) error {
 		}
 	}
 
+	writeShares(&b, r)
 	writeHeartbeat(&b, r)
 
 	if len(r.Micro) > 0 {
@@ -218,6 +219,10 @@ func phaseName(p Phase) string {
 		return fmt.Sprintf("closed loop, round %d", p.Round)
 	case LoopHeartbeat:
 		return fmt.Sprintf("heartbeat cost, %s requests, round %d", p.Mix, p.Round)
+	case LoopNear:
+		return fmt.Sprintf("near the limit (closed loop, %v upstream), round %d", nearDelay, p.Round)
+	case LoopNearSwitch:
+		return fmt.Sprintf("near the limit, the first %v from idle (closed loop, %v upstream), round %d", nearSwitch, nearDelay, p.Round)
 	}
 	return fmt.Sprintf("open loop %.0f%% of %s (%.0f req/s), round %d", 100*p.Fraction, p.Base, p.TargetRPS, p.Round)
 }

@@ -77,6 +77,10 @@ func (e *env) runLoad(ctx context.Context, plan Plan) ([]Phase, error) {
 			if err := ctx.Err(); err != nil {
 				return phases, err
 			}
+			if st.spec.near {
+				phases = append(phases, e.runNear(ctx, plan, st, round)...)
+				continue
+			}
 			p := e.measure(ctx, st, Phase{Loop: "closed", Round: round, Conns: plan.ClosedConns},
 				func(mark marker) loadStats {
 					return runClosed(ctx, st.addr, plan.ClosedConns, plan.ClosedWarmup, plan.ClosedWindow, mark)
@@ -91,6 +95,9 @@ func (e *env) runLoad(ctx context.Context, plan Plan) ([]Phase, error) {
 	closed := &Results{Phases: phases}
 	maxima, common := map[string]float64{}, math.Inf(1)
 	for _, st := range e.stacks {
+		if st.spec.near {
+			continue
+		}
 		maxima[st.spec.Name] = closed.medianClosed(st.spec.Name)
 		common = min(common, maxima[st.spec.Name])
 	}
@@ -109,7 +116,7 @@ func (e *env) runLoad(ctx context.Context, plan Plan) ([]Phase, error) {
 					if err := ctx.Err(); err != nil {
 						return phases, err
 					}
-					if base.name == BaseFloor && (st.spec.diagnostic || st.spec.redisReplicas > 0) {
+					if st.spec.near || base.name == BaseFloor && (st.spec.diagnostic || st.spec.redisReplicas > 0) {
 						continue
 					}
 					p := e.measure(ctx, st, Phase{Loop: "open", Round: round, Base: base.name, Fraction: f,
@@ -125,6 +132,41 @@ func (e *env) runLoad(ctx context.Context, plan Plan) ([]Phase, error) {
 		}
 	}
 	return phases, nil
+}
+
+// The near phase: SharesNear and its strict twin NearStrict, each with
+// the closed loop's connections on a limit of as many, each request
+// nearDelay at the upstream so that the connections' requests are in
+// flight there (near the limit from the daemon's view, LRS included).
+// Between two rounds a configuration runs idle, and mode auto switches
+// back to shares: each round measures first the switch (LoopNearSwitch:
+// nearSwitch from the load's start, no warm-up), then, at once, the
+// steady state (LoopNear: after a warm-up of one second, the closed
+// loop's window).
+const (
+	LoopNear       = "near"
+	LoopNearSwitch = "near-switch"
+	nearDelay      = 5 * time.Millisecond
+	nearSwitch     = 6 * time.Second
+)
+
+// runNear measures st's near phase in round: the switch, then the steady
+// state.
+func (e *env) runNear(ctx context.Context, plan Plan, st *stack, round int) []Phase {
+	var out []Phase
+	for _, w := range []struct {
+		loop           string
+		warmup, window time.Duration
+	}{{LoopNearSwitch, 0, nearSwitch}, {LoopNear, time.Second, plan.ClosedWindow}} {
+		p := e.measure(ctx, st, Phase{Loop: w.loop, Round: round, Conns: plan.ClosedConns},
+			func(mark marker) loadStats {
+				return runClosedPath(ctx, st.addr, delayPath(nearDelay), plan.ClosedConns, 0, w.warmup, w.window, mark)
+			})
+		e.log.Info("near the limit", "config", p.Config, "window", w.loop, "round", round, "rps", p.RPS, "p99_ms", p.Latency.P99Ms,
+			"errors", p.Errors+p.NonOK)
+		out = append(out, p)
+	}
+	return out
 }
 
 // idleMemory reads the daemon's memory before any load.

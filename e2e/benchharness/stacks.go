@@ -29,6 +29,7 @@ type env struct {
 	dir      string
 	envoyBin string
 	baseline string // the -baseline daemon ("" for none)
+	conns    int    // the closed loop's connections (sharesLimit)
 	upstream *upstream
 	// sidecars by configSpec.sidecar; only those some configuration calls.
 	sidecars map[string]*child
@@ -80,9 +81,9 @@ func (s *stack) metricsURLs() []string {
 // startEnv builds the daemon and the no-op server, then starts everything:
 // specs are the configurations of the closed and open loops, heartbeat
 // those of the heartbeat phase. On error, whatever was started is stopped.
-func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin, baseline string, delay time.Duration,
+func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin, baseline string, delay time.Duration, conns int,
 	specs, heartbeat []configSpec) (_ *env, err error) {
-	e := &env{log: log, dir: dir, envoyBin: envoyBin, baseline: baseline, sidecars: map[string]*child{},
+	e := &env{log: log, dir: dir, envoyBin: envoyBin, baseline: baseline, conns: conns, sidecars: map[string]*child{},
 		replicas: map[string][]*child{}, redis: map[string]*redisproc.Server{}}
 	defer func() {
 		if err != nil {
@@ -165,7 +166,7 @@ func (e *env) startSidecar(ctx context.Context, spec configSpec, i int, redisAdd
 		name += fmt.Sprintf("-replica-%d", i)
 	}
 	cfg := filepath.Join(e.dir, name+".yaml")
-	if err := os.WriteFile(cfg, []byte(daemonConfig(spec.sidecar, redisAddr)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(daemonConfig(spec.sidecar, redisAddr, e.conns)), 0o600); err != nil {
 		return nil, err
 	}
 	bin := filepath.Join(e.dir, "bulkhead")
@@ -223,6 +224,23 @@ func smoke(ctx context.Context, st *stack) error {
 	defer h.close()
 	if err := admitting(ctx, st, h); err != nil {
 		return err
+	}
+	if st.spec.shares {
+		// Requests on the share route reach the daemon neither as Checks
+		// nor as access-log entries: wait for the share, then want 200s.
+		if err := shareHandedOut(ctx, st); err != nil {
+			return err
+		}
+		for range 5 {
+			status, err := h.do(ctx)
+			if err != nil {
+				return fmt.Errorf("smoke test of %s under its share: %w", st.spec.Name, err)
+			}
+			if status != 200 {
+				return fmt.Errorf("smoke test of %s under its share: status %d", st.spec.Name, status)
+			}
+		}
+		return nil
 	}
 	for range 5 {
 		status, err := h.do(ctx)

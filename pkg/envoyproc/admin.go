@@ -106,8 +106,8 @@ func (p *Proc) ListenerAddr(ctx context.Context, name string) (string, error) {
 func (p *Proc) Stats(ctx context.Context) (map[string]uint64, error) {
 	var body struct {
 		Stats []struct {
-			Name  string      `json:"name"`
-			Value json.Number `json:"value"`
+			Name  string          `json:"name"`
+			Value json.RawMessage `json:"value"`
 		} `json:"stats"`
 	}
 	if err := p.getJSON(ctx, "/stats?format=json", &body); err != nil {
@@ -115,10 +115,13 @@ func (p *Proc) Stats(ctx context.Context) (map[string]uint64, error) {
 	}
 	out := make(map[string]uint64, len(body.Stats))
 	for _, s := range body.Stats {
-		if s.Name == "" || s.Value == "" {
+		if s.Name == "" || len(s.Value) == 0 {
 			continue // the histograms element
 		}
-		v, err := strconv.ParseUint(s.Value.String(), 10, 64)
+		if s.Value[0] == '"' {
+			continue // a text readout (the RTDS layer's version, with shares)
+		}
+		v, err := strconv.ParseUint(string(s.Value), 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("%w: stat %q: %w", ErrAdmin, s.Name, err)
 		}
