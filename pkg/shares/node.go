@@ -21,12 +21,18 @@ type node struct {
 	duplicate     bool
 	lastShareSent time.Time
 	wakeC         chan struct{} // a new layer to send (capacity 1)
+	lrsWakeC      chan struct{} // its load reports should come faster or slower (capacity 1)
+	fast          bool          // what lrsWakeC last said: shrinking
 
 	shares map[string]*share // by bulkhead
 
 	inflight map[string]int // by share cluster: the last load report
 	dropped  map[string]int // by share cluster: its overflows in that report's interval
-	reports  uint64         // load reports received
+	// recent: by share cluster, the demand (in flight + overflows) of the
+	// last few reports: a share is sized from their peak, so that one
+	// report taken in a quiet instant does not shrink it.
+	recent  map[string]*[recentReports]int
+	reports uint64 // load reports received
 
 	// sent are the layers sent that the Envoy may run with: the one it
 	// acknowledged last that bounds its use (see bound) and every later one.
@@ -66,7 +72,7 @@ type layer struct {
 }
 
 func newNode(id string, interval time.Duration) *node {
-	return &node{id: id, interval: interval, wakeC: make(chan struct{}, 1), shares: map[string]*share{}, inflight: map[string]int{}, dropped: map[string]int{}}
+	return &node{id: id, interval: interval, wakeC: make(chan struct{}, 1), lrsWakeC: make(chan struct{}, 1), shares: map[string]*share{}, inflight: map[string]int{}, dropped: map[string]int{}, recent: map[string]*[recentReports]int{}}
 }
 
 func (n *node) share(name string) *share {
@@ -82,6 +88,43 @@ func (n *node) wake() {
 	select {
 	case n.wakeC <- struct{}{}:
 	default:
+	}
+}
+
+// recentReports is how many reports a share's demand is the peak of.
+const recentReports = 4
+
+// demand is the peak demand (requests in flight plus overflows) of
+// cluster over n's last recentReports reports.
+func (n *node) demand(cluster string) int {
+	d := 0
+	if r := n.recent[cluster]; r != nil {
+		for _, v := range r {
+			d = max(d, v)
+		}
+	}
+	return d
+}
+
+// shrinking reports whether a share of n holds more permits than its
+// limit: permits wait for its reports to come back.
+func (n *node) shrinking() bool {
+	for _, s := range n.shares {
+		if len(s.held) > max(s.limit, 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// wakeLRS tells n's LRS stream when shrinking changed.
+func (n *node) wakeLRS() {
+	if f := n.shrinking(); f != n.fast {
+		n.fast = f
+		select {
+		case n.lrsWakeC <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -224,6 +224,7 @@ func (m *Manager) Round() {
 		if n.dirty() {
 			n.wake()
 		}
+		n.wakeLRS()
 	}
 }
 
@@ -243,7 +244,10 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 		}
 		if n.live() {
 			live = append(live, n)
-			inflight += n.inflight[p.Cluster]
+			// What its circuit breaker turned away is demand too: without
+			// it, demand at a share that is too small never reaches the
+			// switch.
+			inflight += n.inflight[p.Cluster] + n.dropped[p.Cluster]
 		}
 	}
 	for _, o := range m.orphans {
@@ -285,10 +289,11 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 			s.limit = 0
 			continue
 		}
-		// An Envoy at its share whose circuit breaker turned requests away
-		// (LRS total_dropped_requests) wants them too.
-		use := n.inflight[p.Cluster]
-		target := max(use+part, 2*use, use+n.dropped[p.Cluster], 1)
+		// Demand: the peak over the last few reports of the requests in
+		// flight plus those its circuit breaker turned away (LRS
+		// total_dropped_requests): an Envoy at its share wants them too.
+		use := n.demand(p.Cluster)
+		target := max(use+part, 2*use, 1)
 		if target <= s.limit && 4*target >= 3*s.limit {
 			continue // within a quarter below: no push for that
 		}

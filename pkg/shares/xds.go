@@ -141,6 +141,7 @@ func (m *Manager) connect(id, version string) *node {
 			}
 		}
 		n.shares, n.sent, n.inflight, n.dropped = map[string]*share{}, nil, map[string]int{}, map[string]int{}
+		n.recent = map[string]*[recentReports]int{}
 	}
 	if ok && boot != m.boot {
 		// A layer from an earlier Bulkhead process: the Envoy runs with it
@@ -391,31 +392,66 @@ func (r lrs) StreamLoadStats(stream loadstats.LoadReportingService_StreamLoadSta
 		return status.Errorf(codes.ResourceExhausted, "LRS: Bulkhead serves at most %d Envoys (permit.MaxNodes)", permit.MaxNodes)
 	}
 	defer m.lrsDisconnect(n)
+	reports := make(chan *loadstats.LoadStatsRequest)
+	failed := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				failed <- err
+				return
+			}
+			select {
+			case reports <- req:
+			case <-stream.Context().Done():
+				return
+			}
+		}
+	}()
 	var asked []string
+	var every time.Duration
 	for {
-		if clusters := m.clusters(); !slices.Equal(clusters, asked) {
-			asked = clusters
+		// The clusters to report, and how often: every Interval, or
+		// FastInterval while a share of the Envoy waits to shrink (its
+		// permits come back two reports after its acknowledgement).
+		clusters, interval := m.lrsWants(n)
+		if !slices.Equal(clusters, asked) || interval != every {
+			asked, every = clusters, interval
 			if err := stream.Send(&loadstats.LoadStatsResponse{
-				Clusters: clusters, LoadReportingInterval: durationpb.New(m.set.Interval),
+				Clusters: clusters, LoadReportingInterval: durationpb.New(interval),
 			}); err != nil {
 				return err
 			}
 		}
-		if req, err = stream.Recv(); err != nil {
+		select {
+		case req := <-reports:
+			m.report(n, req.GetClusterStats())
+		case <-n.lrsWakeC:
+		case err := <-failed:
 			if errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled {
 				return nil
 			}
 			return err
+		case <-stream.Context().Done():
+			return nil
 		}
-		m.report(n, req.GetClusterStats())
 	}
 }
 
-// clusters returns the share clusters, sorted.
-func (m *Manager) clusters() []string {
+// FastInterval is the load report interval of an Envoy with a share
+// waiting to shrink (at most Interval).
+const FastInterval = 100 * time.Millisecond
+
+// lrsWants returns the share clusters, sorted, and how often n should
+// report them.
+func (m *Manager) lrsWants(n *node) ([]string, time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return slices.Sorted(maps.Keys(m.byCluster))
+	interval := m.set.Interval
+	if n.shrinking() {
+		interval = min(interval, FastInterval)
+	}
+	return slices.Sorted(maps.Keys(m.byCluster)), interval
 }
 
 // report records an Envoy's load report: the requests in flight in each
@@ -433,6 +469,13 @@ func (m *Manager) report(n *node, stats []*endpointv3.ClusterStats) {
 		}
 		n.inflight[cs.GetClusterName()] = int(min(inflight, 1<<30))
 		n.dropped[cs.GetClusterName()] = int(min(cs.GetTotalDroppedRequests(), 1<<30))
+		r := n.recent[cs.GetClusterName()]
+		if r == nil {
+			r = new([recentReports]int)
+			n.recent[cs.GetClusterName()] = r
+		}
+		copy(r[1:], r[:recentReports-1])
+		r[0] = n.inflight[cs.GetClusterName()] + n.dropped[cs.GetClusterName()]
 	}
 	n.reports++
 }
