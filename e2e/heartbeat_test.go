@@ -114,6 +114,7 @@ bulkheads:
 // 3 s, under a load of short requests that keeps the rest of the bulkhead
 // full; the upstream never sees more than the limit (the stack's invariant).
 func TestHeartbeatLongRequestKeepsPermit(t *testing.T) {
+	parallelE2E(t)
 	const long = 30 * time.Second
 	s := startStack(t, `
 leases: {sweep_interval: 100ms}

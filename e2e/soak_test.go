@@ -72,6 +72,7 @@ bulkheads:
 //     of a permit, a waiter or a tenant per request exceeds it within a
 //     minute.
 func TestSoak(t *testing.T) {
+	parallelE2E(t)
 	d := defaultSoak
 	if v := os.Getenv(EnvSoak); v != "" {
 		var err error

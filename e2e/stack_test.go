@@ -70,6 +70,23 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
+// parallelE2E marks a test to run beside the other marked ones: go test
+// starts them once every unmarked test has ended, at most -parallel at a
+// time (make e2e: 2; -parallel 1 runs them one after the other). Marked:
+// TestSoak and TestHeartbeatLongRequestKeepsPermit, long tests that mostly
+// wait (a 60 s soak; one 30 s request beside 20 short ones a second), each
+// on its own daemon, Envoy and upstreams on ports the kernel picks, whose
+// checks are leaks, counts and a 3 s lease renewed each second, not
+// latencies. Left unmarked, among others: the tests of the Redis ledger
+// (its 100 ms timeout expires on a CPU that the soak or another replica
+// stack saturates: replicas go unavailable and their checks fail, seen
+// running them two by two), the latency comparisons, and the tests that
+// bound how soon a lease ends.
+func parallelE2E(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 // stack is one Envoy + bulkhead + three upstreams (catalog, auth, orders).
 type stack struct {
 	t         testing.TB
