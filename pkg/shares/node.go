@@ -38,7 +38,7 @@ type node struct {
 	// acknowledged last that bounds its use (see bound) and every later one.
 	sent     []layer
 	encoded  encodedLayer // the last layer of sent, encoded (by its seq)
-	lastSent time.Time    // the last response sent (a layer or a heartbeat)
+	lastSent time.Time    // the last response sent (a layer, new or re-sent)
 	// waiting is when the oldest response not yet answered was sent (zero:
 	// none). An Envoy that does not answer for half the TTL stalls: it is
 	// sent nothing more, so that its layer's end can be known.
