@@ -34,7 +34,7 @@ const (
 const sharesYAML = `
 shares: {ttl: 1s, max_request_duration: 2s, interval: 250ms}
 bulkheads:
-  orders: {max_concurrent: 20, max_queue: 40, max_wait: 500ms, shares: {mode: auto}}
+  orders: {max_concurrent: 20, max_queue: 40, max_wait: 500ms, shares: {mode: %s}}
 `
 
 // sharesMesh is one daemon and several Envoys in front of one upstream,
@@ -46,6 +46,7 @@ type sharesMesh struct {
 	cfgPath   string
 	daemon    *daemonProc
 	grpc      string // the daemon's gRPC address (kept across restarts)
+	listen    string // its configured listen.grpc
 	http      string // its metrics address (new at each start)
 	gen       int
 	daemonLog testkit.SyncBuffer
@@ -88,13 +89,32 @@ func startSharesMesh(t *testing.T, nodes ...string) *sharesMesh {
 
 func (m *sharesMesh) startDaemon(ctx context.Context, grpc string) {
 	m.t.Helper()
-	cfg := fmt.Sprintf("listen: {grpc: %q, http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\"}\nlog: {level: debug}\n%s", grpc, sharesYAML)
-	if err := os.WriteFile(m.cfgPath, []byte(cfg), 0o600); err != nil {
-		m.t.Fatal(err)
-	}
+	m.listen = grpc
+	m.writeConfig("auto")
 	m.gen++
 	d, addrs := startDaemonProc(m.t, ctx, m.cfgPath, filepath.Join(m.dir, fmt.Sprintf("addr-%d.json", m.gen)), &m.daemonLog)
 	m.daemon, m.grpc, m.http = d, addrs["grpc"], addrs["http"]
+}
+
+// writeConfig writes the daemon's configuration with bulkhead orders in
+// mode (the daemon reloads it when it changes).
+func (m *sharesMesh) writeConfig(mode string) {
+	m.t.Helper()
+	cfg := fmt.Sprintf("listen: {grpc: %q, http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\"}\nlog: {level: debug}\n"+sharesYAML, m.listen, mode)
+	if err := os.WriteFile(m.cfgPath, []byte(cfg), 0o600); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+// setMode changes orders' mode through a reload of the configuration
+// file, and waits until the daemon has applied it.
+func (m *sharesMesh) setMode(ctx context.Context, mode string) {
+	m.t.Helper()
+	before := m.value("bulkhead_config_reloads_total", map[string]string{"result": "success"})
+	m.writeConfig(mode)
+	poll(m.t, ctx, "the daemon reloads its configuration (mode "+mode+")", func() bool {
+		return m.value("bulkhead_config_reloads_total", map[string]string{"result": "success"}) > before
+	})
 }
 
 func (m *sharesMesh) startEnvoy(ctx context.Context, node string) {
@@ -229,7 +249,10 @@ func TestSharesRampAcrossTheSwitch(t *testing.T) {
 
 	// A step at envoy-a from 10% to 60% of the limit (envoy-b stays at
 	// 10%): how long until its share covers the step, and the 503s of its
-	// circuit breaker meanwhile.
+	// circuit breaker meanwhile. In mode shares for the step: at 65% of the
+	// limit over the mesh, a slower machine's longer requests would take
+	// mode auto past its switch (75%), which is not what is measured here.
+	m.setMode(ctx, "shares")
 	stepDone := make(chan testbed.Stats, 1)
 	go func() { stepDone <- m.load(ctx, 120, 3*time.Second, "envoy-a") }()
 	go m.load(ctx, 10, 3*time.Second, "envoy-b")
@@ -249,6 +272,8 @@ func TestSharesRampAcrossTheSwitch(t *testing.T) {
 		t.Errorf("a step to 60%% of the limit at one Envoy took %v to get its share (goal 2 s)", covered)
 	}
 	m.checkCap("step")
+
+	m.setMode(ctx, "auto")
 
 	// 150%: 30 in flight wanted over a limit of 20.
 	before = checks()

@@ -27,7 +27,7 @@ type node struct {
 	shares map[string]*share // by bulkhead
 
 	inflight map[string]int // by share cluster: the last load report
-	dropped  map[string]int // by share cluster: its overflows in that report's interval
+	dropped  map[string]int // by share cluster: the concurrency of its overflows in that report's interval (turnedAway)
 	// recent: by share cluster, the demand (in flight + overflows) of the
 	// last few reports: a share is sized from their peak, so that one
 	// report taken in a quiet instant does not shrink it.

@@ -290,8 +290,9 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 			continue
 		}
 		// Demand: the peak over the last few reports of the requests in
-		// flight plus those its circuit breaker turned away (LRS
-		// total_dropped_requests): an Envoy at its share wants them too.
+		// flight plus the concurrency of those its circuit breaker turned
+		// away (LRS total_dropped_requests; turnedAway): an Envoy at its
+		// share wants them too.
 		use := n.demand(p.Cluster)
 		target := max(use+part, 2*use, 1)
 		if target <= s.limit && 4*target >= 3*s.limit {

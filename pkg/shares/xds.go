@@ -455,7 +455,8 @@ func (m *Manager) lrsWants(n *node) ([]string, time.Duration) {
 }
 
 // report records an Envoy's load report: the requests in flight in each
-// share cluster it names.
+// share cluster it names, and how many more its circuit breaker turned
+// away would have had in flight.
 func (m *Manager) report(n *node, stats []*endpointv3.ClusterStats) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -463,12 +464,13 @@ func (m *Manager) report(n *node, stats []*endpointv3.ClusterStats) {
 		if _, ok := m.byCluster[cs.GetClusterName()]; !ok {
 			continue
 		}
-		var inflight uint64
+		var inflight, issued uint64
 		for _, loc := range cs.GetUpstreamLocalityStats() {
 			inflight += loc.GetTotalRequestsInProgress()
+			issued += loc.GetTotalIssuedRequests()
 		}
 		n.inflight[cs.GetClusterName()] = int(min(inflight, 1<<30))
-		n.dropped[cs.GetClusterName()] = int(min(cs.GetTotalDroppedRequests(), 1<<30))
+		n.dropped[cs.GetClusterName()] = turnedAway(inflight, issued, cs.GetTotalDroppedRequests())
 		r := n.recent[cs.GetClusterName()]
 		if r == nil {
 			r = new([recentReports]int)
@@ -478,6 +480,21 @@ func (m *Manager) report(n *node, stats []*endpointv3.ClusterStats) {
 		r[0] = n.inflight[cs.GetClusterName()] + n.dropped[cs.GetClusterName()]
 	}
 	n.reports++
+}
+
+// turnedAway is the concurrency the requests a circuit breaker turned
+// away in an interval would have had: by Little's law in flight ×
+// dropped / issued (the dropped requests at the rate and duration of the
+// issued ones). Dropped with nothing issued: as many again as in flight
+// (at least one).
+func turnedAway(inflight, issued, dropped uint64) int {
+	switch {
+	case dropped == 0:
+		return 0
+	case issued == 0:
+		return int(min(max(inflight, 1), 1<<30))
+	}
+	return int(min((inflight*dropped+issued-1)/issued, 1<<30))
 }
 
 // Run makes shares follow demand every Interval until ctx ends, then

@@ -126,3 +126,20 @@ func TestStreamsRefuseBadInput(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // polling with a deadline
 	}
 }
+
+func TestTurnedAway(t *testing.T) {
+	for _, tc := range []struct {
+		inflight, issued, dropped uint64
+		want                      int
+	}{
+		{5, 50, 0, 0},
+		{5, 50, 70, 7}, // a share of 5 at 120/s of 100 ms requests: 12 wanted
+		{5, 0, 3, 5},
+		{0, 0, 3, 1},
+		{1, 3, 1, 1},
+	} {
+		if got := turnedAway(tc.inflight, tc.issued, tc.dropped); got != tc.want {
+			t.Errorf("turnedAway(%d in flight, %d issued, %d dropped) = %d, want %d", tc.inflight, tc.issued, tc.dropped, got, tc.want)
+		}
+	}
+}
