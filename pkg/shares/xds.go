@@ -47,8 +47,8 @@ func (r rtds) StreamRuntime(stream runtimesvc.RuntimeDiscoveryService_StreamRunt
 		return err
 	}
 	id := req.GetNode().GetId()
-	if !permit.ValidNodeID(id) {
-		return status.Errorf(codes.InvalidArgument, "RTDS: the first request must name a valid node id (got %q)", id)
+	if err := checkNode("RTDS", id); err != nil {
+		return err
 	}
 	if t := req.GetTypeUrl(); t != "" && t != RuntimeType {
 		return status.Errorf(codes.InvalidArgument, "RTDS: type %q (want %s)", t, RuntimeType)
@@ -59,7 +59,7 @@ func (r rtds) StreamRuntime(stream runtimesvc.RuntimeDiscoveryService_StreamRunt
 	}
 	n := m.connect(id, req.GetVersionInfo())
 	if n == nil {
-		return status.Errorf(codes.ResourceExhausted, "RTDS: Bulkhead serves at most %d Envoys (permit.MaxNodes)", permit.MaxNodes)
+		return tooManyNodes("RTDS")
 	}
 	defer m.disconnect(n)
 
@@ -370,6 +370,20 @@ func parseVersion(v string) (boot string, seq uint64, limits map[string]int, ok 
 	return boot, seq, limits, true
 }
 
+// checkNode refuses a stream of service whose first request names no
+// valid node id.
+func checkNode(service, id string) error {
+	if !permit.ValidNodeID(id) {
+		return status.Errorf(codes.InvalidArgument, "%s: the first request must name a valid node id (got %q)", service, id)
+	}
+	return nil
+}
+
+// tooManyNodes refuses a stream of service from a node past permit.MaxNodes.
+func tooManyNodes(service string) error {
+	return status.Errorf(codes.ResourceExhausted, "%s: Bulkhead serves at most %d Envoys (permit.MaxNodes)", service, permit.MaxNodes)
+}
+
 type lrs struct {
 	loadstats.UnimplementedLoadReportingServiceServer
 	m *Manager
@@ -384,12 +398,12 @@ func (r lrs) StreamLoadStats(stream loadstats.LoadReportingService_StreamLoadSta
 		return err
 	}
 	id := req.GetNode().GetId()
-	if !permit.ValidNodeID(id) {
-		return status.Errorf(codes.InvalidArgument, "LRS: the first request must name a valid node id (got %q)", id)
+	if err := checkNode("LRS", id); err != nil {
+		return err
 	}
 	n := m.lrsConnect(id)
 	if n == nil {
-		return status.Errorf(codes.ResourceExhausted, "LRS: Bulkhead serves at most %d Envoys (permit.MaxNodes)", permit.MaxNodes)
+		return tooManyNodes("LRS")
 	}
 	defer m.lrsDisconnect(n)
 	reports := make(chan *loadstats.LoadStatsRequest)
