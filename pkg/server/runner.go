@@ -186,7 +186,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		return nil, err
 	}
 	ctlOpts := []control.Option{control.WithOutcomes(r.sizing), control.WithBreakers(breakers), control.WithSizing(r.sizing)}
-	r.sampler = sizing.LimiterSampler(r.Registry)
+	r.sampler = r.shares.Sampler(sizing.LimiterSampler(r.Registry))
 	if r.replica != nil {
 		// Control applies what the replicator hears (Run), and tells it of
 		// the overrides made here (the sink).

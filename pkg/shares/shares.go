@@ -451,3 +451,48 @@ func (m *Manager) EachShares(each func(dependency string, strict bool, envoys, h
 		each(s.Bulkhead, s.Strict, s.Envoys, s.Held, s.Limit, s.InFlight, s.Switches[0], s.Switches[1])
 	}
 }
+
+// InUseSampler is what sizing samples from a bulkhead (sizing.Sampler).
+type InUseSampler interface {
+	Keys() []string
+	InUse(key string) (inUse, peak int, ok bool)
+}
+
+// Sampler wraps inner so that a bulkhead's permits held for shares count
+// as the requests their Envoys last reported in flight under them: sizing
+// then sees the calls, not the capacity handed out (which would read as
+// demand and suggest a larger limit).
+func (m *Manager) Sampler(inner InUseSampler) InUseSampler { return sharesSampler{inner, m} }
+
+type sharesSampler struct {
+	inner InUseSampler
+	m     *Manager
+}
+
+func (s sharesSampler) Keys() []string { return s.inner.Keys() }
+
+func (s sharesSampler) InUse(key string) (int, int, bool) {
+	inUse, peak, ok := s.inner.InUse(key)
+	held, inFlight := s.m.usage(key)
+	return max(0, inUse-held+inFlight), max(0, peak-held+inFlight), ok
+}
+
+// usage returns the permits held for bulkhead name's shares and the
+// requests its Envoys last reported in flight under them.
+func (m *Manager) usage(name string) (held, inFlight int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, n := range m.nodes {
+		if s := n.shares[name]; s != nil {
+			held += len(s.held)
+			inFlight += min(n.inflight[s.cluster], len(s.held))
+		}
+	}
+	for _, o := range m.orphans {
+		if o.bulkhead == name {
+			held += len(o.held)
+			inFlight += len(o.held) // unknown: counted in use
+		}
+	}
+	return held, inFlight
+}

@@ -243,3 +243,33 @@ func runModel(t *testing.T, seed uint64) {
 		t.Fatalf("%d permits still held after every Envoy left and the tail passed", in)
 	}
 }
+
+type fixedSampler struct{ inUse, peak int }
+
+func (f fixedSampler) Keys() []string                { return []string{"orders"} }
+func (f fixedSampler) InUse(string) (int, int, bool) { return f.inUse, f.peak, true }
+
+// TestSamplerCountsCallsNotShares: sizing sees the requests an Envoy
+// reports under its share, not the permits held for it.
+func TestSamplerCountsCallsNotShares(t *testing.T) {
+	clk := clock.NewFake(t0)
+	m, reg := newTestManager(t, 20, clk)
+	n := m.connect("a", "")
+	m.lrsConnect("a")
+	m.report(n, report(3))
+	m.Round()
+	held, _ := m.usage("orders")
+	if held == 0 {
+		t.Fatal("no share handed out")
+	}
+	strict, err := reg.Get("orders").TryAcquire(bulkhead.Normal) // one strict permit besides
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer strict.Release()
+	in := reg.Get("orders").Snapshot().InUse
+	got, peak, ok := m.Sampler(fixedSampler{in, in + 2}).InUse("orders")
+	if !ok || got != 1+3 || peak != 1+3+2 {
+		t.Errorf("sampled %d in use (peak %d), want 4 (1 strict + 3 reported under a share of %d), peak 6", got, peak, held)
+	}
+}
