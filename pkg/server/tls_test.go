@@ -143,6 +143,22 @@ func TestGRPCTLSReload(t *testing.T) {
 			t.Fatalf("with a broken certificate file: serial %v, %v; want the last good %v", got, err, testkit.Serial(t, cert3))
 		}
 	}
+	// The files are checked on a handshake at most every check interval
+	// (5 ms here): on a quiet machine the three handshakes above can all
+	// come within one, so handshake until the check has seen the broken
+	// file, then three more that must not count it again.
+	testkit.Eventually(t, "the broken certificate counted", func() bool {
+		if got, err := testkit.ServedSerial(addr, client); err != nil || got.Cmp(testkit.Serial(t, cert3)) != 0 {
+			t.Fatalf("with a broken certificate file: serial %v, %v; want the last good %v", got, err, testkit.Serial(t, cert3))
+		}
+		return counter(t, rn, "bulkhead_grpc_tls_reloads_total", "failure") > failuresBefore
+	})
+	for range 3 {
+		time.Sleep(6 * time.Millisecond) // past the check interval: each handshake checks again (not synchronisation)
+		if _, err := testkit.ServedSerial(addr, client); err != nil {
+			t.Fatalf("with a broken certificate file: %v", err)
+		}
+	}
 	if got := counter(t, rn, "bulkhead_grpc_tls_reloads_total", "failure"); got != failuresBefore+1 {
 		t.Errorf("reload failures %v -> %v, want one more", failuresBefore, got)
 	}
