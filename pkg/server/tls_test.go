@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,25 +144,7 @@ func TestGRPCTLSReload(t *testing.T) {
 			t.Fatalf("with a broken certificate file: serial %v, %v; want the last good %v", got, err, testkit.Serial(t, cert3))
 		}
 	}
-	// The files are checked on a handshake at most every check interval
-	// (5 ms here): on a quiet machine the three handshakes above can all
-	// come within one, so handshake until the check has seen the broken
-	// file, then three more that must not count it again.
-	testkit.Eventually(t, "the broken certificate counted", func() bool {
-		if got, err := testkit.ServedSerial(addr, client); err != nil || got.Cmp(testkit.Serial(t, cert3)) != 0 {
-			t.Fatalf("with a broken certificate file: serial %v, %v; want the last good %v", got, err, testkit.Serial(t, cert3))
-		}
-		return counter(t, rn, "bulkhead_grpc_tls_reloads_total", "failure") > failuresBefore
-	})
-	for range 3 {
-		time.Sleep(6 * time.Millisecond) // past the check interval: each handshake checks again (not synchronisation)
-		if _, err := testkit.ServedSerial(addr, client); err != nil {
-			t.Fatalf("with a broken certificate file: %v", err)
-		}
-	}
-	if got := counter(t, rn, "bulkhead_grpc_tls_reloads_total", "failure"); got != failuresBefore+1 {
-		t.Errorf("reload failures %v -> %v, want one more", failuresBefore, got)
-	}
+	brokenCountedOnce(t, rn, "bulkhead_grpc_tls_reloads_total", addr, client, testkit.Serial(t, cert3), failuresBefore)
 	testkit.Replace(t, p.cert, cert3) // the pair matches again: a new load
 	cert4, key4 := p.serverCA.Issue(t, "bulkhead", true)
 	testkit.Replace(t, p.key, key4)
@@ -244,4 +227,30 @@ func counter(t *testing.T, rn *running, name, labelValue string) float64 {
 		}
 	}
 	return 0
+}
+
+// brokenCountedOnce handshakes with addr until the listener's reload
+// failures (metric) pass before, each handshake served the last good
+// certificate (serial good), then three more past the check interval that
+// must not count the broken file again. The files are checked on a
+// handshake at most every check interval (5 ms in these tests): on a quiet
+// machine a few handshakes can all come within one, and none checks.
+func brokenCountedOnce(t *testing.T, rn *running, metric, addr string, client *tls.Config, good *big.Int, before float64) {
+	t.Helper()
+	serve := func() {
+		if got, err := testkit.ServedSerial(addr, client); err != nil || got.Cmp(good) != 0 {
+			t.Fatalf("with a broken certificate file: serial %v, %v; want the last good %v", got, err, good)
+		}
+	}
+	testkit.Eventually(t, "the broken certificate counted", func() bool {
+		serve()
+		return counter(t, rn, metric, "failure") > before
+	})
+	for range 3 {
+		time.Sleep(6 * time.Millisecond) // past the check interval, so that each handshake checks again
+		serve()
+	}
+	if got := counter(t, rn, metric, "failure"); got != before+1 {
+		t.Errorf("%s failures %v -> %v, want one more", metric, before, got)
+	}
 }
