@@ -11,6 +11,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 )
 
 // ErrInvalidParams is wrapped by every error Render returns for bad Params.
@@ -79,10 +80,10 @@ type Route struct {
 // SharesCluster is the Envoy cluster of the route's share route: the
 // bulkhead's name and "_shares" (the daemon's default
 // bulkheads.<name>.shares.cluster).
-func (r Route) SharesCluster() string { return r.BulkheadName() + "_shares" }
+func (r Route) SharesCluster() string { return shares.DefaultCluster(r.BulkheadName()) }
 
 // StrictKey is the runtime key that gates the route's strict half.
-func (r Route) StrictKey() string { return "bulkhead.strict." + r.BulkheadName() }
+func (r Route) StrictKey() string { return shares.StrictKey(r.BulkheadName()) }
 
 // SharesOn reports whether any route has a share route: the bootstrap then
 // takes the runtime layer and sends load reports to the daemon.

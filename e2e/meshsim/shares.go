@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 )
 
@@ -65,7 +64,7 @@ func newAgent(node string, conn *grpc.ClientConn, ident *corev3.Node, layer stri
 
 // shareCluster is the share cluster of bulkhead b in the simulated
 // Envoys' configuration (the daemon's default).
-func shareCluster(b string) string { return config.DefaultSharesCluster(b) }
+func shareCluster(b string) string { return shares.DefaultCluster(b) }
 
 // route picks the route of a request of bulkhead b at now, as Envoy's
 // route pair does: the strict route (through ext_authz) matches with the

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
-	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 )
 
@@ -90,7 +89,7 @@ func TestMeshSharesAgainstManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	mgr := shares.New(shares.Settings{TTL: 600 * time.Millisecond, MaxRequest: time.Second, Interval: 150 * time.Millisecond}, reg, nil, nil)
-	mgr.Apply(map[string]shares.Policy{"shared": {Mode: shares.Shares, Cluster: config.DefaultSharesCluster("shared")}})
+	mgr.Apply(map[string]shares.Policy{"shared": {Mode: shares.Shares, Cluster: shares.DefaultCluster("shared")}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

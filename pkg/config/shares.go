@@ -54,13 +54,9 @@ const (
 
 var sharesFields = []string{"mode", "cluster"}
 
-// DefaultSharesCluster is the share cluster of a bulkhead whose shares
-// section names none: the bulkhead's name and "_shares".
-func DefaultSharesCluster(bulkheadName string) string { return bulkheadName + "_shares" }
-
 // sharesSection decodes the shares section of the bulkhead name at path.
 // A bulkhead in mode shares or auto that names no cluster gets
-// DefaultSharesCluster; a strict one has none.
+// shares.DefaultCluster; a strict one has none.
 func (d *decoder) sharesSection(path, name string, raw any) (p shares.Policy) {
 	path += ".shares"
 	fields, ok := d.mapping(path, raw)
@@ -69,7 +65,7 @@ func (d *decoder) sharesSection(path, name string, raw any) (p shares.Policy) {
 	}
 	defer func() {
 		if p.Mode != shares.Strict && p.Cluster == "" {
-			p.Cluster = DefaultSharesCluster(name)
+			p.Cluster = shares.DefaultCluster(name)
 		}
 	}()
 	for _, k := range slices.Sorted(maps.Keys(fields)) {

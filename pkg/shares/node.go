@@ -1,7 +1,6 @@
 package shares
 
 import (
-	"maps"
 	"slices"
 	"time"
 
@@ -226,8 +225,8 @@ func (n *node) clusters() map[string]string {
 // heldTotal returns every permit n holds.
 func (n *node) heldTotal() []bulkhead.Permit {
 	var out []bulkhead.Permit
-	for _, name := range slices.Sorted(maps.Keys(n.shares)) {
-		out = append(out, n.shares[name].held...)
+	for _, s := range n.shares {
+		out = append(out, s.held...)
 	}
 	return out
 }

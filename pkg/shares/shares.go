@@ -107,6 +107,10 @@ const (
 // ext_authz; 0 routes them to the share route.
 func StrictKey(bulkheadName string) string { return "bulkhead.strict." + bulkheadName }
 
+// DefaultCluster is the share cluster of a bulkhead whose configuration
+// names none: the bulkhead's name and "_shares".
+func DefaultCluster(bulkheadName string) string { return bulkheadName + "_shares" }
+
 // ShareKey is the runtime key of cluster's share: its default circuit
 // breaker's max_requests.
 func ShareKey(cluster string) string { return "circuit_breakers." + cluster + ".default.max_requests" }
@@ -127,6 +131,7 @@ type Manager struct {
 	mu        sync.Mutex
 	policies  map[string]Policy // bulkheads in mode shares or auto
 	byCluster map[string]string // share cluster -> bulkhead
+	clusters  []string          // byCluster's keys, sorted: what the Envoys report
 	states    map[string]*modeState
 	nodes     map[string]*node
 	orphans   []orphan
@@ -190,6 +195,7 @@ func (m *Manager) Apply(policies map[string]Policy) {
 		}
 	}
 	m.policies, m.byCluster = next, byCluster
+	m.clusters = slices.Sorted(maps.Keys(byCluster))
 	m.wakeAllLocked()
 }
 
@@ -329,7 +335,7 @@ func (m *Manager) settleLocked(n *node) {
 		return
 	}
 	for name, s := range n.shares {
-		keep, ok := n.bound(name, m.clusterOf(name, s))
+		keep, ok := n.bound(name, s.cluster)
 		if !ok {
 			continue
 		}
@@ -343,15 +349,6 @@ func (m *Manager) settleLocked(n *node) {
 		}
 	}
 	n.trim()
-}
-
-// clusterOf is the share cluster of bulkhead name (the one s was handed
-// out for, if the bulkhead left shares mode since).
-func (m *Manager) clusterOf(name string, s *share) string {
-	if p, ok := m.policies[name]; ok {
-		s.cluster = p.Cluster
-	}
-	return s.cluster
 }
 
 // expireLocked releases the shares no Envoy can use any more: those of

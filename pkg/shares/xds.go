@@ -465,7 +465,7 @@ func (m *Manager) lrsWants(n *node) ([]string, time.Duration) {
 	if n.shrinking() {
 		interval = min(interval, FastInterval)
 	}
-	return slices.Sorted(maps.Keys(m.byCluster)), interval
+	return m.clusters, interval
 }
 
 // report records an Envoy's load report: the requests in flight in each
