@@ -94,37 +94,50 @@ func (r *Results) sharesEnvoyCPUGoal() Goal {
 // nearThroughputGoal: near the limit mode auto runs strict permits; its
 // throughput is the bulkhead's as shipped.
 func (r *Results) nearThroughputGoal() Goal {
-	g := Goal{Name: "Throughput with shares (auto) near the limit, closed loop",
-		Target: fmt.Sprintf("strict permits, and >= %.2fx the bulkhead's as shipped with the same limit and load (%s; median of the rounds)",
-			minNearThroughput, NearStrict)}
-	nRounds, bRounds := r.nearRounds(SharesNear), r.nearRounds(NearStrict)
-	n, b := figureSpread(nRounds, rps), figureSpread(bRounds, rps)
-	if n.Median <= 0 || b.Median <= 0 {
-		return g
-	}
-	per := roundRatios(nRounds, bRounds, rps)
-	strict, what := ranStrict(nRounds)
-	g.Measured = fmt.Sprintf("%.2fx (median %s vs %s req/s); round by round %s; %s",
-		n.Median/b.Median, n.format("%.0f"), b.format("%.0f"), per.format("%.2fx"), what)
-	g.Met = verdict(strict && n.Median/b.Median >= minNearThroughput)
-	g.Note = spreadNoteOf(SharesNear, n, NearStrict, b)
-	return g
+	return r.nearGoal(nearFigure{name: "Throughput", bound: minNearThroughput, atLeast: true, of: rps,
+		target:   "the bulkhead's as shipped with the same limit and load (%s; median of the rounds)",
+		measured: "%.2fx (median %s vs %s req/s)", format: "%.0f"})
 }
 
 func (r *Results) nearEnvoyCPUGoal() Goal {
-	g := Goal{Name: "Envoy CPU per request with shares (auto) near the limit, closed loop",
-		Target: fmt.Sprintf("strict permits, and <= %.2fx the bulkhead's as shipped with the same limit and load (%s; threads' counters, "+
-			"median of the rounds)", maxNearEnvoyCPU, NearStrict)}
+	return r.nearGoal(nearFigure{name: "Envoy CPU per request", bound: maxNearEnvoyCPU, of: envoyUs,
+		target:   "the bulkhead's as shipped with the same limit and load (%s; threads' counters, median of the rounds)",
+		measured: "%.2fx (%s vs %s us per request, median [min-max])", format: "%.1f"})
+}
+
+// nearFigure is one figure near the limit, shares against strict.
+type nearFigure struct {
+	name             string
+	bound            float64
+	atLeast          bool // the ratio must be at least bound (else at most)
+	of               func(*Phase) (float64, bool)
+	target, measured string // formats: the strict twin's name; ratio, shares', strict's
+	format           string // of one figure
+}
+
+// nearGoal is f near the limit: SharesNear against NearStrict, met when
+// every round ended strict and the medians' ratio is within f.bound.
+func (r *Results) nearGoal(f nearFigure) Goal {
+	cmp := "<="
+	if f.atLeast {
+		cmp = ">="
+	}
+	g := Goal{Name: f.name + " with shares (auto) near the limit, closed loop",
+		Target: fmt.Sprintf("strict permits, and %s %.2fx "+f.target, cmp, f.bound, NearStrict)}
 	nRounds, bRounds := r.nearRounds(SharesNear), r.nearRounds(NearStrict)
-	n, b := figureSpread(nRounds, envoyUs), figureSpread(bRounds, envoyUs)
+	n, b := figureSpread(nRounds, f.of), figureSpread(bRounds, f.of)
 	if n.Median <= 0 || b.Median <= 0 {
 		return g
 	}
-	per := roundRatios(nRounds, bRounds, envoyUs)
+	ratio := n.Median / b.Median
 	strict, what := ranStrict(nRounds)
-	g.Measured = fmt.Sprintf("%.2fx (%s vs %s us per request, median [min-max]); round by round %s; %s",
-		n.Median/b.Median, n.format("%.1f"), b.format("%.1f"), per.format("%.2fx"), what)
-	g.Met = verdict(strict && n.Median/b.Median <= maxNearEnvoyCPU)
+	g.Measured = fmt.Sprintf(f.measured+"; round by round %s; %s",
+		ratio, n.format(f.format), b.format(f.format), roundRatios(nRounds, bRounds, f.of).format("%.2fx"), what)
+	within := ratio <= f.bound
+	if f.atLeast {
+		within = ratio >= f.bound
+	}
+	g.Met = verdict(strict && within)
 	g.Note = spreadNoteOf(SharesNear, n, NearStrict, b)
 	return g
 }
