@@ -74,6 +74,12 @@ type capLease struct {
 	waiters atomic.Bool
 	// epoch and seq number the calls (lease loop only).
 	epoch, seq int64
+	// moving is open while the lease loop's calls for this bulkhead run,
+	// closed when they end (nil between rounds): while it is open, permits
+	// may be in transit, counted by Redis but not yet in the local limit
+	// (a grant not yet applied) or out of the local limit but not yet back
+	// in Redis (a shrink before its give-back).
+	moving atomic.Pointer[chan struct{}]
 }
 
 var _ admission.Ledger = (*Capacity)(nil)
@@ -158,16 +164,31 @@ func (c *Capacity) Admit(ctx context.Context, r admission.Request) (admission.Ad
 
 // admitLocal admits r from its bulkhead's lease, and reports whether it
 // answered (false: the lease had no room, the per-request path decides).
+// When the lease loop is moving permits of the lease, it asks the lease
+// again once they have landed (settled).
 func (c *Capacity) admitLocal(ctx context.Context, r admission.Request) (admission.Admitted, bool, error) {
-	name := r.Bulkhead.Name()
-	v, ok := c.held.Load(name)
+	v, ok := c.held.Load(r.Bulkhead.Name())
 	if !ok {
 		return admission.Admitted{}, false, nil
 	}
 	ls := v.(*capLease)
-	lim := c.local.Get(name)
+	if a, answered, err := c.fromLease(ctx, r, ls); answered {
+		return a, true, err
+	}
+	ls.overflow.Add(1)
+	if c.settled(ctx, ls) {
+		if a, answered, err := c.fromLease(ctx, r, ls); answered {
+			return a, true, err
+		}
+	}
+	return admission.Admitted{}, false, nil
+}
+
+// fromLease is one try of admitLocal: r admitted by the lease's limiter,
+// or refused there (false), or its caller gone while it waited.
+func (c *Capacity) fromLease(ctx context.Context, r admission.Request, ls *capLease) (admission.Admitted, bool, error) {
+	lim := c.local.Get(r.Bulkhead.Name())
 	if lim == nil || !c.live(ls) {
-		ls.overflow.Add(1)
 		return admission.Admitted{}, false, nil
 	}
 	local := r
@@ -181,8 +202,31 @@ func (c *Capacity) admitLocal(ctx context.Context, r admission.Request) (admissi
 		r.Bulkhead.Count(r.Priority, bulkhead.ReasonNone, true)
 		return admission.Admitted{}, true, ctx.Err()
 	}
-	ls.overflow.Add(1)
 	return admission.Admitted{}, false, nil
+}
+
+// settled waits, when the lease loop is moving permits of ls (between
+// Redis and the local limit), until it has applied its answers, and
+// reports whether it waited: the request the lease had no room for then
+// asks the local limit again before the per-request path. Without it a
+// request at the limit could be refused while a permit was in transit,
+// held by neither side. The wait is bounded by ctx and by one call's
+// Timeout, and skipped while Redis is not reachable (the lease loop's
+// calls then end only at their Timeout, and nothing is in transit).
+func (c *Capacity) settled(ctx context.Context, ls *capLease) bool {
+	ch := ls.moving.Load()
+	if ch == nil || c.ledger.State() != admission.Strict {
+		return false
+	}
+	t := time.NewTimer(c.ledger.cfg.Timeout)
+	defer t.Stop()
+	select {
+	case <-*ch:
+		return true
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return false
 }
 
 // Release implements admission.Ledger: a permit of a lease is released

@@ -427,3 +427,39 @@ func TestCapacityForwarded(t *testing.T) {
 		t.Fatalf("unknown token's end entry at b = %v, want forwarded", res)
 	}
 }
+
+// A request at the limit is not refused while a permit is in transit
+// between Redis and the lease: a grant Redis has counted that the lease
+// loop has not applied yet. The replica's lease is full, and the lease
+// loop's call that takes Redis's free permits into it is in flight (its
+// link slowed): a request then must be admitted from the lease once the
+// answer lands, not refused by Redis, where the lease already counts them.
+func TestCapacityNoRefusalInTransit(t *testing.T) {
+	f := newFixture(t)
+	proxy := testkit.StartProxy(t, f.redis.Addr)
+	slow := redis.NewClient(&redis.Options{Addr: proxy.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { slow.Close() })
+	reg := capRegistry(t, bulkhead.Settings{MaxConcurrent: 4})
+	a := f.capacity(t, capSpec{id: "a", prefix: "transit:", reg: reg, rdb: slow, tick: 300 * time.Millisecond})
+	testkit.Eventually(t, "a holds a lease", func() bool { return a.lease("catalog").target.Load() > 0 })
+	ctx := context.Background()
+	ls := a.lease("catalog")
+	var held []string
+	for int64(len(held)) < ls.target.Load() {
+		got, err := a.Admit(ctx, capRequest(reg, bulkhead.Normal))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, got.Token)
+	}
+	t.Logf("lease %d, %d in use", ls.target.Load(), len(held))
+	proxy.Delay(40 * time.Millisecond)
+	testkit.Eventually(t, "a lease call in flight", func() bool { return ls.moving.Load() != nil })
+	for len(held) < 4 {
+		got, err := a.Admit(ctx, capRequest(reg, bulkhead.Normal))
+		if err != nil {
+			t.Fatalf("admission %d of a limit of 4, with %d free: %v (lease: target %d, held %d)", len(held)+1, 4-len(held), err, ls.target.Load(), ls.held.Load())
+		}
+		held = append(held, got.Token)
+	}
+}

@@ -101,6 +101,13 @@
 // takes two calls: the new target (the replica's local limit from then on),
 // then the give-back of what is not in use. Permits in use beyond the
 // target come back as their requests end (a release kicks the loop).
+// While the loop's calls for a bulkhead run, permits may be in transit,
+// counted by neither side (a shrink applied here before its give-back
+// lands) or by Redis but not yet here (a grant not yet applied): a request
+// the lease has no room for then waits for the loop's answers (at most one
+// call's Timeout, not while Redis is unreachable) and asks the lease again
+// before the per-request path, so that it is not refused at the limit with
+// a permit in transit.
 //
 // Each replica calls the lease script per bulkhead each Tick (1 s), with
 // its demand: the peak in use since its last call plus its admissions the

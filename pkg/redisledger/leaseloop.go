@@ -56,11 +56,16 @@ func (c *Capacity) round(ctx context.Context, reg *bulkhead.Registry) {
 		// the same demand (the peak of its few milliseconds would shrink
 		// the lease it just grew).
 		peak := c.takePeak(name)
+		ls := c.lease(name)
+		moving := make(chan struct{})
+		ls.moving.Store(&moving)
 		for range maxPasses {
 			if !c.renew(ctx, name, s, leaving, peak) {
 				break
 			}
 		}
+		ls.moving.Store(nil)
+		close(moving)
 	}
 	c.held.Range(func(k, _ any) bool {
 		if name := k.(string); reg.Get(name) == nil {
