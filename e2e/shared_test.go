@@ -3,10 +3,13 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,6 +146,122 @@ bulkheads:
 		}
 		return ms
 	})
+}
+
+// The global queue's order across replicas with capacity leases in play:
+// three replicas hold leases far from the limit and admit from them; at
+// the limit, waiters queued at any replica are granted critical first,
+// FIFO within a class, as the running requests end one by one (each freed
+// permit, from a lease or not, goes to the head of Redis's queue), and a
+// full queue sheds its youngest lowest-class waiter.
+func TestSharedLedgerPriorityWithLeases(t *testing.T) {
+	srv := testkit.StartRedis(t)
+	const limit = 12
+	rs := startReplicaStack(t, replicaSpec{
+		ledger: leasedLedger(srv.Addr),
+		yaml: fmt.Sprintf(`authz: {trusted_priority_sources: ["127.0.0.0/8"]}
+bulkheads:
+  catalog: {max_concurrent: %d, max_queue: 5, max_wait: 20s}
+`, limit),
+		replicas: 3, envoys: 1, rdb: newRedisClient(t, srv.Addr),
+		envoy: func(p *envoy.Params) { p.ExtAuthzTimeout = 25 * time.Second },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leased := func() (permits float64) {
+		for i := range rs.replicas {
+			permits += rs.replicaMetrics(ctx, i).Sum("bulkhead_ledger_lease_permits", map[string]string{"dependency": "catalog"})
+		}
+		return permits
+	}
+	poll(t, ctx, "the replicas hold leases of catalog", func() bool { return leased() >= 3 })
+	up := rs.up["catalog"]
+	up.TrackServed()
+	// The limit, held; once let go, the running requests end 600 ms apart.
+	up.Hold()
+	var held []<-chan response
+	for i := range limit {
+		held = append(held, rs.getAsync(ctx, "/catalog", map[string]string{testbed.HeaderDelay: fmt.Sprint(time.Duration(i) * 600 * time.Millisecond)}))
+	}
+	if err := up.WaitInflight(ctx, limit); err != nil {
+		t.Fatal(err)
+	}
+	var fromLeases float64
+	for i := range rs.replicas {
+		fromLeases += rs.replicaMetrics(ctx, i).Sum("bulkhead_ledger_lease_admitted_total", map[string]string{"dependency": "catalog"})
+	}
+	if fromLeases == 0 {
+		t.Fatal("no admission came from a lease: the test would not show the order with leases in play")
+	}
+	queued := func() int {
+		n := 0
+		for _, q := range []string{"q1", "q2", "q3"} {
+			n += int(rs.rdb.ZCard(ctx, "bulkhead:{catalog}:"+q).Val())
+		}
+		return n
+	}
+	// Waiters, one at a time (each queued before the next is sent), spread
+	// over the replicas by Envoy; each runs 5 s once admitted.
+	waiters := map[string]<-chan response{}
+	for i, w := range []string{"be1", "n1", "be2", "c1", "n2", "c2"} {
+		class := map[byte]string{'b': "best_effort", 'n': "normal", 'c': "critical"}[w[0]]
+		waiters[w] = rs.getAsync(ctx, "/catalog", map[string]string{"x-bulkhead-priority": class,
+			testbed.HeaderTag: w, testbed.HeaderDelay: "5s"})
+		if w == "c2" {
+			break // the queue is full: c2 sheds be2 (below)
+		}
+		poll(t, ctx, fmt.Sprintf("%d waiters queued in Redis", i+1), func() bool { return queued() == i+1 })
+	}
+	select {
+	case r := <-waiters["be2"]:
+		if r.status != 503 || r.header.Get("x-bulkhead-reason") != "shed" {
+			t.Fatalf("the youngest best_effort waiter got %d %q, want 503 shed", r.status, r.header.Get("x-bulkhead-reason"))
+		}
+	case <-ctx.Done():
+		t.Fatal("the youngest best_effort waiter was not shed")
+	}
+	poll(t, ctx, "5 waiters queued in Redis", func() bool { return queued() == 5 })
+	let := up.Elapsed()
+	up.ReleaseHeld()
+	want := []string{"c1", "c2", "n1", "n2", "be1"}
+	for _, w := range want {
+		if r := <-waiters[w]; r.err != nil || r.status != 200 {
+			t.Fatalf("waiter %s: %d %v", w, r.status, r.err)
+		}
+	}
+	for _, ch := range held {
+		if r := <-ch; r.err != nil || r.status != 200 {
+			t.Fatalf("held request: %d %v", r.status, r.err)
+		}
+	}
+	spans := up.ServedSpans()
+	slices.SortFunc(spans, func(a, b testbed.Span) int { return cmp.Compare(a.Start, b.Start) })
+	var got, starts []string
+	var lag time.Duration // the longest, after the held request whose permit the waiter took
+	for _, sp := range spans {
+		if sp.Tag != "" {
+			ended := time.Duration(len(got)) * 600 * time.Millisecond
+			lag = max(lag, sp.Start-let-ended)
+			got = append(got, sp.Tag)
+			starts = append(starts, fmt.Sprintf("%s at %v", sp.Tag, (sp.Start-let).Round(10*time.Millisecond)))
+		}
+	}
+	t.Logf("admitted from leases while filling: %.0f of %d; waiters admitted in order %v (since the held requests were let go, "+
+		"one ending each 600 ms: %s; the longest wait after a permit ended %v); upstream max %d of %d",
+		fromLeases, limit, got, strings.Join(starts, ", "), lag.Round(time.Millisecond), up.Max(), limit)
+	if !slices.Equal(got, want) {
+		t.Fatalf("waiters admitted in order %v, want %v (critical first, FIFO within a class)", got, want)
+	}
+	// A permit freed from a lease goes to the queue at once (the lease loop
+	// gives it back); one Redis adopted twice (a periodic entry of it that
+	// reached another replica in the adoption window) stayed in use until
+	// its lease's copy expired, 1.2-2.8 s.
+	if lag > time.Second {
+		t.Fatalf("a waiter was admitted %v after the permit it took was freed, want well under a second", lag.Round(time.Millisecond))
+	}
+	if up.Max() > limit {
+		t.Fatalf("INVARIANT: upstream saw %d concurrent requests, limit %d", up.Max(), limit)
+	}
 }
 
 // Redis restarted empty under load: the running requests' heartbeats

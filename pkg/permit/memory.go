@@ -29,7 +29,16 @@ type Memory struct {
 	interval time.Duration
 	count    atomic.Int64 // live leases plus grants that reserved a slot
 	closed   atomic.Bool
+	// tag, once set (TagTokens), is the last tagLen bytes of every token
+	// Grant issues.
+	tag atomic.Pointer[Tag]
 }
+
+// TagTokens makes every token Grant issues from now on end with tag (the
+// owner's Tag): a shared ledger that does not know such a token can tell
+// whose it is (redisledger's capacity leases). The other bytes stay random:
+// a token keeps 96 random bits.
+func (l *Memory) TagTokens(tag Tag) { l.tag.Store(&tag) }
 
 // NewMemory returns an empty ledger that reads time from clk.
 func NewMemory(clk clock.Clock, opts ...Option) *Memory {
@@ -80,6 +89,9 @@ func (l *Memory) Grant(p Releaser, g Grant) (string, error) {
 		if err := newKey(&k); err != nil {
 			l.count.Add(-1)
 			return "", fmt.Errorf("token: %w", err)
+		}
+		if tag := l.tag.Load(); tag != nil {
+			copy(k[keyLen-tagLen:], tag[:])
 		}
 		token := k.text()
 		now := l.clk.Now()

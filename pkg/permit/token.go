@@ -2,7 +2,9 @@ package permit
 
 import (
 	"crypto/rand"
+	"crypto/sha1" //nolint:gosec // a tag names an owner, it protects nothing: Redis's Lua computes the same with redis.sha1hex
 	"encoding/base64"
+	"encoding/hex"
 )
 
 const (
@@ -87,4 +89,33 @@ func NewToken() (string, error) {
 func ValidToken(s string) bool {
 	_, ok := parseToken(s)
 	return ok
+}
+
+// tagLen is the length of a Tag: the last bytes of a tagged token.
+const tagLen = 4
+
+// Tag names the owner of the tokens a Memory issues (TagTokens): the first
+// tagLen bytes of the SHA-1 of the owner's id (TagOf). Two owners' tags
+// collide with probability 2^-32 per pair.
+type Tag [tagLen]byte
+
+// TagOf is the Tag of the owner named id.
+func TagOf(id string) Tag {
+	sum := sha1.Sum([]byte(id)) //nolint:gosec // see the import
+	return Tag(sum[:tagLen])
+}
+
+// String is the tag in lowercase hex (what redis.sha1hex's first 8 digits
+// are).
+func (t Tag) String() string { return hex.EncodeToString(t[:]) }
+
+// TokenTag returns the last tagLen bytes of token, in lowercase hex: its
+// owner's Tag when it was issued by a tagged Memory, random bits otherwise;
+// "" for a malformed token.
+func TokenTag(token string) string {
+	k, ok := parseToken(token)
+	if !ok {
+		return ""
+	}
+	return hex.EncodeToString(k[keyLen-tagLen:])
 }

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 )
 
 func TestTokensUnique(t *testing.T) {
@@ -77,5 +79,34 @@ func TestParseTokenMatchesStrictBase64(t *testing.T) {
 		for _, c := range []byte(alphabet[:64]) {
 			check(tok[:TokenLen-1] + string(c))
 		}
+	}
+}
+
+// A tagged Memory's tokens end with the owner's tag, which TokenTag reads
+// back as redis.sha1hex's first 8 digits of the owner's id; its tokens
+// stay distinct and valid.
+func TestTaggedTokens(t *testing.T) {
+	l := NewMemory(clock.Real{})
+	tag := TagOf("replica-1")
+	if got, want := tag.String(), "c43fe03b"; got != want { // printf replica-1 | sha1sum
+		t.Fatalf("TagOf(replica-1) = %s, want %s", got, want)
+	}
+	l.TagTokens(tag)
+	seen := map[string]bool{}
+	for range 100 {
+		tok, err := l.Grant(&nopPermit{}, Grant{Bulkhead: "b", TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ValidToken(tok) || seen[tok] {
+			t.Fatalf("token %q invalid or issued twice", tok)
+		}
+		seen[tok] = true
+		if got := TokenTag(tok); got != tag.String() {
+			t.Fatalf("TokenTag(%q) = %q, want %q", tok, got, tag)
+		}
+	}
+	if got := TokenTag("not a token"); got != "" {
+		t.Fatalf("TokenTag of a malformed token = %q, want empty", got)
 	}
 }

@@ -140,10 +140,11 @@ func (l *Ledger) pipeline(ctx context.Context, jobs []job) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(jobs))
 	for i, j := range jobs {
 		if j.release {
-			cmds[i] = l.sc.release.EvalSha(ctx, pipe, l.keysOf(j.name), j.token, ms(l.cfg.Recovery), ms(l.cfg.adopt()))
+			cmds[i] = l.sc.release.EvalSha(ctx, pipe, l.keysOf(j.name), j.token, ms(l.cfg.Recovery), ms(l.cfg.adopt()),
+				permit.TokenTag(j.token))
 		} else {
 			cmds[i] = l.sc.renew.EvalSha(ctx, pipe, l.keysOf(j.name), j.token, ms(j.ttl), j.node,
-				ms(l.cfg.Recovery), ms(l.cfg.adopt()), forceArg(j.force))
+				ms(l.cfg.Recovery), ms(l.cfg.adopt()), forceArg(j.force), permit.TokenTag(j.token))
 		}
 	}
 	_, err := pipe.Exec(ctx)

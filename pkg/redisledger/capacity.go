@@ -109,6 +109,9 @@ func NewCapacity(l *Ledger, next admission.Ledger, leases *permit.Memory, opts .
 	c.mem = admission.NewMemory(c.local, leases, permit.Heartbeat{Interval: l.cfg.Heartbeat.Interval, TTL: l.cfg.Heartbeat.TTL},
 		admission.WithClock(c.clock))
 	l.inLease, l.lease = c.inUse, c
+	// Redis tells this replica's permits by their tag: it forwards their
+	// entries here rather than adopting them (renew.lua).
+	leases.TagTokens(permit.TagOf(l.cfg.Replica))
 	return c
 }
 
@@ -266,8 +269,10 @@ func (c *Capacity) freed(name string) {
 
 // forwarded serves an entry of token that reached another replica, which
 // Redis does not know: if this replica admitted its permit from its lease,
-// the end entry releases it and the periodic one renews it here. Otherwise
-// it is nothing of this replica's (every lease holder is told).
+// the end entry releases it and the periodic one renews it here (or, when
+// it expired here, adopts it into the lease). Otherwise it is nothing of
+// this replica's (a token whose tag names no lease holder goes to every
+// holder).
 func (c *Capacity) forwarded(ended bool, name, token string) {
 	if ended {
 		if lease, res := c.leases.Release(token, permit.AccessLog); res == permit.Released {
@@ -275,7 +280,14 @@ func (c *Capacity) forwarded(ended bool, name, token string) {
 		}
 		return
 	}
-	c.leases.Renew(token, c.ledger.cfg.Heartbeat.TTL)
+	if _, res := c.leases.Renew(token, c.ledger.cfg.Heartbeat.TTL); res == permit.Expired {
+		// Its request runs (Redis forwards, rather than adopts, the entries
+		// of this lease's permits): counted in the lease again, as Renew
+		// does.
+		if lim := c.local.Get(name); lim != nil {
+			c.adopt(lim, admission.Entry{Bulkhead: []byte(name), Token: token})
+		}
+	}
 }
 
 // expiredUnlessKnown answers Expired for a permit whose lease expired here

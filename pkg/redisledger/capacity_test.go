@@ -463,3 +463,47 @@ func TestCapacityNoRefusalInTransit(t *testing.T) {
 		held = append(held, got.Token)
 	}
 }
+
+// In the adoption window (a new bulkhead here; also after Redis lost its
+// data, or reclaimed a lease) Redis adopts the unknown tokens of periodic
+// entries, but not those of a lease that stands: the token's tag names its
+// holder, which renews it. Adopted, the permit would be counted twice (in
+// Redis and in a's lease), and a's copy would stay in use after its end
+// entry, released in Redis, until it expired.
+func TestCapacityForwardedInAdoptionWindow(t *testing.T) {
+	f := newFixture(t)
+	s := bulkhead.Settings{MaxConcurrent: 100}
+	regA, regB := capRegistry(t, s), capRegistry(t, s)
+	a := f.capacity(t, capSpec{id: "a", prefix: "fwdaw:", reg: regA})
+	b := f.capacity(t, capSpec{id: "b", prefix: "fwdaw:", reg: regB})
+	testkit.Eventually(t, "a holds a lease", func() bool { return a.lease("catalog").target.Load() > 0 })
+	got, err := a.Admit(context.Background(), capRequest(regA, bulkhead.Normal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := a.inUse("catalog"); n != 1 {
+		t.Fatalf("a's lease has %d permits in use, want 1 (admitted from it)", n)
+	}
+	if au, _ := f.rdb.HGet(context.Background(), Key("fwdaw:", "catalog", "s"), "au").Int64(); f.redisNow() >= au {
+		t.Skip("the adoption window ended before the test could renew in it (a slow machine)")
+	}
+	entry := admission.Entry{Bulkhead: []byte("catalog"), Token: got.Token, Node: "envoy-1"}
+	if _, res := answerOf(func(d admission.Done) { b.Renew(entry, d) }); res != permit.Forwarded {
+		t.Fatalf("a's permit's periodic entry at b in the adoption window = %v, want forwarded (not adopted)", res)
+	}
+	if n, _ := f.rdb.HGet(context.Background(), Key("fwdaw:", "catalog", "s"), "inuse").Int(); n != 0 {
+		t.Fatalf("Redis counts %d per-request permits, want 0: a's permit adopted besides its lease", n)
+	}
+	if _, res := answerOf(func(d admission.Done) { b.Release(entry, d) }); res != permit.Forwarded {
+		t.Fatalf("a's permit's end entry at b = %v, want forwarded", res)
+	}
+	testkit.Eventually(t, "a's permit released by the forwarded entry", func() bool { return a.inUse("catalog") == 0 })
+	// Another token unknown here in the window (a running request of a
+	// replica that is gone): adopted, as before leases.
+	other, _ := permit.NewToken()
+	if _, res := answerOf(func(d admission.Done) {
+		b.Renew(admission.Entry{Bulkhead: []byte("catalog"), Token: other, Node: "envoy-1"}, d)
+	}); res != permit.Adopted {
+		t.Fatalf("an unknown token's periodic entry in the adoption window = %v, want adopted", res)
+	}
+}

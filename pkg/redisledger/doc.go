@@ -142,6 +142,15 @@
 // longer holds is told it is lost (the replica starts a new epoch from its
 // permits in use, counted past the limit if need be).
 //
+// An entry may reach another replica than the one that admitted its permit
+// from its lease; Redis does not know the token, and forwards the entry on
+// the wake-up channel of the replica its tag names (the tokens a lease
+// admits end with the first 4 bytes of the SHA-1 of their replica's id,
+// permit.TagOf), while that replica holds a lease, even in an adoption
+// window: its lease counts the permit, and adopting it too would count it
+// twice. A token whose tag names no holder is adopted in the window, and
+// otherwise forwarded to every holder.
+//
 // A Ledger, a Fallback and a Capacity are safe for concurrent use. Run owns
 // its goroutines (the wake-up subscriber, the batcher and the ticker; the
 // Fallback's adds the local shares' sizing; the Capacity's is the lease

@@ -15,7 +15,7 @@ func (l *Ledger) ReleaseToken(name, token string, src permit.Source) (permit.Lea
 		return permit.Lease{}, permit.Unknown
 	}
 	res, err := l.call(context.Background(), time.Time{}, admission.OpRelease, l.sc.release, l.keysOf(name), token,
-		ms(l.cfg.Recovery), ms(l.cfg.adopt()))
+		ms(l.cfg.Recovery), ms(l.cfg.adopt()), permit.TokenTag(token))
 	return l.released(name, token, src, res, err)
 }
 
@@ -55,7 +55,7 @@ func (l *Ledger) RenewToken(name, token string, ttl time.Duration, node string, 
 		return permit.Lease{}, permit.Unknown
 	}
 	res, err := l.call(context.Background(), time.Time{}, admission.OpRenew, l.sc.renew, l.keysOf(name), token, ms(ttl), node,
-		ms(l.cfg.Recovery), ms(l.cfg.adopt()), forceArg(force))
+		ms(l.cfg.Recovery), ms(l.cfg.adopt()), forceArg(force), permit.TokenTag(token))
 	return l.renewedResult(name, token, res, err)
 }
 

@@ -140,12 +140,26 @@ local function bulkhead_name()
   return string.match(S, '{(.*)}:s$')
 end
 
+-- owner returns the replica whose capacity lease's permits carry tag (a
+-- token's last 4 bytes in hex, permit.TokenTag: a replica tags the tokens
+-- it admits from its lease with the first 8 hex digits of the SHA-1 of its
+-- id), if it holds a lease of this bulkhead; nil otherwise (a token that
+-- is not a lease's, or whose replica's lease ended here).
+local function owner(tag)
+  if not tag or tag == '' then return nil end
+  for _, r in ipairs(redis.call('HKEYS', CL)) do
+    if string.sub(redis.sha1hex(r), 1, 8) == tag then return r end
+  end
+  return nil
+end
+
 -- forward passes an entry of a token Redis does not know (what: WAKE_ENDED
--- or WAKE_HEARTBEAT) to every replica that holds a capacity lease of the
+-- or WAKE_HEARTBEAT) to the replica that holds it (to: its owner), or, not
+-- knowing whose it is, to every replica that holds a capacity lease of the
 -- bulkhead: its permit may be one of those it admitted from its lease
 -- (capacity.go, forwarded). It reports whether there was any.
-local function forward(what, token)
-  local holders = redis.call('HKEYS', CL)
+local function forward(what, token, to)
+  local holders = to and {to} or redis.call('HKEYS', CL)
   if #holders == 0 then return false end
   local msg = what .. bulkhead_name() .. '\n' .. token
   for _, r in ipairs(holders) do redis.call('PUBLISH', PREFIX .. 'wake:' .. r, msg) end

@@ -1,10 +1,12 @@
--- release.lua: ends a lease. ARGV: 1 token, 2 recovery ms, 3 adopt ms.
+-- release.lua: ends a lease. ARGV: 1 token, 2 recovery ms, 3 adopt ms,
+--   4 the token's tag (permit.TokenTag: whose capacity lease admitted it).
 -- Returns {code, info, swept, now}: RELEASE_RELEASED (info: the lease's
 -- info), RELEASE_DUPLICATE, RELEASE_EXPIRED (its lease had been reclaimed),
 -- RELEASE_UNKNOWN, RELEASE_WAITER: a waiter, taken out of its queue (an
 -- Acquire whose answer was lost gives back what its script may hold, queued
 -- as well as granted), RELEASE_FORWARDED: unknown here, passed to the
--- replicas that hold capacity leases (one of them may have admitted it).
+-- replica whose lease admitted it (its tag says which), or, when the tag
+-- names none, to every replica that holds a capacity lease.
 local token = ARGV[1]
 local now = now_ms()
 touch(now, tonumber(ARGV[2]), tonumber(ARGV[3]))
@@ -31,5 +33,5 @@ end
 -- Unknown: never granted here, or Redis lost its data since (a request
 -- that ended while its bulkhead's state was being rebuilt).
 tomb(ED, token, now)
-if forward(WAKE_ENDED, token) then return {RELEASE_FORWARDED, '', swept, now} end
+if forward(WAKE_ENDED, token, owner(ARGV[4])) then return {RELEASE_FORWARDED, '', swept, now} end
 return {RELEASE_UNKNOWN, '', swept, now}

@@ -1,12 +1,14 @@
 -- renew.lua: a periodic entry says the request of token still runs.
 -- ARGV: 1 token, 2 ttl ms, 3 node, 4 recovery ms, 5 adopt ms,
 --       6 force (1: adopt whatever the adoption window; a replica hands over
---       the permits it admitted alone while Redis was unreachable).
+--       the permits it admitted alone while Redis was unreachable),
+--       7 the token's tag (permit.TokenTag: whose capacity lease admitted it).
 -- Returns {code, info, swept, now}: RENEW_RENEWED, RENEW_ADOPTED_EXPIRED
 -- (after its lease expired), RENEW_ADOPTED_UNKNOWN (unknown token, during
 -- the adoption window or forced), RENEW_LATE (its request ended),
--- RENEW_UNKNOWN, RENEW_FORWARDED (unknown, passed to the replicas that hold
--- capacity leases: one of them may have admitted it).
+-- RENEW_UNKNOWN, RENEW_FORWARDED (unknown, passed to the replica whose lease
+-- admitted it, as its tag says, or to every replica that holds a capacity
+-- lease: one of them may have admitted it).
 local token, ttl, node = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local now = now_ms()
 touch(now, tonumber(ARGV[4]), tonumber(ARGV[5]))
@@ -25,9 +27,17 @@ end
 -- adopted, forced or not.
 if redis.call('ZSCORE', ED, token) then return {RENEW_LATE, '', swept, now} end
 local code = 0
+-- A permit of a lease that still stands is counted by that lease: its
+-- holder renews it, even in the adoption window (adopting it here too would
+-- count it twice, and keep its lease's permit in use after its request
+-- ended until the holder's copy expired).
+local mine = ARGV[6] ~= '1' and owner(ARGV[7])
 if redis.call('ZSCORE', EX, token) then
   redis.call('ZREM', EX, token)
   code = RENEW_ADOPTED_EXPIRED
+elseif mine then
+  forward(WAKE_HEARTBEAT, token, mine)
+  return {RENEW_FORWARDED, '', swept, now}
 elseif ARGV[6] == '1' or now < num(redis.call('HGET', S, 'au')) then
   code = RENEW_ADOPTED_UNKNOWN
 elseif forward(WAKE_HEARTBEAT, token) then
