@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
@@ -110,5 +112,31 @@ func TestRunSweepsOnClock(t *testing.T) {
 	}
 	if clk.Timers() != 0 {
 		t.Fatalf("Run left %d timers armed", clk.Timers())
+	}
+}
+
+// While HoldExpiries' function reports true, Sweep ends nothing; the
+// leases past their expiry end at the first Sweep after.
+func TestHoldExpiries(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	l := NewMemory(clk)
+	var held atomic.Bool
+	held.Store(true)
+	l.HoldExpiries(held.Load)
+	tok, err := l.Grant(&nopPermit{}, Grant{Bulkhead: "b", TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Second)
+	if n := l.Sweep(); n != 0 || l.Len() != 1 {
+		t.Fatalf("Sweep while held ended %d, %d live; want 0 and 1", n, l.Len())
+	}
+	if _, res := l.Renew(tok, time.Second); res != Renewed {
+		t.Fatalf("renewal of a lease past its expiry while held = %v, want renewed", res)
+	}
+	clk.Advance(2 * time.Second)
+	held.Store(false)
+	if n := l.Sweep(); n != 1 || l.Len() != 0 {
+		t.Fatalf("Sweep after the hold ended %d, %d live; want 1 and 0", n, l.Len())
 	}
 }

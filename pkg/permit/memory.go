@@ -32,7 +32,16 @@ type Memory struct {
 	// tag, once set (TagTokens), is the last tagLen bytes of every token
 	// Grant issues.
 	tag atomic.Pointer[Tag]
+	// hold, once set (HoldExpiries), stops Sweep while it reports true.
+	hold atomic.Pointer[func() bool]
 }
+
+// HoldExpiries makes Sweep expire nothing while hold reports true: for a
+// ledger whose permits' periodic entries may reach another process, which
+// forwards them here, a permit that hears nothing while that path is cut
+// may still run (redisledger's capacity leases hold expiries while Redis
+// is unreachable). The permits expire at the first Sweep after.
+func (l *Memory) HoldExpiries(hold func() bool) { l.hold.Store(&hold) }
 
 // TagTokens makes every token Grant issues from now on end with tag (the
 // owner's Tag): a shared ledger that does not know such a token can tell

@@ -10,8 +10,12 @@ import (
 const batchSize = 256
 
 // Sweep ends every lease whose Expires <= clk.Now() (read once, at the
-// start), with source TTL, and returns how many it ended.
+// start), with source TTL, and returns how many it ended: none while
+// expiries are held (HoldExpiries).
 func (l *Memory) Sweep() int {
+	if hold := l.hold.Load(); hold != nil && (*hold)() {
+		return 0
+	}
 	now := l.clk.Now()
 	return l.drain(TTL, now, func(s *shard) *entry {
 		if len(s.exp) > 0 && !s.exp[0].lease.Expires.After(now) {

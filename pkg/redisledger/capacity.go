@@ -112,6 +112,13 @@ func NewCapacity(l *Ledger, next admission.Ledger, leases *permit.Memory, opts .
 	// Redis tells this replica's permits by their tag: it forwards their
 	// entries here rather than adopting them (renew.lua).
 	leases.TagTokens(permit.TagOf(l.cfg.Replica))
+	// While Redis is out of reach, so are the entries other replicas
+	// forward: a permit of a lease that hears nothing then may still run,
+	// and expiring it would free its slot in a lease that still admits
+	// (until the lease's end here, up to a lease after the last renewal,
+	// later than a permit whose last forwarded heartbeat came an interval
+	// before the cut expires). Expiries wait until Redis answers again.
+	leases.HoldExpiries(func() bool { return l.State() != admission.Strict })
 	return c
 }
 

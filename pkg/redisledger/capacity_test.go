@@ -507,3 +507,76 @@ func TestCapacityForwardedInAdoptionWindow(t *testing.T) {
 		t.Fatalf("an unknown token's periodic entry in the adoption window = %v, want adopted", res)
 	}
 }
+
+// A replica cut off from Redis hears no forwarded entry: a permit of its
+// lease whose periodic entries reach another replica (they go on, and are
+// forwarded to nobody) must not expire while the lease still admits, or
+// its slot would admit a request beside the one still running. Expiries
+// wait until Redis answers again. The timing keeps the shipped order
+// (ticks 1 s, calls 50 ms, heartbeats each 1 s for 3 s): the replica finds
+// Redis gone (a tick and a call) before a permit whose last forwarded
+// heartbeat came just before the cut expires (a TTL less an interval), and
+// that is before its lease's end (3 ticks after its last renewal). Here:
+// ticks of 300 ms (a lease of 900 ms), calls of 100 ms, heartbeats each
+// 100 ms for 600 ms.
+func TestCapacityCutOffHoldsExpiries(t *testing.T) {
+	f := newFixture(t)
+	s := bulkhead.Settings{MaxConcurrent: 10}
+	regA, regB := capRegistry(t, s), capRegistry(t, s)
+	proxy := testkit.StartProxy(t, f.redis.Addr)
+	viaProxy := redis.NewClient(&redis.Options{Addr: proxy.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { viaProxy.Close() })
+	hb := permit.Heartbeat{Interval: 100 * time.Millisecond, TTL: 600 * time.Millisecond}
+	a := f.capacity(t, capSpec{id: "a", prefix: "cuthold:", reg: regA, rdb: viaProxy, timeout: 100 * time.Millisecond,
+		tick: 300 * time.Millisecond, hb: hb})
+	b := f.capacity(t, capSpec{id: "b", prefix: "cuthold:", reg: regB, hb: hb})
+	testkit.Eventually(t, "a holds a lease", func() bool { return a.lease("catalog").target.Load() > 0 })
+	ls := a.lease("catalog")
+	// Cut just after a renewal: the lease admits for about 900 ms more.
+	renewed := ls.end.Load()
+	testkit.Eventually(t, "a's lease renewed", func() bool { return ls.end.Load() != renewed })
+	k := int(ls.target.Load())
+	// Each request's permit lasts a heartbeat TTL, as the Check server
+	// grants them with heartbeats on.
+	req := capRequest(regA, bulkhead.Normal)
+	req.Lease = hb.TTL
+	var toks []string
+	for range k {
+		got, err := a.Admit(context.Background(), req)
+		if err != nil {
+			t.Fatalf("admission %d of a's lease of %d: %v", len(toks)+1, k, err)
+		}
+		toks = append(toks, got.Token)
+	}
+	// Their heartbeats reach b, which forwards them to a.
+	beat := func() {
+		for _, tok := range toks {
+			if _, res := answerOf(func(d admission.Done) {
+				b.Renew(admission.Entry{Bulkhead: []byte("catalog"), Token: tok, Node: "envoy-1"}, d)
+			}); res != permit.Forwarded {
+				t.Fatalf("a's permit's heartbeat at b = %v, want forwarded", res)
+			}
+		}
+	}
+	beat()
+	proxy.Hang()
+	cut := time.Now()
+	testkit.Eventually(t, "a cut off", func() bool { return a.ledger.State() == admission.Unavailable })
+	// The requests run on, and their heartbeats keep reaching b, past their
+	// TTL at a (the sweep runs each 20 ms).
+	for time.Since(cut) < hb.TTL+100*time.Millisecond {
+		beat()
+		time.Sleep(hb.Interval) // the heartbeats' pace, not a synchronisation
+	}
+	if !a.live(ls) {
+		t.Skipf("a's lease ended %v after the cut, before the test could admit from it (a slow machine)", time.Since(cut))
+	}
+	if n := a.inUse("catalog"); n != k {
+		t.Fatalf("a's lease has %d permits in use %v after the cut, want its %d running requests", n, time.Since(cut).Round(time.Millisecond), k)
+	}
+	if got, err := a.Admit(context.Background(), req); err == nil {
+		t.Fatalf("a admitted %s from its lease of %d beside its %d running requests, cut off from Redis", got.Token, k, k)
+	}
+	proxy.Pass()
+	testkit.Eventually(t, "a strict again", func() bool { return a.ledger.State() == admission.Strict })
+}

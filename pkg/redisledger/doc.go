@@ -149,7 +149,13 @@
 // permit.TagOf), while that replica holds a lease, even in an adoption
 // window: its lease counts the permit, and adopting it too would count it
 // twice. A token whose tag names no holder is adopted in the window, and
-// otherwise forwarded to every holder.
+// otherwise forwarded to every holder. A replica that cannot reach Redis
+// hears no forwarded entry either, so its permits do not expire while it
+// is not strict (permit.Memory.HoldExpiries): one whose heartbeats went to
+// another replica may still run, and its slot must not admit again before
+// the lease's end. That needs the replica to find Redis gone (a tick and a
+// call: 1.05 s by default) before such a permit would expire (a heartbeat
+// TTL less an interval after the cut: 2 s by default).
 //
 // A Ledger, a Fallback and a Capacity are safe for concurrent use. Run owns
 // its goroutines (the wake-up subscriber, the batcher and the ticker; the
