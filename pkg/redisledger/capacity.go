@@ -74,6 +74,11 @@ type capLease struct {
 	waiters atomic.Bool
 	// epoch and seq number the calls (lease loop only).
 	epoch, seq int64
+	// idle counts the rounds in a row with nothing of the lease in use and
+	// no Check wanting it; parked: given back for that (or never wanted),
+	// no call until a Check wants it (lease loop only, park).
+	idle   int
+	parked bool
 	// moving is open while the lease loop's calls for this bulkhead run,
 	// closed when they end (nil between rounds): while it is open, permits
 	// may be in transit, counted by Redis but not yet in the local limit

@@ -395,12 +395,6 @@ func TestCapacityForwarded(t *testing.T) {
 	a := f.capacity(t, capSpec{id: "a", prefix: "fwd:", reg: regA})
 	b := f.capacity(t, capSpec{id: "b", prefix: "fwd:", reg: regB})
 	testkit.Eventually(t, "a holds a lease", func() bool { return a.lease("catalog").target.Load() > 0 })
-	// Past the new bulkhead's adoption window (during it, Redis adopts an
-	// unknown token's periodic entry itself).
-	testkit.Eventually(t, "the adoption window over", func() bool {
-		au, _ := f.rdb.HGet(context.Background(), Key("fwd:", "catalog", "s"), "au").Int64()
-		return f.redisNow() > au
-	})
 	got, err := a.Admit(context.Background(), capRequest(regA, bulkhead.Normal))
 	if err != nil {
 		t.Fatal(err)
@@ -408,6 +402,12 @@ func TestCapacityForwarded(t *testing.T) {
 	if n := a.inUse("catalog"); n != 1 {
 		t.Fatalf("a's lease has %d permits in use, want 1 (admitted from it)", n)
 	}
+	// Past the new bulkhead's adoption window (during it, Redis adopts an
+	// unknown token's periodic entry whose tag names no lease holder).
+	testkit.Eventually(t, "the adoption window over", func() bool {
+		au, _ := f.rdb.HGet(context.Background(), Key("fwd:", "catalog", "s"), "au").Int64()
+		return f.redisNow() > au
+	})
 	entry := admission.Entry{Bulkhead: []byte("catalog"), Token: got.Token, Node: "envoy-1"}
 	if _, res := answerOf(func(d admission.Done) { b.Renew(entry, d) }); res != permit.Forwarded {
 		t.Fatalf("a's permit's periodic entry at b = %v, want forwarded", res)
@@ -579,4 +579,50 @@ func TestCapacityCutOffHoldsExpiries(t *testing.T) {
 	}
 	proxy.Pass()
 	testkit.Eventually(t, "a strict again", func() bool { return a.ledger.State() == admission.Strict })
+}
+
+// A lease idle for idleRounds rounds (nothing of it in use, no Check
+// wanting it) is given back and parked: its replica calls Redis for it no
+// more. The next Check takes the per-request path and wakes it: the next
+// round grants a lease again, and Checks are admitted from it.
+func TestCapacityParksQuietLease(t *testing.T) {
+	f := newFixture(t)
+	reg := capRegistry(t, bulkhead.Settings{MaxConcurrent: 10})
+	a := f.capacity(t, capSpec{id: "a", prefix: "park:", reg: reg})
+	testkit.Eventually(t, "a holds a lease", func() bool { h, _, _, ok := f.leaseOf("park:", "a"); return ok && h > 0 })
+	testkit.Eventually(t, "a's idle lease given back", func() bool { _, _, _, ok := f.leaseOf("park:", "a"); return !ok })
+	leaseCalls := func() int {
+		f.rec.mu.Lock()
+		defer f.rec.mu.Unlock()
+		return f.rec.calls[admission.OpLease]
+	}
+	// Ten rounds (ticks of 100 ms) with nothing to do, after ten more (the
+	// give-back call's own count lands after Redis has dropped the lease):
+	// the absence of calls can only be seen over a while.
+	time.Sleep(10 * 100 * time.Millisecond)
+	before := leaseCalls()
+	time.Sleep(10 * 100 * time.Millisecond)
+	if n := leaseCalls() - before; n > 0 {
+		t.Fatalf("a called the lease script %d times in 10 rounds for its parked lease, want none", n)
+	}
+	first, err := a.Admit(context.Background(), capRequest(reg, bulkhead.Normal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := a.inUse("catalog"); n != 0 {
+		t.Fatalf("the first Check after the quiet spell came from the parked lease (%d in use in it)", n)
+	}
+	testkit.Eventually(t, "a lease granted again", func() bool { h, _, _, ok := f.leaseOf("park:", "a"); return ok && h > 0 })
+	second, err := a.Admit(context.Background(), capRequest(reg, bulkhead.Normal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := a.inUse("catalog"); n != 1 {
+		t.Fatalf("a's lease has %d permits in use after its wake-up, want 1", n)
+	}
+	for _, tok := range []string{first.Token, second.Token} {
+		if res := releaseSync(a, tok); res != permit.Released {
+			t.Fatalf("release = %v", res)
+		}
+	}
 }

@@ -43,7 +43,8 @@ func (c *Capacity) Run(ctx context.Context, reg *bulkhead.Registry) error {
 
 // round renews the lease of every bulkhead of reg, and gives back those of
 // bulkheads no longer configured. A bulkhead with tenant compartments, or
-// in a dry run, holds no lease: its admissions are per request.
+// in a dry run, holds no lease: its admissions are per request. A lease
+// that is given back is parked: no call until a Check finds it wanting.
 func (c *Capacity) round(ctx context.Context, reg *bulkhead.Registry) {
 	for _, name := range reg.Keys() {
 		lim := reg.Get(name)
@@ -57,6 +58,9 @@ func (c *Capacity) round(ctx context.Context, reg *bulkhead.Registry) {
 		// the lease it just grew).
 		peak := c.takePeak(name)
 		ls := c.lease(name)
+		if c.park(ls, name, &leaving, peak) {
+			continue
+		}
 		moving := make(chan struct{})
 		ls.moving.Store(&moving)
 		for range maxPasses {
@@ -64,15 +68,52 @@ func (c *Capacity) round(ctx context.Context, reg *bulkhead.Registry) {
 				break
 			}
 		}
+		ls.parked = leaving && ls.held.Load() == 0
 		ls.moving.Store(nil)
 		close(moving)
 	}
-	c.held.Range(func(k, _ any) bool {
-		if name := k.(string); reg.Get(name) == nil {
-			c.renew(ctx, name, c.want[name], true, c.takePeak(name))
+	c.held.Range(func(k, v any) bool {
+		if name, ls := k.(string), v.(*capLease); reg.Get(name) == nil {
+			leaving := true
+			if !c.park(ls, name, &leaving, c.takePeak(name)) {
+				c.renew(ctx, name, c.want[name], true, 0)
+				ls.parked = ls.held.Load() == 0
+			}
 		}
 		return true
 	})
+}
+
+// idleRounds is how many rounds a lease stays granted with nothing of it in
+// use and no Check wanting it before it is given back (parked).
+const idleRounds = 10
+
+// park decides whether this round calls Redis for bulkhead name's lease ls
+// (peak: the most in use since the last round; leaving: its target is 0,
+// which park sets once the lease has been idle for idleRounds rounds). It
+// reports true to skip the call: the lease is parked (given back) and
+// nothing of it is in use here, and, unless it is leaving, no Check found
+// it wanting since. A quiet bulkhead (or one that holds no lease: tenants,
+// a dry run) thus costs Redis nothing, where a held lease costs a call
+// each tick per replica; its first Checks after a quiet spell take the
+// per-request path until the next round grants a lease.
+func (c *Capacity) park(ls *capLease, name string, leaving *bool, peak int) bool {
+	_, used := c.localState(name)
+	if *leaving {
+		return ls.parked && used == 0
+	}
+	if peak > 0 || used > 0 || ls.overflow.Load() > 0 || ls.waiters.Load() {
+		ls.idle, ls.parked = 0, false
+		return false
+	}
+	if ls.parked {
+		return true
+	}
+	ls.idle++
+	if ls.idle >= idleRounds {
+		*leaving = true
+	}
+	return false
 }
 
 // giveBack returns every lease when Run ends: the local limiters stop
