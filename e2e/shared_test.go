@@ -122,6 +122,87 @@ func TestSharedLedgerFloodAndReplicaKill(t *testing.T) {
 	t.Logf("all permits back %v after the kill", time.Since(killed).Round(time.Millisecond))
 }
 
+// With worker affinity (envoy.Params.BulkheadAffinity) each Envoy worker
+// keeps one replica for its Checks and its access-log streams: with
+// capacity leases, every entry reaches the replica that admitted its
+// request, and none is forwarded through Redis (balanced per call, about
+// half are). A replica SIGKILLed under load: its workers move to the
+// other once its health check fails, the cap holds, nothing stays held.
+func TestSharedLedgerLeasesWithWorkerAffinity(t *testing.T) {
+	srv := testkit.StartRedis(t)
+	const limit = 40
+	rs := startReplicaStack(t, replicaSpec{
+		ledger:   leasedLedger(srv.Addr),
+		yaml:     fmt.Sprintf("bulkheads:\n  catalog: {max_concurrent: %d, max_queue: 10, max_wait: 300ms}\n", limit),
+		replicas: 2, envoys: 1, rdb: newRedisClient(t, srv.Addr),
+		envoy: func(p *envoy.Params) { p.BulkheadAffinity = true },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	up := rs.up["catalog"]
+	up.SetDelay(20 * time.Millisecond)
+	sum := func(name string, labels map[string]string, replicas ...int) (n float64) {
+		for _, i := range replicas {
+			n += rs.replicaMetrics(ctx, i).Sum(name, labels)
+		}
+		return n
+	}
+	// Far from the limit: 200 requests a second of 20 ms, about 4 in flight.
+	st := floodBoth(t, ctx, rs, "/catalog", 200, 3*time.Second)
+	poll(t, ctx, "every permit back", func() bool {
+		return sum("bulkhead_ledger_lease_in_use", map[string]string{"dependency": "catalog"}, 0, 1) == 0 && rs.inUse(ctx, "catalog") == 0
+	})
+	fromLeases := sum("bulkhead_ledger_lease_admitted_total", map[string]string{"dependency": "catalog"}, 0, 1)
+	forwarded := sum("bulkhead_access_log_entries_total", map[string]string{"result": "forwarded"}, 0, 1)
+	released := sum("bulkhead_access_log_entries_total", map[string]string{"result": "released"}, 0, 1)
+	t.Logf("two replicas with leases, each Envoy worker on one: %s; admitted from leases %.0f, entries released %.0f, forwarded %.0f; upstream max %d of %d",
+		summary(st), fromLeases, released, forwarded, up.Max(), limit)
+	if st.OK() != st.Sent || fromLeases < float64(st.OK())/2 {
+		t.Fatalf("far from the limit: %s, %.0f admitted from leases; want every request through, most from the leases", summary(st), fromLeases)
+	}
+	if forwarded > 0 {
+		t.Fatalf("%.0f access-log entries forwarded through Redis, want none: each worker's entries should reach the replica of its Checks", forwarded)
+	}
+
+	// SIGKILL the replica that admitted most (both workers may be on one)
+	// in the middle of the load.
+	victim, survivor := 0, 1
+	if sum("bulkhead_ledger_lease_admitted_total", nil, 1) > sum("bulkhead_ledger_lease_admitted_total", nil, 0) {
+		victim, survivor = 1, 0
+	}
+	up.ResetMax()
+	var wg sync.WaitGroup
+	var st2 testbed.Stats
+	wg.Add(1)
+	go func() { defer wg.Done(); st2 = floodBoth(t, ctx, rs, "/catalog", 200, 4*time.Second) }()
+	time.Sleep(time.Second) // into the load: the fault's moment, not a synchronisation
+	killed := time.Now()
+	rs.killReplica(victim)
+	wg.Wait()
+	t.Logf("replica %d SIGKILLed 1 s into a 4 s load: %s; upstream max %d of %d", victim, summary(st2), up.Max(), limit)
+	if up.Max() > limit {
+		t.Fatalf("INVARIANT: upstream saw %d concurrent requests after a replica died, limit %d", up.Max(), limit)
+	}
+	// Redis reclaims the dead replica's lease at its end, then pauses the
+	// bulkhead for the recovery window (its requests may still run). Then
+	// the survivor serves every worker.
+	rdb := rs.rdb
+	poll(t, ctx, "the dead replica's lease reclaimed and the recovery window over", func() bool {
+		n, _ := rdb.HLen(ctx, "bulkhead:{catalog}:cl").Result()
+		ru, _ := rdb.HGet(ctx, "bulkhead:{catalog}:s", "ru").Int64()
+		now, _ := rdb.Time(ctx).Result()
+		return n <= 1 && now.UnixMilli() > ru
+	})
+	st3 := floodBoth(t, ctx, rs, "/catalog", 100, time.Second)
+	if st3.OK() != st3.Sent {
+		t.Fatalf("%v after the kill: %s, want every request through the surviving replica", time.Since(killed).Round(time.Millisecond), summary(st3))
+	}
+	poll(t, ctx, "every permit back at the survivor and in Redis", func() bool {
+		return sum("bulkhead_ledger_lease_in_use", map[string]string{"dependency": "catalog"}, survivor) == 0 && rs.inUse(ctx, "catalog") == 0
+	})
+	t.Logf("all permits back %v after the kill", time.Since(killed).Round(time.Millisecond))
+}
+
 // The priority and shedding scenario of TestPriority, its waiters spread
 // over three replicas: the order is global.
 func TestSharedLedgerPriority(t *testing.T) {

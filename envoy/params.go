@@ -102,6 +102,14 @@ func (p Params) BulkheadEndpoints() []Endpoint {
 	return append([]Endpoint{p.Bulkhead}, p.BulkheadReplicas...)
 }
 
+// BulkheadReplicasCluster is the cluster of the replicas behind the
+// bulkhead cluster's internal listener (BulkheadAffinity).
+const BulkheadReplicasCluster = "bulkhead_replicas"
+
+// BulkheadAffinityListener is the internal listener the bulkhead cluster
+// connects to with BulkheadAffinity.
+const BulkheadAffinityListener = "bulkhead_affinity"
+
 // BulkheadName returns the bulkhead key sent in the route's CheckRequests.
 func (r Route) BulkheadName() string {
 	if r.Bulkhead != "" {
@@ -133,6 +141,14 @@ type Params struct {
 	// With any, Envoy health-checks the replicas over gRPC health and
 	// retries a Check that could not reach one.
 	BulkheadReplicas []Endpoint
+	// BulkheadAffinity keeps each Envoy worker on one replica, for its
+	// Checks and its access-log streams alike: the bulkhead cluster has one
+	// endpoint, an internal listener whose TCP proxy balances connections
+	// (not calls) over the replicas (cluster BulkheadReplicasCluster, which
+	// is health-checked and closes a failing replica's connections). With
+	// capacity leases an entry then reaches the replica that admitted its
+	// request, and none is forwarded. Needs BulkheadReplicas.
+	BulkheadAffinity bool
 	// Routes, matched in order.
 	Routes []Route
 
@@ -384,6 +400,9 @@ func (p Params) validate() error {
 			bad("%s.Host %q: want an IP address or DNS name as Bulkhead.Host %q (one discovery type per cluster)", field, e.Host, p.Bulkhead.Host)
 		}
 	}
+	if p.BulkheadAffinity && len(p.BulkheadReplicas) == 0 {
+		bad("BulkheadAffinity: needs BulkheadReplicas (one daemon needs no affinity)")
+	}
 	if t := p.BulkheadTLS; t != nil && t.ServerName == "" && len(p.BulkheadReplicas) > 0 {
 		bad("BulkheadTLS.ServerName: must be set with BulkheadReplicas (one certificate name for every replica)")
 	}
@@ -396,8 +415,8 @@ func (p Params) validate() error {
 		switch {
 		case !namePattern.MatchString(name):
 			bad("%s.Name %q: want %s", field, name, namePattern)
-		case name == BulkheadClusterName:
-			bad("%s.Name %q: reserved for the Bulkhead cluster", field, name)
+		case name == BulkheadClusterName, name == BulkheadReplicasCluster:
+			bad("%s.Name %q: reserved for the Bulkhead clusters", field, name)
 		case seen[name]:
 			bad("%s.Name %q: duplicate (route and TCP listener clusters share one namespace)", field, name)
 		}

@@ -72,6 +72,11 @@ func paramSets(t *testing.T) map[string]envoy.Params {
 	replicas.BulkheadReplicas = []envoy.Endpoint{{Host: "127.0.0.2", Port: 9001}, {Host: "127.0.0.1", Port: 9002}}
 	replicasDNS := custom
 	replicasDNS.BulkheadReplicas = []envoy.Endpoint{{Host: "bulkhead-2.mesh.svc", Port: 9001}}
+	affinity := replicas // each worker on one replica
+	affinity.BulkheadAffinity = true
+	affinityTLS := mtlsSNI
+	affinityTLS.BulkheadReplicas = []envoy.Endpoint{{Host: "127.0.0.2", Port: 9001}}
+	affinityTLS.BulkheadAffinity = true
 	tcp := envoy.DemoParams() // a database behind a connection bulkhead
 	tcp.TCPListeners = []envoy.TCPListener{{Name: "postgres", Port: 15432, Upstream: envoy.Endpoint{Host: "127.0.0.1", Port: 5432}}}
 	tcp.NodePriority = "best_effort"
@@ -85,7 +90,8 @@ func paramSets(t *testing.T) map[string]envoy.Params {
 		"tcp listener": tcp, "tcp listeners custom": tcpCustom,
 		"mtls to an IP": mtls, "tls to a DNS name": tlsDNS, "mtls with SNI": mtlsSNI,
 		"single access log": single, "no heartbeat": noHeartbeat, "heartbeat 500ms": fast,
-		"replicas": replicas, "replicas by name": replicasDNS}
+		"replicas": replicas, "replicas by name": replicasDNS, "replicas with affinity": affinity,
+		"replicas with affinity and mtls": affinityTLS}
 }
 
 func TestCommittedConfigIsCurrent(t *testing.T) {
@@ -183,11 +189,19 @@ func TestRenderedShape(t *testing.T) {
 			}
 
 			clusters := dig(t, doc, "static_resources", "clusters").([]any)
-			if len(clusters) != 1+len(p.Routes)+shares+len(p.TCPListeners) {
-				t.Fatalf("%d clusters, want %d", len(clusters), 1+len(p.Routes)+shares+len(p.TCPListeners))
+			bulkheads := 1 // the bulkhead cluster, and with affinity its replicas'
+			if p.BulkheadAffinity {
+				bulkheads = 2
 			}
-			checkTCPListeners(t, p, doc, clusters[1+len(p.Routes)+shares:])
+			if len(clusters) != bulkheads+len(p.Routes)+shares+len(p.TCPListeners) {
+				t.Fatalf("%d clusters, want %d", len(clusters), bulkheads+len(p.Routes)+shares+len(p.TCPListeners))
+			}
+			checkTCPListeners(t, p, doc, clusters[bulkheads+len(p.Routes)+shares:])
 			bh := clusters[0]
+			if p.BulkheadAffinity {
+				checkAffinity(t, p, doc, bh, clusters[1])
+				return
+			}
 			if dig(t, bh, "name") != envoy.BulkheadClusterName {
 				t.Fatalf("first cluster = %v", dig(t, bh, "name"))
 			}
@@ -501,9 +515,52 @@ func TestRenderKeepsCallersTLS(t *testing.T) {
 // ext_authz (with the node's labels) then the TCP proxy, whose access log
 // streams unbuffered to the bulkhead cluster with periodic entries; and
 // their clusters.
+// checkAffinity checks the bulkhead cluster bh and the replicas' cluster
+// rc of BulkheadAffinity: bh's one endpoint is the internal listener, whose
+// TCP proxy goes to rc, which lists the replicas, health-checks them, closes
+// a failing one's connections and carries the TLS.
+func checkAffinity(t *testing.T, p envoy.Params, doc map[string]any, bh, rc any) {
+	t.Helper()
+	eps := dig(t, bh, "load_assignment", "endpoints", 0, "lb_endpoints").([]any)
+	if len(eps) != 1 || dig(t, eps[0], "endpoint", "address", "envoy_internal_address", "server_listener_name") != envoy.BulkheadAffinityListener {
+		t.Fatalf("bulkhead cluster endpoints = %v, want the internal listener %s alone", eps, envoy.BulkheadAffinityListener)
+	}
+	if dig(t, bh, "type") != "STATIC" || bh.(map[string]any)["transport_socket"] != nil || bh.(map[string]any)["health_checks"] != nil {
+		t.Errorf("bulkhead cluster = %v, want STATIC, no TLS and no health checks (its replicas' cluster has them)", bh)
+	}
+	if dig(t, rc, "name") != envoy.BulkheadReplicasCluster || dig(t, rc, "close_connections_on_host_health_failure") != true {
+		t.Errorf("replicas cluster = %v", rc)
+	}
+	dig(t, rc, "health_checks", 0, "grpc_health_check")
+	reps := dig(t, rc, "load_assignment", "endpoints", 0, "lb_endpoints").([]any)
+	want := p.BulkheadEndpoints()
+	if len(reps) != len(want) {
+		t.Fatalf("replicas cluster: %d endpoints, want %d", len(reps), len(want))
+	}
+	for i, e := range want {
+		sa := dig(t, reps[i], "endpoint", "address", "socket_address")
+		if dig(t, sa, "address") != e.Host || dig(t, sa, "port_value") != e.Port {
+			t.Errorf("replica endpoint %d = %v, want %s", i, sa, e)
+		}
+	}
+	checkUpstreamTLS(t, p, rc.(map[string]any))
+	listeners := dig(t, doc, "static_resources", "listeners").([]any)
+	il := listeners[len(listeners)-1]
+	if dig(t, il, "name") != envoy.BulkheadAffinityListener ||
+		dig(t, il, "filter_chains", 0, "filters", 0, "typed_config", "cluster") != envoy.BulkheadReplicasCluster {
+		t.Errorf("last listener = %v, want the internal listener proxying to %s", il, envoy.BulkheadReplicasCluster)
+	}
+	if dig(t, doc, "bootstrap_extensions", 0, "name") != "envoy.bootstrap.internal_listener" {
+		t.Errorf("bootstrap_extensions = %v", doc["bootstrap_extensions"])
+	}
+}
+
 func checkTCPListeners(t *testing.T, p envoy.Params, doc map[string]any, clusters []any) {
 	t.Helper()
 	listeners := dig(t, doc, "static_resources", "listeners").([]any)
+	if p.BulkheadAffinity {
+		listeners = listeners[:len(listeners)-1] // the internal listener, last (checkAffinity)
+	}
 	if len(listeners) != 1+len(p.TCPListeners) {
 		t.Fatalf("%d listeners, want %d", len(listeners), 1+len(p.TCPListeners))
 	}

@@ -146,6 +146,9 @@ type configSpec struct {
 	// replicas behind the one Envoy, on a redis-server of the
 	// configuration's own. Not run at the floor's rates either.
 	redisReplicas int
+	// affinity: each Envoy worker keeps one of the replicas
+	// (envoy.Params.BulkheadAffinity).
+	affinity bool
 	// baseline: the daemon is the -baseline binary.
 	baseline bool
 	// shares: the shipped bootstrap with the route a shares pair
@@ -171,7 +174,8 @@ func configSpecs(diagnostic bool) []configSpec {
 		{Name: RedisTwo, Title: "the bulkhead on the Redis ledger, two replicas behind the same Envoy (envoy.Params.BulkheadReplicas: " +
 			"one cluster, health-checked), one redis-server", sidecar: sidecarRedisTwo, redisReplicas: 2},
 		{Name: RedisLeasesTwo, Title: "bulkhead-redis-2 with capacity leases (ledger.redis.capacity_leases: true), two replicas " +
-			"behind the same Envoy, one redis-server", sidecar: sidecarRedisLeasesTwo, redisReplicas: 2},
+			"behind the same Envoy, each worker on one (envoy.Params.BulkheadAffinity), one redis-server",
+			sidecar: sidecarRedisLeasesTwo, redisReplicas: 2, affinity: true},
 		{Name: SharesFar, Title: fmt.Sprintf("the bulkhead with shares, mode auto (bulkheads.bench.shares.mode: auto, limit %d, "+
 			"shares.* defaults: ttl %v, interval %v): the shipped bootstrap with the route pair (envoy.Route.Shares), a daemon of its own",
 			limit, shares.DefaultTTL, shares.DefaultInterval), sidecar: sidecarSharesFar, shares: true},
@@ -305,7 +309,7 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint, replicas ...envo
 	if spec.daemon() {
 		// The shipped configuration, exactly as users run it.
 		b, err := envoy.Render(envoy.Params{
-			ListenerPort: 0, AdminPort: 0, Bulkhead: sidecar, BulkheadReplicas: replicas,
+			ListenerPort: 0, AdminPort: 0, Bulkhead: sidecar, BulkheadReplicas: replicas, BulkheadAffinity: spec.affinity,
 			NoHeartbeat: spec.noHeartbeat, SingleAccessLog: spec.singleLog,
 			Routes: []envoy.Route{{Name: routeName, Prefix: "/", Upstream: upstream, Shares: spec.shares}},
 		})
