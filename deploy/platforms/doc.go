@@ -18,7 +18,9 @@
 //     kinds the chart renders are installed from the modules that publish
 //     them; the chart is installed with helm (default, Redis ledger and
 //     Istio values), every object read back and compared with what helm
-//     sent, upgraded with a new limit and rolled back (the ConfigMap as
+//     sent, a second replica of the memory ledger's release refused by the
+//     chart's ValidatingAdmissionPolicy (kubectl scale and an edit),
+//     upgraded with a new limit and rolled back (the ConfigMap as
 //     the server stored it passing `bulkhead --check-config`), and
 //     uninstalled, leaving nothing. Only with BULKHEAD_REQUIRE_KUBE=1.
 //
