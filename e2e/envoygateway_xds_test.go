@@ -59,9 +59,22 @@ type egTranslation struct {
 	xds       map[string][]any // gateway -> config dump entries
 }
 
-// translate runs Envoy Gateway's translator on the resources in yaml.
+// translate runs Envoy Gateway's translator on the resources in yaml, and
+// fails the test if it refuses them.
 func translate(t *testing.T, egctl string, yaml []byte) egTranslation {
 	t.Helper()
+	tr, err := tryTranslate(egctl, yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// tryTranslate runs Envoy Gateway's translator on the resources in yaml.
+// It refuses (an error) resources that Envoy Gateway's CRDs refuse (their
+// OpenAPI schemas and CEL rules, checked by the translator before anything
+// else) and xDS that fails Envoy's proto validation.
+func tryTranslate(egctl string, yaml []byte) (egTranslation, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// --add-missing-resources gives each Service a cluster IP (1.2.3.4), as
@@ -74,11 +87,11 @@ func translate(t *testing.T, egctl string, yaml []byte) egTranslation {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("egctl x translate: %v\n%s", err, tail(stderr.String(), 4000))
+		return egTranslation{}, fmt.Errorf("egctl x translate: %w\n%s", err, tail(stderr.String(), 4000))
 	}
 	var raw map[string]any
 	if err := json.Unmarshal(out, &raw); err != nil {
-		t.Fatalf("egctl x translate printed no JSON: %v\n%s", err, tail(string(out), 2000))
+		return egTranslation{}, fmt.Errorf("egctl x translate printed no JSON: %w\n%s", err, tail(string(out), 2000))
 	}
 	tr := egTranslation{resources: raw, xds: map[string][]any{}}
 	xds, _ := raw["xds"].(map[string]any)
@@ -87,7 +100,7 @@ func translate(t *testing.T, egctl string, yaml []byte) egTranslation {
 		tr.xds[gw] = configs
 	}
 	delete(raw, "xds")
-	return tr
+	return tr, nil
 }
 
 // egKinds are the kinds of the recipe that Envoy Gateway gives a status;
