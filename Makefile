@@ -122,8 +122,8 @@ $(EGCTL):
 	@[ -f .bin/.gitignore ] || printf '*\n' > .bin/.gitignore
 
 ## egctl-bg: on a machine without egctl, `make test` starts its build first, in the background at the lowest priority,
-## and envoy-gateway-test (after e2e and platforms-test) waits for it: like goreleaser's and kube-apiserver's, its minutes of compiling take the CPU the tests before
-## leave idle rather than adding to a fresh machine's first run
+## and envoy-gateway-test (after e2e and platforms-test) waits for it: like goreleaser's and kube-apiserver's, its
+## minutes of compiling take the CPU the tests before leave idle rather than adding to a fresh machine's first run
 EGCTL_BG := .bin/egctl-build-bg
 egctl-bg:
 	@if [ ! -x $(EGCTL) ] && ! { [ -f $(EGCTL_BG).pid ] && kill -0 "$$(cat $(EGCTL_BG).pid)" 2>/dev/null; }; then \
