@@ -44,7 +44,7 @@ func findEgctl(t *testing.T) string {
 		return abs
 	}
 	if os.Getenv("BULKHEAD_REQUIRE_EGCTL") == "1" {
-		t.Fatalf("egctl not found at %s and BULKHEAD_REQUIRE_EGCTL=1: make egctl builds it (about 4 min)", p)
+		t.Fatalf("egctl not found at %s and BULKHEAD_REQUIRE_EGCTL=1: make egctl builds it (about 5 min)", p)
 	}
 	t.Skipf("egctl not found at %s: make egctl builds it (BULKHEAD_REQUIRE_EGCTL=1 makes this a failure)", p)
 	return ""
