@@ -12,6 +12,7 @@ import (
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 	securityv1beta1 "istio.io/api/security/v1beta1"
 	telemetryv1alpha1 "istio.io/api/telemetry/v1alpha1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -31,6 +32,7 @@ func newDecoder(t testing.TB) decoder {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, policyv1.AddToScheme, networkingv1.AddToScheme, monitoringv1.AddToScheme,
+		admissionregistrationv1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
@@ -89,6 +91,9 @@ func decodeIstio(m manifest, apiVersion string, spec proto.Message) (any, error)
 	return spec, nil
 }
 
+// clusterScoped are the kinds the chart renders without a namespace.
+var clusterScoped = map[string]bool{"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true}
+
 // Every manifest of every values file decodes strictly into its type.
 func TestRenderedManifestsDecodeStrictly(t *testing.T) {
 	d := newDecoder(t)
@@ -102,7 +107,7 @@ func TestRenderedManifestsDecodeStrictly(t *testing.T) {
 					t.Errorf("%s: %v", m, err)
 					continue
 				}
-				if o, ok := obj.(metav1.Object); ok && o.GetNamespace() == "" {
+				if o, ok := obj.(metav1.Object); ok && o.GetNamespace() == "" && !clusterScoped[m.Kind] {
 					t.Errorf("%s: no namespace", m)
 				}
 			}

@@ -18,9 +18,13 @@
 //     kinds the chart renders are installed from the modules that publish
 //     them; the chart is installed with helm (default, Redis ledger and
 //     Istio values), every object read back and compared with what helm
-//     sent, upgraded with a new limit and rolled back (the ConfigMap as
+//     sent, a second replica of the memory ledger's release refused by the
+//     chart's ValidatingAdmissionPolicy (kubectl scale and an edit),
+//     upgraded with a new limit and rolled back (the ConfigMap as
 //     the server stored it passing `bulkhead --check-config`), and
-//     uninstalled, leaving nothing. Only with BULKHEAD_REQUIRE_KUBE=1.
+//     uninstalled, leaving nothing; and a release of the previous chart
+//     version (testdata/bulkhead-0.1.0.tgz) upgraded to this one with its
+//     user's values. Only with BULKHEAD_REQUIRE_KUBE=1.
 //
 // The chart is rendered with a real helm (pinned, `make helm`), found in
 // $HELM_BIN, .bin/helm-* or PATH; without it those tests are skipped unless

@@ -19,6 +19,7 @@ import (
 type release struct {
 	name, namespace string
 	values          []string // files of charts/bulkhead/ci
+	set             []string // --set
 }
 
 func (r release) String() string { return r.name + " in " + r.namespace }
@@ -27,7 +28,9 @@ func (r release) String() string { return r.name + " in " + r.namespace }
 // their Go modules, no kubelet): helm install with the default values, the
 // Redis ledger's and Istio's; every object read back from the server holds
 // what helm sent (nothing refused, defaulted over or pruned, custom
-// resources included); helm upgrade changing a limit and helm rollback
+// resources included); with the memory ledger, the chart's admission
+// policy makes the server refuse a second replica (kubectl scale, or an
+// edit); helm upgrade changing a limit and helm rollback
 // pass (no immutable field touched) and the ConfigMap as the server stored
 // it carries the limit and passes `bulkhead --check-config`; helm
 // uninstall leaves nothing in any namespace the chart wrote to. Pods are
@@ -45,10 +48,13 @@ func TestChartOnAPIServer(t *testing.T) {
 	for _, ns := range []string{"shop", "identity"} {
 		k.createNamespace(t, ns)
 	}
+	// The one-replica admission policy on: rendered for the memory ledger
+	// (bh), not for the Redis ledger (bh-redis, two replicas).
+	onePolicy := []string{"admissionPolicy.enabled=true"}
 	releases := []release{
-		{"bh", "bulkhead", nil},
-		{"bh-redis", "bulkhead-redis", []string{"redis-values.yaml"}},
-		{"bh-istio", "bulkhead-istio", []string{"istio-values.yaml"}},
+		{"bh", "bulkhead", nil, onePolicy},
+		{"bh-redis", "bulkhead-redis", []string{"redis-values.yaml"}, onePolicy},
+		{"bh-istio", "bulkhead-istio", []string{"istio-values.yaml"}, nil},
 	}
 	namespaces := map[string]bool{"shop": true, "identity": true}
 	for _, r := range releases {
@@ -56,10 +62,15 @@ func TestChartOnAPIServer(t *testing.T) {
 		for _, v := range r.values {
 			args = append(args, "--values", valuesFile(t, v))
 		}
+		for _, v := range r.set {
+			args = append(args, "--set", v)
+		}
 		k.helmOK(t, args...)
 		objs := k.readBack(t, mapper, r)
 		for _, o := range objs {
-			namespaces[o.GetNamespace()] = true
+			if ns := o.GetNamespace(); ns != "" { // "": cluster-scoped, see admissionLeftovers
+				namespaces[ns] = true
+			}
 		}
 		cm := configMap(t, objs, r.name+"-bulkhead")
 		code, out := checkConfig(t, bulkhead, cm)
@@ -72,6 +83,10 @@ func TestChartOnAPIServer(t *testing.T) {
 			t.Errorf("%s: bulkhead --check-config on the stored ConfigMap: exit %d\n%s", r, code, out)
 		}
 	}
+
+	// The memory ledger's release: more than one replica refused by the API
+	// server, outside helm too. (bh-redis's two replicas were admitted.)
+	k.checkOneReplicaPolicy(t, releases[0])
 
 	// Upgrade: one limit changes; the stored ConfigMap has it and the daemon accepts it.
 	istio := releases[2]
@@ -90,10 +105,11 @@ func TestChartOnAPIServer(t *testing.T) {
 		nss = append(nss, ns)
 	}
 	sort.Strings(nss)
-	if left := k.leftovers(t, nss); len(left) > 0 {
+	left := append(k.leftovers(t, nss), k.admissionLeftovers(t)...)
+	if len(left) > 0 {
 		t.Errorf("helm uninstall left %d objects:\n  %s", len(left), strings.Join(left, "\n  "))
 	} else {
-		t.Logf("after helm uninstall: no object left in namespaces %v", nss)
+		t.Logf("after helm uninstall: no object left in namespaces %v, and no admission policy", nss)
 	}
 	t.Logf("whole test: %v", time.Since(start).Round(time.Millisecond))
 }
