@@ -81,7 +81,7 @@ const (
 	telemetryDenied    = 3 // requests to catalog denied while the long one holds its permit
 	telemetryUnchecked = 3 // requests to orders, without a Check
 	telemetryShort     = 2 // requests to auth, admitted, after the long one
-	telemetryFlushWait = 2500 * time.Millisecond
+	telemetryFlushWait = 3 * time.Second
 )
 
 // telemetryScenario runs the scenario once, on its own daemon and Envoy
