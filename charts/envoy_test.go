@@ -21,9 +21,11 @@ import (
 	"google.golang.org/protobuf/proto"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
+	telemetryv1alpha1 "istio.io/api/telemetry/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/bulkhead-mesh/bulkhead/envoy"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc/envoyproctest"
 	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
@@ -292,6 +294,9 @@ func TestIstioResources(t *testing.T) {
 			}
 			if n := len(find(ms, "Telemetry", "")); n != tc.telemetries {
 				t.Errorf("%d Telemetry resources, want %d", n, tc.telemetries)
+			}
+			for _, m := range find(ms, "Telemetry", "") {
+				checkTelemetry(t, m, decodeAs[*telemetryv1alpha1.Telemetry](t, d, m), envoy.PermitLogExpression())
 			}
 			accessLogs := 0
 			for _, m := range find(ms, "EnvoyFilter", "") {

@@ -115,10 +115,14 @@ func valuesRows(b *strings.Builder, prefix string, m *yaml.Node) error {
 		if err := v.Decode(&val); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		def, err := json.Marshal(val)
-		if err != nil {
+		// As written: no HTML escapes (a CEL default's && stays &&).
+		var enc bytes.Buffer
+		e := json.NewEncoder(&enc)
+		e.SetEscapeHTML(false)
+		if err := e.Encode(val); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
+		def := bytes.TrimSuffix(enc.Bytes(), []byte("\n"))
 		if v.Kind == yaml.ScalarNode && v.Tag == "!!str" && v.Value != "" && v.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) == 0 {
 			def = []byte(v.Value) // a plain string as written; a quoted one ("1") keeps its quotes
 		}

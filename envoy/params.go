@@ -236,6 +236,19 @@ func (Params) PermitLogFilter(conn bool) string {
 		permit.MetadataNamespaceOf(conn), permit.MetadataToken)
 }
 
+// PermitLogExpression is PermitLogFilter for requests as a CEL expression,
+// for Envoy's CEL access-log filter (envoy.access_loggers.extension_filters.cel):
+// what a configuration that cannot write a metadata_filter uses, such as
+// Istio's Telemetry API (accessLogging filter.expression; the chart's
+// istio.telemetryFilter). It is true when the ext_authz filter's dynamic
+// metadata holds a permit token, for end and periodic entries alike, and
+// false, without an evaluation error, when the namespace is absent (a
+// request that no Check answered with metadata).
+func PermitLogExpression() string {
+	ns := permit.MetadataNamespace
+	return fmt.Sprintf("'%s' in metadata.filter_metadata && '%s' in metadata.filter_metadata['%s']", ns, permit.MetadataToken, ns)
+}
+
 // HeartbeatLog reports whether periodic entries have an access logger of
 // their own (heartbeats on, and not SingleAccessLog).
 func (p Params) HeartbeatLog() bool { return !p.NoHeartbeat && !p.SingleAccessLog }

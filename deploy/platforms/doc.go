@@ -17,7 +17,7 @@
 //     run on loopback with a CA made for the test; the CRDs of the custom
 //     kinds the chart renders are installed from the modules that publish
 //     them; the chart is installed with helm (default, Redis ledger and
-//     Istio values), every object read back and compared with what helm
+//     both Istio access-log modes' values), every object read back and compared with what helm
 //     sent, a second replica of the memory ledger's release refused by the
 //     chart's ValidatingAdmissionPolicy (kubectl scale and an edit),
 //     upgraded with a new limit and rolled back (the ConfigMap as

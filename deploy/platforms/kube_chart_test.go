@@ -26,7 +26,7 @@ func (r release) String() string { return r.name + " in " + r.namespace }
 
 // The chart against a real API server (kube-apiserver and etcd built from
 // their Go modules, no kubelet): helm install with the default values, the
-// Redis ledger's and Istio's; every object read back from the server holds
+// Redis ledger's and Istio's (both access-log modes); every object read back from the server holds
 // what helm sent (nothing refused, defaulted over or pruned, custom
 // resources included); with the memory ledger, the chart's admission
 // policy makes the server refuse a second replica (kubectl scale, or an
@@ -44,8 +44,11 @@ func TestChartOnAPIServer(t *testing.T) {
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(k.disco))
 
 	// The workloads' namespaces the Istio values name exist before the
-	// chart puts its EnvoyFilters and AuthorizationPolicies there.
-	for _, ns := range []string{"shop", "identity"} {
+	// chart puts its EnvoyFilters and AuthorizationPolicies there (and, in
+	// shop-telemetry, the Telemetry mode's EnvoyFilter and Telemetry with
+	// its access-log filter: a namespace of its own, as their names are
+	// those of bh-istio's).
+	for _, ns := range []string{"shop", "identity", "shop-telemetry"} {
 		k.createNamespace(t, ns)
 	}
 	// The one-replica admission policy on: rendered for the memory ledger
@@ -55,8 +58,10 @@ func TestChartOnAPIServer(t *testing.T) {
 		{"bh", "bulkhead", nil, onePolicy},
 		{"bh-redis", "bulkhead-redis", []string{"redis-values.yaml"}, onePolicy},
 		{"bh-istio", "bulkhead-istio", []string{"istio-values.yaml"}, nil},
+		{"bh-istio-telemetry", "bulkhead-istio-telemetry", []string{"istio-telemetry-values.yaml"},
+			[]string{"bulkheads.catalog.istio.namespace=shop-telemetry"}},
 	}
-	namespaces := map[string]bool{"shop": true, "identity": true}
+	namespaces := map[string]bool{"shop": true, "identity": true, "shop-telemetry": true}
 	for _, r := range releases {
 		args := []string{"install", r.name, chartDir(t), "--namespace", r.namespace, "--create-namespace", "--timeout", "1m"}
 		for _, v := range r.values {
