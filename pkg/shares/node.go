@@ -105,6 +105,20 @@ func (n *node) demand(cluster string) int {
 	return d
 }
 
+// applied is the share of bulkhead name in the last layer n acknowledged:
+// what its circuit breaker runs with (0 for none, or strict). A layer
+// acknowledged late in a report's interval may say more than the share
+// the interval's overflows ran into: it then overstates their peak,
+// which only sizes a share larger.
+func (n *node) applied(name string) int {
+	for i := len(n.sent) - 1; i >= 0; i-- {
+		if n.sent[i].acked {
+			return max(n.sent[i].limits[name], 0)
+		}
+	}
+	return 0
+}
+
 // shrinking reports whether a share of n holds more permits than its
 // limit: permits wait for its reports to come back.
 func (n *node) shrinking() bool {

@@ -52,7 +52,8 @@ func ParseMode(s string) (Mode, error) {
 // shares when demand has stayed at or below SwitchToShares for
 // CalmRounds rounds. Far from the limit (up to half of it, where shares
 // must carry the load at no rejection) a share holds its Envoy's demand
-// plus an equal part of half the slack; at three quarters that part is
+// plus an equal part of half the slack (a lone Envoy: all of the limit
+// but loneReserve); at three quarters that part is
 // an eighth of the limit over the Envoys, the least headroom that still
 // absorbs a round's growth at one Envoy, and past it the global queue,
 // priorities and reserves decide. The gap down to half keeps a load that
@@ -62,6 +63,15 @@ const (
 	SwitchToShares = 0.5
 	CalmRounds     = 3
 )
+
+// loneReserve is what a lone Envoy's share leaves free of a bulkhead
+// whose ceiling (its limit less the critical reserve) is ceiling: an
+// eighth, at least one permit. It serves strict requests (an Envoy with no
+// layer yet, a route without a share route) and a newcomer's first share
+// in the interval or two a lone share takes to shrink for it. An eighth is
+// the headroom the Envoys' parts add up to at mode auto's switch
+// (SwitchToStrict): the least that absorbs a round's growth at one Envoy.
+func loneReserve(ceiling int) int { return max(1, (ceiling+7)/8) }
 
 // Policy is one bulkhead's shares configuration.
 type Policy struct {
@@ -286,6 +296,23 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 	if len(live) > 0 {
 		part = slack / (2 * len(live))
 	}
+	// The half of the slack no share gets is the free pool: a step at any
+	// Envoy is covered from it at the next round, where a share taken from
+	// another Envoy comes back only after that Envoy has acknowledged its
+	// smaller share and reported twice (an interval or more). A lone
+	// Envoy's steps are covered as well by a share that holds the pool; the
+	// pool then only serves strict requests and a newcomer until the lone
+	// share shrinks for it, for which the reserve is kept. So a lone Envoy
+	// is lent everything but the reserve (lend): bursts above a share of
+	// half the slack were turned away while the mesh had room.
+	lone, lend := len(live) == 1, 0
+	if lone {
+		own := 0
+		if s := live[0].shares[name]; s != nil {
+			own = len(s.held)
+		}
+		lend = ceiling - strictInUse - (held - own) - loneReserve(ceiling)
+	}
 	// The Envoys that use the most grow first.
 	slices.SortFunc(live, func(a, b *node) int { return b.inflight[p.Cluster] - a.inflight[p.Cluster] })
 	for _, n := range live {
@@ -301,8 +328,16 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 		// share wants them too.
 		use := n.demand(p.Cluster)
 		target := max(use+part, 2*use, 1)
-		if target <= s.limit && 4*target >= 3*s.limit {
-			continue // within a quarter below: no push for that
+		if lone {
+			target = max(target, lend)
+		}
+		// Within a quarter below: no push for that; but a lone share that
+		// grew into more than half the reserve (2 x its demand after a
+		// burst) gives it back once the burst has left its last reports.
+		half := lend + loneReserve(ceiling)/2
+		restore := lone && s.limit > half && target <= half
+		if target <= s.limit && 4*target >= 3*s.limit && !restore {
+			continue
 		}
 		if target > len(s.held) {
 			s.held = append(s.held, l.Hold(bulkhead.Normal, target-len(s.held))...)

@@ -48,7 +48,8 @@ type envoy struct {
 	pending []*discovery.DiscoveryResponse
 	sentAt  []time.Time // of each pending response
 	answers []*discovery.DiscoveryRequest
-	reports []int // load reports generated, not yet received
+	reports [][2]int // load reports generated, not yet received: in flight, dropped
+	dropped int      // arrivals its circuit breaker turned away since the last report
 }
 
 func (e *envoy) apply(t *testing.T, r *discovery.DiscoveryResponse, now time.Time) {
@@ -89,9 +90,13 @@ func (e *envoy) running(now time.Time) int {
 	return len(kept)
 }
 
-func report(inflight int) []*endpointv3.ClusterStats {
-	return []*endpointv3.ClusterStats{{ClusterName: testCluster,
-		UpstreamLocalityStats: []*endpointv3.UpstreamLocalityStats{{TotalRequestsInProgress: uint64(inflight)}}}}
+func report(inflight int) []*endpointv3.ClusterStats { return reportDropped(inflight, 0, 0) }
+
+// reportDropped is a load report of the share cluster: inflight requests
+// in flight, issued and dropped (by the circuit breaker) in its interval.
+func reportDropped(inflight, issued, dropped int) []*endpointv3.ClusterStats {
+	return []*endpointv3.ClusterStats{{ClusterName: testCluster, TotalDroppedRequests: uint64(dropped),
+		UpstreamLocalityStats: []*endpointv3.UpstreamLocalityStats{{TotalRequestsInProgress: uint64(inflight), TotalIssuedRequests: uint64(issued)}}}}
 }
 
 // held is what the manager holds for node id, its orphans included.
@@ -168,19 +173,24 @@ func runModel(t *testing.T, seed uint64) {
 				e.answers = e.answers[1:]
 			}
 			if i%20 == 0 {
-				e.reports = append(e.reports, run)
+				e.reports = append(e.reports, [2]int{run, e.dropped})
+				e.dropped = 0
 			}
 			if len(e.reports) > 0 && rng.IntN(8) == 0 { // received late, in order
 				if e.lrs != nil {
-					m.report(e.lrs, report(e.reports[0]))
+					m.report(e.lrs, reportDropped(e.reports[0][0], e.reports[0][0], e.reports[0][1]))
 				}
 				e.reports = e.reports[1:]
 			}
 			// Arrivals under the share: the circuit breaker admits below it.
 			for range rng.IntN(4) {
-				if !e.strict && e.running(now) < e.limit {
+				switch {
+				case e.strict:
+				case e.running(now) < e.limit:
 					e.inflight = append(e.inflight, now.Add(time.Duration(rng.IntN(1500))*time.Millisecond))
 					admitted++
+				default:
+					e.dropped++ // its circuit breaker's 503
 				}
 			}
 		}

@@ -492,6 +492,14 @@ func (m *Manager) report(n *node, stats []*endpointv3.ClusterStats) {
 		}
 		copy(r[1:], r[:recentReports-1])
 		r[0] = n.inflight[cs.GetClusterName()] + n.dropped[cs.GetClusterName()]
+		if cs.GetTotalDroppedRequests() > 0 {
+			// A circuit breaker turns a request away only with its share in
+			// flight: whatever the report's instant shows, the interval's
+			// peak was above the share the Envoy runs with. (By Little's law
+			// a burst's overflows are a small concurrency, which would not
+			// grow the share that overflowed.)
+			r[0] = max(r[0], n.applied(m.byCluster[cs.GetClusterName()])+1)
+		}
 	}
 	n.reports++
 }
