@@ -92,6 +92,10 @@ bulkheads:
 		`bulkhead_unmatched_checks_total{outcome="denied"} > 0`,
 		`rate(bulkhead_admitted_total{dependency="auth",priority="normal"}[30s]) > 0`,
 		`count_over_time(bulkhead_shares_switches_total{dependency="payments",to="strict"}[1m]) >= 5`,
+		// The recorded load (the dashboard reads it): evaluated, one series
+		// per bulkhead_active_calls series, payments' (shares) among them.
+		`dependency:bulkhead_running_calls{dependency="payments"} >= 0`,
+		`count(dependency:bulkhead_running_calls) == count(bulkhead_active_calls{job="bulkhead"})`,
 	} {
 		prom.waitFor(ctx, q)
 	}

@@ -40,6 +40,10 @@ func TestMetricNames(t *testing.T) {
 		{`sum by (instance) (envoy_http_ext_authz_error) / on (envoy_http_conn_manager_prefix) envoy_http_ext_authz_ok`,
 			[]string{"envoy_http_ext_authz_error", "envoy_http_ext_authz_ok"}},
 		{`up{job="bulkhead"}`, []string{}},
+		{`avg_over_time(dependency:bulkhead_running_calls{job="bulkhead"}[10m]) / bulkhead_limit`,
+			[]string{"bulkhead_limit", "dependency:bulkhead_running_calls"}},
+		{`quantile_over_time(0.99, (max by (dependency) (dependency:bulkhead_suggested_max_concurrent:1h))[1h:])`,
+			[]string{"dependency:bulkhead_suggested_max_concurrent:1h"}},
 	}
 	for _, tt := range tests {
 		if got := MetricNames(tt.expr); !reflect.DeepEqual(got, tt.want) {

@@ -151,14 +151,17 @@ func skipString(s string, i int) int {
 }
 
 var (
-	metricRE = regexp.MustCompile(`\b(?:bulkhead|envoy)_[a-z0-9_]+`)
+	// A recorded series' name (level:metric:operations) is one name,
+	// e.g. dependency:bulkhead_running_calls.
+	metricRE = regexp.MustCompile(`\b(?:[a-z_]+:)?(?:bulkhead|envoy)_[a-z0-9_]+(?::[a-z0-9_]+)?`)
 	// Label lists: by (...), without (...), on (...), ignoring (...),
 	// group_left (...), group_right (...).
 	labelListRE = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
 )
 
 // MetricNames returns the sorted, distinct bulkhead_* and envoy_* metric
-// names in expr: label values, label matchers ({...}) and label lists
+// names in expr, recorded ones (dependency:bulkhead_running_calls) whole:
+// label values, label matchers ({...}) and label lists
 // (by (...) and the like) are left out, so that a label such as
 // envoy_cluster_name is not taken for a metric.
 func MetricNames(expr string) []string {

@@ -44,29 +44,29 @@ func TestDashboardCheckIsStrict(t *testing.T) {
 		{"missing schemaVersion", func(d map[string]any) { delete(d, "schemaVersion") }, "schemaVersion: required field is missing"},
 		{"title of the wrong type", func(d map[string]any) { d["title"] = 3 }, "title: json: cannot unmarshal number"},
 		{"unknown panel field", func(d map[string]any) { panelByID(d, 3)["titel"] = "x" },
-			`panel 3 "Active permits and limit": unexpected field 'titel'`},
-		{"panel without a type", func(d map[string]any) { delete(panelByID(d, 3), "type") }, `panel 3 "Active permits and limit"`},
+			`panel 3 "Active permits, running requests and limit": unexpected field 'titel'`},
+		{"panel without a type", func(d map[string]any) { delete(panelByID(d, 3), "type") }, `panel 3 "Active permits, running requests and limit"`},
 		{"unknown option", func(d map[string]any) { obj(panelByID(d, 3), "options")["legnd"] = map[string]any{} },
-			`panel 3 "Active permits and limit": options: unexpected field 'legnd'`},
+			`panel 3 "Active permits, running requests and limit": options: unexpected field 'legnd'`},
 		{"option of the wrong type", func(d map[string]any) { obj(obj(panelByID(d, 3), "options"), "legend")["showLegend"] = "yes" },
-			`panel 3 "Active permits and limit": options.legend.showLegend`},
+			`panel 3 "Active permits, running requests and limit": options.legend.showLegend`},
 		{"unknown custom field config", func(d map[string]any) {
 			obj(obj(obj(panelByID(d, 3), "fieldConfig"), "defaults"), "custom")["lineWidht"] = 1
-		}, `panel 3 "Active permits and limit": fieldConfig.defaults.custom: unexpected field 'lineWidht'`},
+		}, `panel 3 "Active permits, running requests and limit": fieldConfig.defaults.custom: unexpected field 'lineWidht'`},
 		{"unknown field config default", func(d map[string]any) { obj(obj(panelByID(d, 3), "fieldConfig"), "defaults")["unti"] = "s" },
-			`panel 3 "Active permits and limit": fieldConfig.defaults: unexpected field 'unti'`},
+			`panel 3 "Active permits, running requests and limit": fieldConfig.defaults: unexpected field 'unti'`},
 		{"min of the wrong type", func(d map[string]any) { obj(obj(panelByID(d, 3), "fieldConfig"), "defaults")["min"] = "0" },
-			`panel 3 "Active permits and limit": fieldConfig.defaults.min`},
+			`panel 3 "Active permits, running requests and limit": fieldConfig.defaults.min`},
 		{"unknown target field", func(d map[string]any) { target(panelByID(d, 3), 0)["expression"] = "up" },
-			`panel 3 "Active permits and limit": targets[0]: unexpected field 'expression'`},
+			`panel 3 "Active permits, running requests and limit": targets[0]: unexpected field 'expression'`},
 		{"expr of the wrong type", func(d map[string]any) { target(panelByID(d, 3), 0)["expr"] = 1 },
-			`panel 3 "Active permits and limit": targets[0].expr`},
+			`panel 3 "Active permits, running requests and limit": targets[0].expr`},
 		{"target of an unknown data source", func(d map[string]any) {
 			obj(target(panelByID(d, 3), 0), "datasource")["type"] = "prometheous"
 			delete(panelByID(d, 3), "datasource")
-		}, `panel 3 "Active permits and limit": targets[0]: not a Prometheus query`},
+		}, `panel 3 "Active permits, running requests and limit": targets[0]: not a Prometheus query`},
 		{"unknown grid field", func(d map[string]any) { obj(panelByID(d, 3), "gridPos")["width"] = 3 },
-			`panel 3 "Active permits and limit": gridPos: unexpected field 'width'`},
+			`panel 3 "Active permits, running requests and limit": gridPos: unexpected field 'width'`},
 		{"unknown row field", func(d map[string]any) { panelByID(d, 1)["colapsed"] = true },
 			`row 1 "Capacity": unexpected field 'colapsed'`},
 		{"panel in a collapsed row", func(d map[string]any) {
@@ -75,9 +75,9 @@ func TestDashboardCheckIsStrict(t *testing.T) {
 			panel["titel"] = "x"
 			row["collapsed"], row["panels"] = true, []any{panel}
 			d["panels"] = append([]any{row}, panels[3:]...)
-		}, `panel 3 "Active permits and limit" in row 1 "Capacity": unexpected field 'titel'`},
+		}, `panel 3 "Active permits, running requests and limit" in row 1 "Capacity": unexpected field 'titel'`},
 		{"required option missing", func(d map[string]any) { delete(obj(panelByID(d, 2), "options"), "showValue") },
-			`panel 2 "Utilisation per bulkhead (active / limit)": options.showValue: required field is missing`},
+			`panel 2 "Utilisation per bulkhead (running / limit)": options.showValue: required field is missing`},
 		{"empty current value", func(d map[string]any) { variable(d, 0)["current"] = map[string]any{} },
 			`variable "datasource": current.text: required field is missing`},
 		{"unknown variable field", func(d map[string]any) { variable(d, 1)["refrsh"] = 2 },
