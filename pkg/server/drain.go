@@ -61,57 +61,67 @@ func (f *inflight) wait(ctx context.Context) {
 }
 
 // streams ends long-lived streaming RPCs (Envoy's access-log streams, gRPC
-// health watches) at shutdown. Envoy never closes its access-log streams, so
-// without this GracefulStop would not return, and Stop, the only other way to
-// end them, closes every connection at once and drops the answers of Checks
-// that have just completed but are not yet written.
+// health watches, the shares' RTDS and LRS streams) at shutdown. Envoy
+// never closes its access-log streams, so without this GracefulStop would
+// not return, and Stop, the only other way to end them, closes every
+// connection at once and drops the answers of Checks that have just
+// completed but are not yet written.
 //
-// Each streaming handler runs in a goroutine of its own, owned by the
-// interceptor until it returns and then by wait. After stop, the interceptor
-// returns at once with Unavailable: gRPC then finishes the stream and cancels
-// its context, so the handler's blocked Recv returns and the handler ends.
+// After stop, the interceptor ends every stream, running or new, with
+// Unavailable: it writes the stream's status itself, from outside the
+// handler, and gRPC then cancels the stream's context, so that a Recv
+// blocked in the handler returns and the handler ends. The handler runs in
+// the goroutine gRPC gave its stream, with no goroutine of its own (one
+// per stream was 4 of the 14 goroutines each Envoy cost the daemon:
+// docs/performance.md, issue 28).
 //
 // sever ends the access-log streams running at the time the same way, and
 // leaves the others (health watches) alone.
 type streams struct {
-	stopOnce sync.Once
-	stopping chan struct{} // closed by stop
-	wg       sync.WaitGroup
+	stopped context.Context    // done once stop was called
+	stop    context.CancelFunc // makes every streaming RPC, running or new, end with Unavailable
 
-	mu      sync.Mutex
-	severed chan struct{} // closed by sever, then replaced
+	mu            sync.Mutex
+	severed       context.Context // done once sever was called, then replaced
+	cancelSevered context.CancelFunc
+}
+
+// statusWriter is the transport stream of grpc-go's HTTP/2 server
+// (grpc.ServerTransportStreamFromContext): it writes a stream's status,
+// and ends it, from any goroutine, as gRPC's own deadline timer does.
+// TestStreamsStop and TestStreamsSever fail if gRPC's stream lost it.
+type statusWriter interface {
+	WriteStatus(*status.Status) error
 }
 
 func newStreams() *streams {
-	return &streams{stopping: make(chan struct{}), severed: make(chan struct{})}
+	s := &streams{}
+	s.stopped, s.stop = context.WithCancel(context.Background())
+	s.severed, s.cancelSevered = context.WithCancel(context.Background())
+	return s
 }
 
+var (
+	stoppedStatus = status.New(codes.Unavailable, "bulkhead: shutting down")
+	severedStatus = status.New(codes.Unavailable, "bulkhead: this replica cannot reach the shared ledger")
+)
+
 func (s *streams) interceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	select {
-	case <-s.stopping:
-		return status.Error(codes.Unavailable, "bulkhead: shutting down")
-	default:
+	if s.stopped.Err() != nil {
+		return stoppedStatus.Err()
 	}
-	var severed chan struct{} // nil: never
-	if info.FullMethod == accesslog.StreamMethod {
-		s.mu.Lock()
-		severed = s.severed
-		s.mu.Unlock()
+	if w, ok := grpc.ServerTransportStreamFromContext(ss.Context()).(statusWriter); ok {
+		unstop := context.AfterFunc(s.stopped, func() { _ = w.WriteStatus(stoppedStatus) })
+		defer unstop()
+		if info.FullMethod == accesslog.StreamMethod {
+			s.mu.Lock()
+			severed := s.severed
+			s.mu.Unlock()
+			unsever := context.AfterFunc(severed, func() { _ = w.WriteStatus(severedStatus) })
+			defer unsever()
+		}
 	}
-	done := make(chan error, 1)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		done <- h(srv, ss)
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-s.stopping:
-		return status.Error(codes.Unavailable, "bulkhead: shutting down")
-	case <-severed:
-		return status.Error(codes.Unavailable, "bulkhead: this replica cannot reach the shared ledger")
-	}
+	return h(srv, ss)
 }
 
 // sever makes every access-log stream running now end with Unavailable
@@ -119,13 +129,6 @@ func (s *streams) interceptor(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 func (s *streams) sever() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	close(s.severed)
-	s.severed = make(chan struct{})
+	s.cancelSevered()
+	s.severed, s.cancelSevered = context.WithCancel(context.Background())
 }
-
-// stop makes every streaming RPC, running or new, end with Unavailable.
-func (s *streams) stop() { s.stopOnce.Do(func() { close(s.stopping) }) }
-
-// wait returns when every streaming handler has returned. Call it after the
-// gRPC server has stopped.
-func (s *streams) wait() { s.wg.Wait() }

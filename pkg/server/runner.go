@@ -388,7 +388,6 @@ func (r *Runner) Run(ctx context.Context) error {
 	gs.GracefulStop()
 	cancelDrain() // stopped: nothing left to cut short
 	_ = drain.Wait()
-	long.wait()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_ = hsrv.Shutdown(shutCtx)
 	cancel()
