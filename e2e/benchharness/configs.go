@@ -73,6 +73,13 @@ const (
 	// shares) with the same limit. The two run the near phase only
 	// (configSpec.near).
 	NearStrict = "bulkhead-near-strict"
+	// RedisTwoNear and RedisLeasesTwoNear are RedisTwo and RedisLeasesTwo
+	// in the near phase, with NearStrict's limit and load: the Redis
+	// ledger at the limit, per request and with capacity leases (which
+	// shrink there to what each replica uses, the rest decided per
+	// request), each on a redis-server of its own.
+	RedisTwoNear       = "bulkhead-redis-2-near"
+	RedisLeasesTwoNear = "bulkhead-redis-leases-2-near"
 	// SharesNoHeartbeat (experiment): SharesFar without the periodic
 	// access log (envoy.Params.NoHeartbeat: no access_log_flush_interval,
 	// no periodic logger), a daemon of its own with heartbeats off: what
@@ -85,24 +92,26 @@ const (
 // Batched, the heartbeat phase's three, and one per configuration on the
 // Redis ledger).
 const (
-	sidecarNoop            = "noop"
-	sidecarNoopMetadata    = "noop-metadata"
-	sidecarDaemon          = "daemon"
-	sidecarHeartbeatOn     = "daemon-heartbeat-on"
-	sidecarHeartbeatSingle = "daemon-heartbeat-single-log"
-	sidecarHeartbeatOff    = "daemon-heartbeat-off"
-	sidecarRedisOne        = "daemon-redis"
-	sidecarRedisTwo        = "daemon-redis-2"
-	sidecarRedisLeases     = "daemon-redis-leases"
-	sidecarRedisLeasesTwo  = "daemon-redis-leases-2"
-	sidecarShedding        = "daemon-shedding"
-	sidecarBaseline        = "daemon-baseline"
-	sidecarRedisBaseline   = "daemon-redis-baseline"
-	sidecarSharesFar       = "daemon-shares"
-	sidecarSharesHalf      = "daemon-shares-half"
-	sidecarSharesNear      = "daemon-shares-near"
-	sidecarNearStrict      = "daemon-near-strict"
-	sidecarSharesNoHB      = "daemon-shares-no-heartbeat"
+	sidecarNoop               = "noop"
+	sidecarNoopMetadata       = "noop-metadata"
+	sidecarDaemon             = "daemon"
+	sidecarHeartbeatOn        = "daemon-heartbeat-on"
+	sidecarHeartbeatSingle    = "daemon-heartbeat-single-log"
+	sidecarHeartbeatOff       = "daemon-heartbeat-off"
+	sidecarRedisOne           = "daemon-redis"
+	sidecarRedisTwo           = "daemon-redis-2"
+	sidecarRedisLeases        = "daemon-redis-leases"
+	sidecarRedisLeasesTwo     = "daemon-redis-leases-2"
+	sidecarShedding           = "daemon-shedding"
+	sidecarBaseline           = "daemon-baseline"
+	sidecarRedisBaseline      = "daemon-redis-baseline"
+	sidecarSharesFar          = "daemon-shares"
+	sidecarSharesHalf         = "daemon-shares-half"
+	sidecarSharesNear         = "daemon-shares-near"
+	sidecarNearStrict         = "daemon-near-strict"
+	sidecarRedisTwoNear       = "daemon-redis-2-near"
+	sidecarRedisLeasesTwoNear = "daemon-redis-leases-2-near"
+	sidecarSharesNoHB         = "daemon-shares-no-heartbeat"
 )
 
 // routeName is the upstream cluster, the bulkhead key and the metric label.
@@ -186,6 +195,11 @@ func configSpecs(diagnostic bool) []configSpec {
 			nearDelay, 100*shares.SwitchToStrict), sidecar: sidecarSharesNear, shares: true, near: true},
 		{Name: NearStrict, Title: "near phase: the bulkhead as shipped (strict, no shares) with the same limit and load as bulkhead-shares-near, " +
 			"a daemon of its own", sidecar: sidecarNearStrict, near: true},
+		{Name: RedisTwoNear, Title: "near phase: bulkhead-redis-2 (per request, two replicas) with the limit and load of bulkhead-near-strict, " +
+			"a redis-server of its own", sidecar: sidecarRedisTwoNear, redisReplicas: 2, near: true},
+		{Name: RedisLeasesTwoNear, Title: "near phase: bulkhead-redis-leases-2 (capacity leases, two replicas, each worker on one) with the " +
+			"limit and load of bulkhead-near-strict, a redis-server of its own",
+			sidecar: sidecarRedisLeasesTwoNear, redisReplicas: 2, affinity: true, near: true},
 	}
 	if diagnostic {
 		specs = append(specs, configSpec{Name: Batched,
@@ -351,15 +365,16 @@ func (spec configSpec) render(upstream, sidecar envoy.Endpoint, replicas ...envo
 }
 
 // sharesLimit is the limit of the bulkhead of a shares sidecar (and of
-// SharesNear's strict twin), for a closed loop of conns connections; 0 for
-// the other sidecars.
+// the near phase's other sidecars: SharesNear's strict twin and the Redis
+// ledger's), for a closed loop of conns connections; 0 for the other
+// sidecars.
 func sharesLimit(sidecar string, conns int) int {
 	switch sidecar {
 	case sidecarSharesFar, sidecarSharesNoHB:
 		return limit
 	case sidecarSharesHalf:
 		return 2 * conns
-	case sidecarSharesNear, sidecarNearStrict:
+	case sidecarSharesNear, sidecarNearStrict, sidecarRedisTwoNear, sidecarRedisLeasesTwoNear:
 		return conns
 	}
 	return 0
@@ -370,7 +385,8 @@ func sharesLimit(sidecar string, conns int) int {
 // leases.heartbeat_interval, to Envoy's default interval or to 0 (off);
 // with redisAddr, the ledger on that Redis (its default timeout, failing
 // closed: a Redis that does not answer shows as rejections, not as speed),
-// with capacity leases for the sidecars of RedisLeases and RedisLeasesTwo;
+// with capacity leases for the sidecars of RedisLeases, RedisLeasesTwo and
+// RedisLeasesTwoNear, the near phase's at its limit (sharesLimit);
 // the shares sidecars' bulkhead in mode auto with its limit (sharesLimit)
 // for a closed loop of conns connections, the shares settings the defaults.
 func daemonConfig(sidecar, redisAddr string, conns int) string {
@@ -400,16 +416,21 @@ log: {level: info}
   %s: {max_concurrent: %d, max_queue: %d, max_wait: 500ms, shares: {mode: %s}}
 `, extra, routeName, l, l, mode)
 	}
+	l := limit
 	if redisAddr != "" {
 		leases := ""
-		if sidecar == sidecarRedisLeases || sidecar == sidecarRedisLeasesTwo {
+		switch sidecar {
+		case sidecarRedisLeases, sidecarRedisLeasesTwo, sidecarRedisLeasesTwoNear:
 			leases = ", capacity_leases: true"
 		}
 		extra += fmt.Sprintf("ledger: {backend: redis, on_unavailable: fail_closed, redis: {address: %q%s}}\n", redisAddr, leases)
+		if near := sharesLimit(sidecar, conns); near > 0 {
+			l = near
+		}
 	}
 	return fmt.Sprintf(`listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0", admin: "127.0.0.1:0"}
 log: {level: info}
 %sbulkheads:
   %s: {max_concurrent: %d, max_queue: %d, max_wait: 500ms}
-`, extra, routeName, limit, limit)
+`, extra, routeName, l, l)
 }

@@ -54,6 +54,8 @@ func TestConfigsRender(t *testing.T) {
 		{RedisTwo, []string{"envoy.filters.http.ext_authz", "port_value: 9001", "port_value: 9002", "health_checks"}, nil},
 		{RedisLeases, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0", "port_value: 9001"}, []string{"health_checks", "port_value: 9002"}},
 		{RedisLeasesTwo, []string{"envoy.filters.http.ext_authz", "port_value: 9001", "port_value: 9002", "health_checks"}, nil},
+		{RedisTwoNear, []string{"port_value: 9001", "port_value: 9002", "health_checks"}, []string{envoy.BulkheadAffinityListener}},
+		{RedisLeasesTwoNear, []string{"port_value: 9001", "port_value: 9002", "health_checks", envoy.BulkheadAffinityListener}, nil},
 		{HeartbeatOff, []string{"envoy.filters.http.ext_authz", "buffer_size_bytes: 0"}, []string{"access_log_flush_interval"}},
 		{SharesFar, []string{"envoy.filters.http.ext_authz", `runtime_key: "bulkhead.strict.bench"`, `name: "bench_shares"`, "lrs_server", "rtds_layer"}, nil},
 	}
@@ -91,16 +93,19 @@ func TestDaemonConfigParses(t *testing.T) {
 		interval       time.Duration
 		backend        config.LedgerBackend
 		leases         bool // ledger.redis.capacity_leases
+		limit          int  // max_concurrent, for a closed loop of 32 connections
 	}{
-		{sidecarDaemon, "", permit.DefaultHeartbeatInterval, config.LedgerMemory, false},
-		{sidecarHeartbeatOn, "", permit.DefaultHeartbeatInterval, config.LedgerMemory, false},
-		{sidecarHeartbeatSingle, "", permit.DefaultHeartbeatInterval, config.LedgerMemory, false},
-		{sidecarHeartbeatOff, "", 0, config.LedgerMemory, false},
-		{sidecarRedisOne, "127.0.0.1:6380", permit.DefaultHeartbeatInterval, config.LedgerRedis, false},
-		{sidecarRedisTwo, "127.0.0.1:6381", permit.DefaultHeartbeatInterval, config.LedgerRedis, false},
-		{sidecarRedisLeases, "127.0.0.1:6382", permit.DefaultHeartbeatInterval, config.LedgerRedis, true},
-		{sidecarRedisLeasesTwo, "127.0.0.1:6383", permit.DefaultHeartbeatInterval, config.LedgerRedis, true},
-		{sidecarRedisBaseline, "127.0.0.1:6384", permit.DefaultHeartbeatInterval, config.LedgerRedis, false},
+		{sidecarDaemon, "", permit.DefaultHeartbeatInterval, config.LedgerMemory, false, limit},
+		{sidecarHeartbeatOn, "", permit.DefaultHeartbeatInterval, config.LedgerMemory, false, limit},
+		{sidecarHeartbeatSingle, "", permit.DefaultHeartbeatInterval, config.LedgerMemory, false, limit},
+		{sidecarHeartbeatOff, "", 0, config.LedgerMemory, false, limit},
+		{sidecarRedisOne, "127.0.0.1:6380", permit.DefaultHeartbeatInterval, config.LedgerRedis, false, limit},
+		{sidecarRedisTwo, "127.0.0.1:6381", permit.DefaultHeartbeatInterval, config.LedgerRedis, false, limit},
+		{sidecarRedisLeases, "127.0.0.1:6382", permit.DefaultHeartbeatInterval, config.LedgerRedis, true, limit},
+		{sidecarRedisLeasesTwo, "127.0.0.1:6383", permit.DefaultHeartbeatInterval, config.LedgerRedis, true, limit},
+		{sidecarRedisBaseline, "127.0.0.1:6384", permit.DefaultHeartbeatInterval, config.LedgerRedis, false, limit},
+		{sidecarRedisTwoNear, "127.0.0.1:6385", permit.DefaultHeartbeatInterval, config.LedgerRedis, false, 32},
+		{sidecarRedisLeasesTwoNear, "127.0.0.1:6386", permit.DefaultHeartbeatInterval, config.LedgerRedis, true, 32},
 	}
 	for _, tt := range tests {
 		t.Run(tt.sidecar, func(t *testing.T) {
@@ -108,8 +113,8 @@ func TestDaemonConfigParses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if b, ok := cfg.Bulkheads[routeName]; !ok || b.Settings.MaxConcurrent != limit {
-				t.Fatalf("bulkheads = %+v", cfg.Bulkheads)
+			if b, ok := cfg.Bulkheads[routeName]; !ok || b.Settings.MaxConcurrent != tt.limit {
+				t.Fatalf("bulkheads = %+v, want max_concurrent %d", cfg.Bulkheads, tt.limit)
 			}
 			if got := cfg.Leases.HeartbeatInterval; got != tt.interval {
 				t.Fatalf("leases.heartbeat_interval = %v, want %v", got, tt.interval)

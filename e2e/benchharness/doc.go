@@ -21,7 +21,10 @@
 //     shipped bootstrap with the route pair, envoy.Route.Shares) with the
 //     limit far above the load, at twice the closed loop's connections and
 //     at 5/4 of them (each on a daemon of its own: the closed loop at 3%,
-//     50% and 80% of the limit), and a diagnostic
+//     50% and 80% of the limit), near the limit (the near phase: a limit of
+//     the closed loop's connections, each request 5 ms at the upstream)
+//     with shares, strict in memory and on the Redis ledger's two replicas
+//     per request and with capacity leases, and a diagnostic
 //     no-op ext_authz plus access log. For each: closed-loop maximum throughput,
 //     then open-loop latency at 25, 50 and 75% of the floor's maximum,
 //     measured from each request's intended send time (coordinated

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 )
@@ -11,9 +12,11 @@ import (
 // (RedisLeases) and for two behind one Envoy (RedisLeasesTwo). The figures
 // at a fixed rate are at 50% of the common maximum (lagLoad), where the
 // load's concurrency is far below half the limit: every request is
-// admitted, from a lease unless the lease has no room. Two of the issue's
-// goals are not measured here: the per-request path's calls at the limit,
-// and the figures from a load driver without Envoy.
+// admitted, from a lease unless the lease has no room. At the limit (the
+// near phase), the calls per request of two replicas with leases
+// (RedisLeasesTwoNear) against the per-request path's (1 acquire + 1
+// release), measured beside it (RedisTwoNear). Not measured here: the
+// figures from a load driver without Envoy.
 
 // The capacity leases' bounds (issue 25, "What it must show").
 const (
@@ -42,7 +45,7 @@ func (r *Results) leaseGoals() []Goal {
 			r.leaseCallsGoal(c.name, c.what), r.leaseRedisCPUGoal(c.name, c.what),
 			r.leaseDaemonCPUGoal(c.name, c.what), r.leaseRedisUsGoal(c.name, c.what))
 	}
-	return gs
+	return append(gs, r.leaseNearGoal())
 }
 
 // atHalf names the rate of the goals at a fixed rate.
@@ -188,3 +191,54 @@ func leasePerSecond(c *LedgerCost) float64 { return c.TicksPerSecond[string(admi
 
 // notOK is a phase's requests without a 200 (errors and other statuses).
 func notOK(p *Phase) (float64, bool) { return float64(p.Errors + p.NonOK), true }
+
+// leaseNearGoal: at the limit the leases shrink to what each replica uses
+// and the rest is decided per request, so that the calls per request
+// (the lease's included) are at most the per-request path's, 1 acquire +
+// 1 release; RedisTwoNear's, the per-request path at the same limit and
+// load, and the throughputs against NearStrict's (in memory) are beside.
+func (r *Results) leaseNearGoal() Goal {
+	g := Goal{Name: "Redis calls per request with capacity leases, two replicas, at the limit (near phase, steady state)",
+		Target: fmt.Sprintf("<= the per-request path's 1 acquire + 1 release (2 + %.2f calls per request, every call but the state "+
+			"and replicas ticks; median of the rounds)", callsSlack)}
+	rounds := r.nearRounds(RedisLeasesTwoNear)
+	total := figureSpread(rounds, ledgerOf(callsPerRequest))
+	if total.Rounds == 0 {
+		return g
+	}
+	perOp := func(rounds []*Phase, ops ...admission.Op) Spread {
+		return figureSpread(rounds, ledgerOf(func(c *LedgerCost) float64 {
+			sum := 0.0
+			for _, op := range ops {
+				sum += c.PerRequest[string(op)]
+			}
+			return sum
+		}))
+	}
+	g.Measured = fmt.Sprintf("%s calls per request (daemons: %s acquire + %s release + %s renew/leave/reopen + %s lease); "+
+		"median [min-max] of %d rounds", total.format("%.3f"), perOp(rounds, admission.OpAcquire).format("%.3f"),
+		perOp(rounds, admission.OpRelease).format("%.3f"), perOp(rounds, admission.OpRenew, admission.OpLeave, admission.OpReopen).format("%.3f"),
+		perOp(rounds, admission.OpLease).format("%.3f"), total.Rounds)
+	g.Met = verdict(total.Median <= 2+callsSlack)
+	if per := r.nearRounds(RedisTwoNear); len(per) > 0 {
+		g.Note = fmt.Sprintf("the per-request path at the same limit and load (%s): %s calls per request (%s acquire + %s release + "+
+			"%s renew/leave/reopen)", RedisTwoNear, figureSpread(per, ledgerOf(callsPerRequest)).format("%.3f"),
+			perOp(per, admission.OpAcquire).format("%.3f"), perOp(per, admission.OpRelease).format("%.3f"),
+			perOp(per, admission.OpRenew, admission.OpLeave, admission.OpReopen).format("%.3f"))
+	}
+	var rates []string
+	for _, c := range []string{RedisLeasesTwoNear, RedisTwoNear, NearStrict} {
+		if rs := r.nearRounds(c); len(rs) > 0 {
+			rates = append(rates, fmt.Sprintf("%s %s", c, figureSpread(rs, rps).format("%.0f")))
+		}
+	}
+	g.Note = joinNote(g.Note, "req/s: "+strings.Join(rates, ", "))
+	if failed := figureSpread(rounds, ledgerOf(func(c *LedgerCost) float64 { return float64(c.Failed) })); failed.Max > 0 {
+		g.Note = joinNote(g.Note, fmt.Sprintf("calls failed (error or time-out): %s per window", failed.format("%.0f")))
+	}
+	if bad := figureSpread(rounds, notOK); bad.Max > 0 {
+		g.Note = joinNote(g.Note, fmt.Sprintf("requests without a 200 (%s; the figure is per request completed): %s per window",
+			RedisLeasesTwoNear, bad.format("%.0f")))
+	}
+	return g
+}

@@ -92,12 +92,56 @@ func TestLeaseGoalsNotMeasured(t *testing.T) {
 	r := &Results{Configs: []ConfigInfo{{Name: Bulkhead}}, Plan: Plan{Fractions: []float64{lagLoad}},
 		Phases: []Phase{closedPhase(Bulkhead, 1, 7000, 90), openPhase(Bulkhead, 1, lagLoad, 300, 500, 2, nil)}}
 	gs := r.leaseGoals()
-	if len(gs) != 12 {
-		t.Fatalf("%d goals, want 6 per configuration", len(gs))
+	if len(gs) != 13 {
+		t.Fatalf("%d goals, want 6 per configuration and the one at the limit", len(gs))
 	}
 	for _, g := range gs {
 		if g.Met != nil || g.Measured != "" || g.verdictText("met", "NOT met") != "not measured" {
 			t.Errorf("%s: %+v, want not measured", g.Name, g)
 		}
+	}
+}
+
+// TestLeaseNearGoal: at the limit, two replicas with leases against the
+// per-request path's 1 acquire + 1 release; the per-request path's own
+// figure and the throughputs beside it.
+func TestLeaseNearGoal(t *testing.T) {
+	near := func(config string, round int, rps float64, perRequest map[string]float64) Phase {
+		return Phase{Loop: LoopNear, Config: config, Round: round, RPS: rps, Requests: int64(3 * rps),
+			Ledger: &LedgerCost{Replicas: 2, PerRequest: perRequest}}
+	}
+	for _, tt := range []struct {
+		name   string
+		leases map[string]float64
+		met    string
+		want   string
+	}{
+		{"leases shrunk to use", map[string]float64{"acquire": 0.9, "release": 0.9, "renew": 0, "leave": 0.01, "reopen": 0, "lease": 0.01},
+			"met", "1.820 [1.820-1.820] calls per request (daemons: 0.900 [0.900-0.900] acquire + 0.900 [0.900-0.900] release + " +
+				"0.010 [0.010-0.010] renew/leave/reopen + 0.010 [0.010-0.010] lease)"},
+		{"more than the per-request path", map[string]float64{"acquire": 1, "release": 1, "leave": 0.2, "lease": 0.1},
+			"NOT met", "2.300 [2.300-2.300] calls per request"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &Results{Configs: []ConfigInfo{{Name: NearStrict}, {Name: RedisTwoNear}, {Name: RedisLeasesTwoNear}}}
+			for round := 1; round <= 3; round++ {
+				r.Phases = append(r.Phases, Phase{Loop: LoopNear, Config: NearStrict, Round: round, RPS: 3000, Requests: 9000},
+					near(RedisTwoNear, round, 2000, map[string]float64{"acquire": 1, "release": 1, "leave": 0.002}),
+					near(RedisLeasesTwoNear, round, 2500, tt.leases))
+			}
+			g := r.leaseNearGoal()
+			if got := g.verdictText("met", "NOT met"); got != tt.met || !strings.Contains(g.Measured, tt.want) {
+				t.Fatalf("%s: %s %q, want %s %q", g.Name, got, g.Measured, tt.met, tt.want)
+			}
+			for _, want := range []string{"(bulkhead-redis-2-near): 2.002 [2.002-2.002] calls per request (1.000 [1.000-1.000] acquire",
+				"req/s: bulkhead-redis-leases-2-near 2500 [2500-2500], bulkhead-redis-2-near 2000 [2000-2000], bulkhead-near-strict 3000 [3000-3000]"} {
+				if !strings.Contains(g.Note, want) {
+					t.Errorf("note %q lacks %q", g.Note, want)
+				}
+			}
+		})
+	}
+	if g := (&Results{}).leaseNearGoal(); g.Met != nil || g.Measured != "" {
+		t.Errorf("without the near phase: %+v, want not measured", g)
 	}
 }

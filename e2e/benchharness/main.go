@@ -62,6 +62,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	openRounds := fs.Int("open-rounds", 0, "open-loop rounds at the common base (default: the plan's)")
 	closedWin := fs.Duration("closed-window", 0, "closed-loop measured window (default: the plan's)")
 	openWin := fs.Duration("open-window", 0, "open-loop measured window per rate (default: the plan's; negative: no open loop)")
+	openWarm := fs.Duration("open-warmup", 0, "open-loop warm-up per rate (default: the plan's; longer than the capacity leases' "+
+		"tick, 1 s, lets a lease parked while the other configurations ran be granted again before the window)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -90,6 +92,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if *closedWin > 0 {
 		o.plan.ClosedWindow = *closedWin
+	}
+	if *openWarm > 0 {
+		o.plan.OpenWarmup = *openWarm
 	}
 	switch {
 	case *openWin > 0:

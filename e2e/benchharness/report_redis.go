@@ -10,12 +10,13 @@ import (
 )
 
 // writeRedis writes the Redis ledger's section: for each reported phase of
-// a configuration on it, the calls per request, the ticks apart, what Redis
-// ran and its CPU, and the permits' release lag against the in-memory
-// bulkhead's at the same rate.
+// a configuration on it (and its near phase's rounds of median
+// throughput), the calls per request, the ticks apart, what Redis ran and
+// its CPU, and the permits' release lag against the in-memory bulkhead's
+// at the same rate.
 func writeRedis(b *strings.Builder, r *Results) {
 	var phases []*Phase
-	for _, ph := range r.reported() {
+	for _, ph := range slices.Concat(r.reported(), r.reportedNear()) {
 		if ph.Ledger != nil {
 			phases = append(phases, ph)
 		}
@@ -37,7 +38,8 @@ func writeRedis(b *strings.Builder, r *Results) {
 	p("per 1,000 requests from its INFO (used_cpu_sys + used_cpu_user) and from its threads' counters, and the time it spent ")
 	p("running scripts per request (commandstats usec of EVALSHA + EVAL; the rest of its CPU reads and answers the calls). ")
 	p("Nobody waits at these rates unless releases fall behind: the limit (%d) is far above the load's concurrency, so a ", limit)
-	p("PUBLISH or a ZRANGE in the window means permits piled up until arrivals queued.\n\n")
+	p("PUBLISH or a ZRANGE in the window means permits piled up until arrivals queued. The near phase is the exception: its limit ")
+	p("is the closed loop's connections, and arrivals wait in Redis's queue for the permits that end.\n\n")
 	p("| phase | config | acquire / req | release / req | renew+leave / req | lease / req | failed calls | state / s | replicas / s | lease / s | Redis scripts / req | EVAL | in-script commands / req | PUBLISH / req | Redis CPU ms / 1k (INFO) | in scripts us / req | Redis us / req (threads) | Redis cores |\n")
 	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, ph := range phases {

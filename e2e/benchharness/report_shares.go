@@ -16,11 +16,9 @@ func writeShares(b *strings.Builder, r *Results) {
 			phases = append(phases, ph)
 		}
 	}
-	for _, loop := range []string{LoopNearSwitch, LoopNear} {
-		for _, c := range []string{SharesNear, NearStrict} {
-			if ph := medianPhase(r.loopRounds(loop, c), func(p *Phase) float64 { return p.RPS }); ph != nil && ph.Shares != nil {
-				phases = append(phases, ph)
-			}
+	for _, ph := range r.reportedNear() {
+		if ph.Shares != nil {
+			phases = append(phases, ph)
 		}
 	}
 	if len(phases) == 0 {
@@ -45,4 +43,19 @@ func writeShares(b *strings.Builder, r *Results) {
 		p("| %s | %s | %d | %.1f | %s | %.0f | %.0f | %.0f | %.3f | %.3f | %d | %d | %d / %d |\n", phaseName(*ph), ph.Config, s.Limit, s.Demand,
 			mode, s.Share, s.InFlight, s.Permits, s.ChecksPerRequest, s.ShareRoute, s.Overflows, ph.Errors+ph.NonOK, s.ToStrict, s.ToShares)
 	}
+}
+
+// reportedNear are the near phase's phases the tables show: for each
+// window (the switch, then the steady state), each configuration's round
+// of median throughput.
+func (r *Results) reportedNear() []*Phase {
+	var out []*Phase
+	for _, loop := range []string{LoopNearSwitch, LoopNear} {
+		for _, c := range r.Configs {
+			if ph := medianPhase(r.loopRounds(loop, c.Name), func(p *Phase) float64 { return p.RPS }); ph != nil {
+				out = append(out, ph)
+			}
+		}
+	}
+	return out
 }
