@@ -13,9 +13,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
-	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
-	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // TestEnvoyGateway: the recipe for Envoy Gateway users
@@ -129,21 +127,7 @@ bulkheads:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var envoyLog testkit.SyncBuffer
-	e, err := envoyproc.Start(ctx, envoyproc.Options{Binary: envoyBin, ConfigYAML: cfg, Concurrency: 2, Stderr: &envoyLog})
-	if err != nil {
-		t.Fatalf("envoy on Envoy Gateway's xDS: %v\n%s", err, tail(envoyLog.String(), 4000))
-	}
-	t.Cleanup(func() {
-		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
-		defer c()
-		if err := e.Stop(sctx); err != nil {
-			t.Errorf("envoy stop: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("envoy log:\n%s", tail(envoyLog.String(), 4000))
-		}
-	})
+	e := startEnvoy(ctx, t, cfg, 2, "envoy on Envoy Gateway's xDS")
 	s.envoy = e
 	addr, err := e.ListenerAddr(ctx, listener)
 	if err != nil {

@@ -22,10 +22,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
-	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
-	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
 // TestIstioTelemetryLogsOnlyPermits: the chart's Telemetry mode
@@ -129,21 +127,7 @@ bulkheads:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var envoyLog testkit.SyncBuffer
-	e, err := envoyproc.Start(ctx, envoyproc.Options{Binary: envoyBin, ConfigYAML: bootstrap, Concurrency: 1, Stderr: &envoyLog})
-	if err != nil {
-		t.Fatalf("envoy: %v\n%s", err, tail(envoyLog.String(), 4000))
-	}
-	t.Cleanup(func() {
-		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
-		defer c()
-		if err := e.Stop(sctx); err != nil {
-			t.Errorf("envoy stop: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("envoy log:\n%s", tail(envoyLog.String(), 4000))
-		}
-	})
+	e := startEnvoy(ctx, t, bootstrap, 1, "envoy")
 	s.envoy = e
 	addr, err := e.ListenerAddr(ctx, envoy.DefaultListenerName)
 	if err != nil {

@@ -163,22 +163,8 @@ func startStack(t testing.TB, bulkheadYAML string, mod func(*envoy.Params)) *sta
 	if err != nil {
 		t.Fatal(err)
 	}
-	var envoyLog testkit.SyncBuffer
-	e, err := envoyproc.Start(ctx, envoyproc.Options{Binary: envoyBin, ConfigYAML: bootstrap, Concurrency: 2, Stderr: &envoyLog})
-	if err != nil {
-		t.Fatalf("envoy: %v\n%s", err, envoyLog.String())
-	}
+	e := startEnvoy(ctx, t, bootstrap, 2, "envoy")
 	s.envoy = e
-	t.Cleanup(func() {
-		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
-		defer c()
-		if err := e.Stop(sctx); err != nil {
-			t.Errorf("envoy stop: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("envoy log:\n%s", tail(envoyLog.String(), 4000))
-		}
-	})
 	addr, err := e.ListenerAddr(ctx, envoy.DefaultListenerName)
 	if err != nil {
 		t.Fatal(err)
@@ -373,6 +359,28 @@ func endpoint(t testing.TB, hostport string) envoy.Endpoint {
 		t.Fatalf("bad address %q", hostport)
 	}
 	return envoy.Endpoint{Host: hostport[:i], Port: port}
+}
+
+// startEnvoy starts a real Envoy on config with concurrency workers, stopped
+// when t ends (its log's tail shown if t failed); what names it in errors.
+func startEnvoy(ctx context.Context, t testing.TB, config []byte, concurrency int, what string) *envoyproc.Proc {
+	t.Helper()
+	var envoyLog testkit.SyncBuffer
+	e, err := envoyproc.Start(ctx, envoyproc.Options{Binary: envoyBin, ConfigYAML: config, Concurrency: concurrency, Stderr: &envoyLog})
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, tail(envoyLog.String(), 4000))
+	}
+	t.Cleanup(func() {
+		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c()
+		if err := e.Stop(sctx); err != nil {
+			t.Errorf("envoy stop: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("envoy log:\n%s", tail(envoyLog.String(), 4000))
+		}
+	})
+	return e
 }
 
 func tail(s string, n int) string {
