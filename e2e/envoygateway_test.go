@@ -127,14 +127,7 @@ bulkheads:
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := startEnvoy(ctx, t, cfg, 2, "envoy on Envoy Gateway's xDS")
-	s.envoy = e
-	addr, err := e.ListenerAddr(ctx, listener)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.base = "http://" + addr
-	s.waitAdmitting(ctx)
+	s.runEnvoy(ctx, cfg, 2, listener, "envoy on Envoy Gateway's xDS")
 	t.Cleanup(s.checkInvariant) // the upstream's peak within the limit; no permit left held
 
 	// Above the limit: 50 ms requests at 200/s want 10 permits, 4 exist.

@@ -127,14 +127,7 @@ bulkheads:
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := startEnvoy(ctx, t, bootstrap, 1, "envoy")
-	s.envoy = e
-	addr, err := e.ListenerAddr(ctx, envoy.DefaultListenerName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.base = "http://" + addr
-	s.waitAdmitting(ctx)
+	s.runEnvoy(ctx, bootstrap, 1, envoy.DefaultListenerName, "envoy")
 	if invariant {
 		t.Cleanup(s.checkInvariant)
 	}
@@ -199,7 +192,7 @@ bulkheads:
 			byResult[string(r)] = v
 		}
 	}
-	stats, err := e.Stats(ctx)
+	stats, err := s.envoy.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

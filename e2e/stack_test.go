@@ -163,14 +163,7 @@ func startStack(t testing.TB, bulkheadYAML string, mod func(*envoy.Params)) *sta
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := startEnvoy(ctx, t, bootstrap, 2, "envoy")
-	s.envoy = e
-	addr, err := e.ListenerAddr(ctx, envoy.DefaultListenerName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.base = "http://" + addr
-	s.waitAdmitting(ctx)
+	s.runEnvoy(ctx, bootstrap, 2, envoy.DefaultListenerName, "envoy")
 	// The shared invariant, checked last thing before teardown (cleanups
 	// run in reverse order, so this one runs first).
 	t.Cleanup(s.checkInvariant)
@@ -179,6 +172,19 @@ func startStack(t testing.TB, bulkheadYAML string, mod func(*envoy.Params)) *sta
 
 // waitAdmitting waits for the end of the daemon's recovery window
 // (leases.recovery_window after its start): until then it admits no one.
+// runEnvoy starts the stack's Envoy on config (startEnvoy), takes listener's
+// address as the stack's base URL, and waits until it admits.
+func (s *stack) runEnvoy(ctx context.Context, config []byte, concurrency int, listener, what string) {
+	s.t.Helper()
+	s.envoy = startEnvoy(ctx, s.t, config, concurrency, what)
+	addr, err := s.envoy.ListenerAddr(ctx, listener)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.base = "http://" + addr
+	s.waitAdmitting(ctx)
+}
+
 func (s *stack) waitAdmitting(ctx context.Context) {
 	s.t.Helper()
 	poll(s.t, ctx, "the daemon's recovery window to end", func() bool {
