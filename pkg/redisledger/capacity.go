@@ -54,6 +54,8 @@ type Capacity struct {
 	margin time.Duration
 	held   sync.Map // bulkhead name -> *capLease
 	kick   chan struct{}
+	// idleRounds: see the constant (tests shorten it).
+	idleRounds int
 
 	// want is the local registry's settings (the lease loop's only).
 	want map[string]bulkhead.Settings
@@ -75,10 +77,12 @@ type capLease struct {
 	// epoch and seq number the calls (lease loop only).
 	epoch, seq int64
 	// idle counts the rounds in a row with nothing of the lease in use and
-	// no Check wanting it; parked: given back for that (or never wanted),
-	// no call until a Check wants it (lease loop only, park).
+	// no Check wanting it (lease loop only, park); parked: given back for
+	// that (or never wanted), no call until a Check wants it (set by the
+	// lease loop, read by Checks: the first one that finds it wanting
+	// kicks the loop).
 	idle   int
-	parked bool
+	parked atomic.Bool
 	// moving is open while the lease loop's calls for this bulkhead run,
 	// closed when they end (nil between rounds): while it is open, permits
 	// may be in transit, counted by Redis but not yet in the local limit
@@ -103,7 +107,7 @@ func WithCapacityClock(c clock.Clock) CapacityOption { return func(cp *Capacity)
 // build it before l serves.
 func NewCapacity(l *Ledger, next admission.Ledger, leases *permit.Memory, opts ...CapacityOption) *Capacity {
 	c := &Capacity{ledger: l, next: next, leases: leases, local: bulkhead.NewRegistry(), clock: clock.Real{},
-		kick: make(chan struct{}, 1), want: map[string]bulkhead.Settings{}}
+		kick: make(chan struct{}, 1), idleRounds: idleRounds, want: map[string]bulkhead.Settings{}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -137,6 +141,12 @@ func (c *Capacity) recall(name string) {
 		return
 	}
 	v.(*capLease).waiters.Store(true)
+	c.wake()
+}
+
+// wake kicks the lease loop: its next round starts at once (at most one
+// each Tick/renewGapDivisor) instead of at the next tick.
+func (c *Capacity) wake() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -190,7 +200,14 @@ func (c *Capacity) admitLocal(ctx context.Context, r admission.Request) (admissi
 	if a, answered, err := c.fromLease(ctx, r, ls); answered {
 		return a, true, err
 	}
-	ls.overflow.Add(1)
+	// The first Check a parked lease has no room for wakes the lease loop:
+	// the lease is granted again within one call, not at the next tick
+	// (until then Checks take the per-request path). Once per quiet spell:
+	// the round takes the overflow (a lease that is leaving, for tenants
+	// or a dry run, keeps it and is never woken again).
+	if ls.overflow.Add(1) == 1 && ls.parked.Load() {
+		c.wake()
+	}
 	if c.settled(ctx, ls) {
 		if a, answered, err := c.fromLease(ctx, r, ls); answered {
 			return a, true, err
@@ -272,10 +289,7 @@ func (c *Capacity) freed(name string) {
 	}
 	ls := v.(*capLease)
 	if ls.waiters.Load() || ls.held.Load() > ls.target.Load() {
-		select {
-		case c.kick <- struct{}{}:
-		default:
-		}
+		c.wake()
 	}
 }
 

@@ -581,6 +581,35 @@ func TestCapacityCutOffHoldsExpiries(t *testing.T) {
 	testkit.Eventually(t, "a strict again", func() bool { return a.ledger.State() == admission.Strict })
 }
 
+// withIdleRounds shortens the rounds an idle lease is kept before it is
+// given back.
+func withIdleRounds(n int) CapacityOption { return func(c *Capacity) { c.idleRounds = n } }
+
+// The first Check a parked lease has no room for wakes the lease loop: the
+// lease is granted again one Redis call later, not at the next tick. With
+// ticks of 1 s, the round after the give-back comes a tick after it; the
+// woken one within renewGapDivisor of it.
+func TestCapacityWakesParkedLease(t *testing.T) {
+	f := newFixture(t)
+	reg := capRegistry(t, bulkhead.Settings{MaxConcurrent: 10})
+	const tick = time.Second
+	a := f.capacity(t, capSpec{id: "a", prefix: "rewake:", reg: reg, tick: tick, opts: []CapacityOption{withIdleRounds(2)}})
+	testkit.Eventually(t, "a holds a lease", func() bool { h, _, _, ok := f.leaseOf("rewake:", "a"); return ok && h > 0 })
+	testkit.Eventually(t, "a's idle lease given back", func() bool { _, _, _, ok := f.leaseOf("rewake:", "a"); return !ok })
+	parked := time.Now()
+	first, err := a.Admit(context.Background(), capRequest(reg, bulkhead.Normal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "a lease granted again", func() bool { h, _, _, ok := f.leaseOf("rewake:", "a"); return ok && h > 0 })
+	if d := time.Since(parked); d > tick/2 {
+		t.Fatalf("the lease was granted again %v after its give-back, want well before the next tick (%v): the Check did not wake the lease loop", d.Round(time.Millisecond), tick)
+	}
+	if res := releaseSync(a, first.Token); res != permit.Released {
+		t.Fatalf("release = %v", res)
+	}
+}
+
 // A lease idle for idleRounds rounds (nothing of it in use, no Check
 // wanting it) is given back and parked: its replica calls Redis for it no
 // more. The next Check takes the per-request path and wakes it: the next

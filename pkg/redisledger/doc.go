@@ -111,7 +111,8 @@
 //
 // Each replica calls the lease script per bulkhead each Tick (1 s), with
 // its demand (a lease idle for idleRounds rounds is given back and parked,
-// with no call until a Check finds it wanting): the peak in use since its last call plus its admissions the
+// with no call until a Check finds it wanting, which wakes the loop at
+// once): the peak in use since its last call plus its admissions the
 // lease had no room for (overflow). Far from the limit (no waiter, no
 // recovery window, and inuse + 2·Σ demand <= limit) a lease is twice its
 // replica's demand plus an equal share of half of what is left: a replica

@@ -52,7 +52,8 @@ func (c *Capacity) round(ctx context.Context, reg *bulkhead.Registry) {
 			continue
 		}
 		s := lim.Settings()
-		leaving := reg.Tenants(name) != nil || s.DryRun
+		holdsNone := reg.Tenants(name) != nil || s.DryRun
+		leaving := holdsNone
 		// The peak since the last round, taken once: a second pass reports
 		// the same demand (the peak of its few milliseconds would shrink
 		// the lease it just grew).
@@ -68,16 +69,22 @@ func (c *Capacity) round(ctx context.Context, reg *bulkhead.Registry) {
 				break
 			}
 		}
-		ls.parked = leaving && ls.held.Load() == 0
+		ls.parked.Store(leaving && ls.held.Load() == 0)
 		ls.moving.Store(nil)
 		close(moving)
+		if !holdsNone && ls.parked.Load() && ls.overflow.Load() > 0 {
+			// A Check found no room while the lease was being given back,
+			// before it was parked (so it did not wake the loop): the lease
+			// is wanted again.
+			c.wake()
+		}
 	}
 	c.held.Range(func(k, v any) bool {
 		if name, ls := k.(string), v.(*capLease); reg.Get(name) == nil {
 			leaving := true
 			if !c.park(ls, name, &leaving, c.takePeak(name)) {
 				c.renew(ctx, name, c.want[name], true, 0)
-				ls.parked = ls.held.Load() == 0
+				ls.parked.Store(ls.held.Load() == 0)
 			}
 		}
 		return true
@@ -96,21 +103,23 @@ const idleRounds = 10
 // it wanting since. A quiet bulkhead (or one that holds no lease: tenants,
 // a dry run) thus costs Redis nothing, where a held lease costs a call
 // each tick per replica; its first Checks after a quiet spell take the
-// per-request path until the next round grants a lease.
+// per-request path until the round the first of them wakes (wake) grants a
+// lease, one Redis call later.
 func (c *Capacity) park(ls *capLease, name string, leaving *bool, peak int) bool {
 	_, used := c.localState(name)
 	if *leaving {
-		return ls.parked && used == 0
+		return ls.parked.Load() && used == 0
 	}
 	if peak > 0 || used > 0 || ls.overflow.Load() > 0 || ls.waiters.Load() {
-		ls.idle, ls.parked = 0, false
+		ls.idle = 0
+		ls.parked.Store(false)
 		return false
 	}
-	if ls.parked {
+	if ls.parked.Load() {
 		return true
 	}
 	ls.idle++
-	if ls.idle >= idleRounds {
+	if ls.idle >= c.idleRounds {
 		*leaving = true
 	}
 	return false
