@@ -10,7 +10,7 @@ ENVOY         := $(VENV)/bin/envoy
 # Absolute, so tests and the demo find it whatever their working directory.
 ENVOY_BIN     := $(abspath $(ENVOY))
 
-.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet lint unit fuzz e2e soak chaos demo bench clean meshsim meshsim-ledger meshsim-shares platforms-test kube-server kube-server-bg egctl egctl-bg envoy-gateway-test
+.PHONY: all deps deps-demo envoy envoy-config build test fmt-check vet lint unit fuzz e2e soak chaos demo bench clean meshsim meshsim-ledger meshsim-shares dashboard-render platforms-test kube-server kube-server-bg egctl egctl-bg envoy-gateway-test
 
 all: build
 
@@ -263,6 +263,21 @@ promtool-test:
 ## compose-config: regenerate deploy/compose/envoy.yaml (docker-compose's Envoy) from the Envoy template
 compose-config:
 	$(GO) test -count=1 ./deploy -run ComposeEnvoyConfigUpToDate -args -update
+
+## dashboard-render: the chart's Grafana dashboard rendered by Perses (npm, pinned in e2e/dashboard-render) in headless
+##          Chromium against a real Prometheus scraping the stack and load of the observability e2e test; fails if a panel
+##          shows no data or an error, and writes DASHBOARD_PNG (e2e/dashboard_render_test.go; not part of `make test`).
+##          DASHBOARD_LOAD: how long the load runs first (default 60s).
+DASHBOARD_RENDER := e2e/dashboard-render
+DASHBOARD_PNG    ?= tmp/dashboard-render/bulkhead.png
+dashboard-render: envoy
+	@bash .ci/deps render
+	@echo "==> dashboard-render: npm ci in $(DASHBOARD_RENDER) (first time only, about 1 min), the stack, DASHBOARD_LOAD of load, the render (about 2.5 min)"
+	@if [ ! -f $(DASHBOARD_RENDER)/node_modules/.package-lock.json ] || [ $(DASHBOARD_RENDER)/package-lock.json -nt $(DASHBOARD_RENDER)/node_modules/.package-lock.json ]; then \
+		cd $(DASHBOARD_RENDER) && nice -n 19 npm ci --no-audit --no-fund; fi
+	BULKHEAD_DASHBOARD_RENDER=1 BULKHEAD_REQUIRE_ENVOY=1 ENVOY_BIN=$(ENVOY_BIN) BULKHEAD_DASHBOARD_PNG=$(abspath $(DASHBOARD_PNG)) \
+		$(if $(DASHBOARD_LOAD),BULKHEAD_DASHBOARD_LOAD=$(DASHBOARD_LOAD)) \
+		$(GO) test -count=1 -tags e2e -timeout 30m -run '^TestDashboardRender$$' -v ./e2e/
 
 ## demo: run the demo (make demo DURATION=60s)
 demo: deps-demo envoy build

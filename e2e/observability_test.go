@@ -24,17 +24,56 @@ const (
 
 // A real Prometheus scrapes the real daemon and the real Envoy's own stats
 // while that Envoy carries load that produces every kind of series
-// (admissions of each class, rejections for queue_full, timeout and
-// unknown_bulkhead, a lease expiry, failures); then every dashboard query
-// and every alert expression must return data. A misspelt metric name
-// returns nothing and fails here. (Envoy's error and fail-open counters
-// exist from its start, at 0; TestObservabilityEnvoyOutage makes them move.
-// The bulkhead payments, in shares mode auto and on no route, exports the
-// bulkhead_shares_* series, at 0 without an Envoy holding a share:
-// e2e/shares_test.go moves them.)
+// (startObservedLoad); then every dashboard query and every alert expression
+// must return data. A misspelt metric name returns nothing and fails here.
 func TestObservabilityQueriesReturnData(t *testing.T) {
 	promBin := findPrometheus(t)
 	root := repoRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	prom := startObservedLoad(t, ctx, promBin, root)
+
+	qs, rules := monitoringQueries(t, root)
+	if len(qs) < 20 || len(rules) < 7 {
+		t.Fatalf("only %d dashboard queries and %d rules", len(qs), len(rules))
+	}
+	names := prom.metricNames(ctx)
+	check := func(where, expr string) {
+		for _, n := range monitoring.MetricNames(expr) {
+			if !names[n] {
+				t.Errorf("%s: metric %s: Prometheus has no such series", where, n)
+			}
+		}
+		n, err := prom.resultSize(ctx, expr)
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v\n  query: %s", where, err, expr)
+		case n == 0:
+			t.Errorf("%s: no data\n  query: %s", where, expr)
+		}
+	}
+	for _, q := range qs {
+		check(dashboardFile+": "+q.Source, q.Expr)
+	}
+	for _, r := range rules {
+		check(rulesFile+": "+r.Name()+" (vector part)", monitoring.DataQuery(r.Expr))
+	}
+	prom.checkRulesHealthy(ctx, len(rules))
+	t.Logf("%d dashboard queries and %d alert expressions returned data", len(qs), len(rules))
+}
+
+// startObservedLoad starts a stack, a Prometheus scraping its daemon and its
+// Envoy's own stats, and load that produces every kind of series the
+// dashboard and the alert rules read (admissions of each class, rejections
+// for queue_full, timeout and unknown_bulkhead, a lease expiry, failures). It
+// returns once Prometheus has scraped each of them a few times; the load goes
+// on until ctx ends or the test's cleanup, which stops it before the stack's.
+// (Envoy's error and fail-open counters exist from its start, at 0;
+// TestObservabilityEnvoyOutage makes them move. The bulkhead payments, in
+// shares mode auto and on no route, exports the bulkhead_shares_* series, at
+// 0 without an Envoy holding a share: e2e/shares_test.go moves them.)
+func startObservedLoad(t *testing.T, ctx context.Context, promBin, root string) *prometheus {
+	t.Helper()
 	const skipLog = "x-test-skip-access-log"
 	s := startStack(t, `
 authz: {unknown_bulkhead: deny, trusted_priority_sources: ["127.0.0.0/8"]}
@@ -50,8 +89,6 @@ bulkheads:
 		// A route naming a bulkhead the daemon does not know: unknown_bulkhead.
 		p.Routes = append(p.Routes, envoy.Route{Name: "nowhere", Prefix: "/nowhere", Bulkhead: "nosuch", Upstream: p.Routes[2].Upstream})
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 
 	prom := startPrometheus(t, ctx, promBin, s.httpAddr, s.envoy.AdminAddr(), filepath.Join(root, rulesFile))
 
@@ -59,10 +96,11 @@ bulkheads:
 	s.up["auth"].SetDelay(5 * time.Millisecond)
 	s.up["orders"].SetDelay(5 * time.Millisecond)
 
-	// Traffic for the whole test, stopped before the stack's cleanup.
+	// Traffic until ctx ends, stopped before the stack's cleanup (cleanups
+	// run last registered first).
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	defer func() { stopLoad(); wg.Wait() }()
+	t.Cleanup(func() { stopLoad(); wg.Wait() })
 	wg.Add(2)
 	go func() { defer wg.Done(); driveTraffic(loadCtx, s, skipLog) }()
 	go func() {
@@ -99,34 +137,7 @@ bulkheads:
 	} {
 		prom.waitFor(ctx, q)
 	}
-
-	qs, rules := monitoringQueries(t, root)
-	if len(qs) < 20 || len(rules) < 7 {
-		t.Fatalf("only %d dashboard queries and %d rules", len(qs), len(rules))
-	}
-	names := prom.metricNames(ctx)
-	check := func(where, expr string) {
-		for _, n := range monitoring.MetricNames(expr) {
-			if !names[n] {
-				t.Errorf("%s: metric %s: Prometheus has no such series", where, n)
-			}
-		}
-		n, err := prom.resultSize(ctx, expr)
-		switch {
-		case err != nil:
-			t.Errorf("%s: %v\n  query: %s", where, err, expr)
-		case n == 0:
-			t.Errorf("%s: no data\n  query: %s", where, expr)
-		}
-	}
-	for _, q := range qs {
-		check(dashboardFile+": "+q.Source, q.Expr)
-	}
-	for _, r := range rules {
-		check(rulesFile+": "+r.Name()+" (vector part)", monitoring.DataQuery(r.Expr))
-	}
-	prom.checkRulesHealthy(ctx, len(rules))
-	t.Logf("%d dashboard queries and %d alert expressions returned data", len(qs), len(rules))
+	return prom
 }
 
 // driveTraffic adds what steady load does not produce: critical and
