@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -196,6 +197,13 @@ func (s *stack) waitAdmitting(ctx context.Context) {
 func (s *stack) startDaemon(ctx context.Context, cfgPath, addrPath string) {
 	t := s.t
 	cmd := exec.Command(bulkheadBin, "--config", cfgPath, "--address-file", addrPath)
+	// A stack's daemon starts once, before its Envoy: no request can be
+	// running whose periodic entries it would adopt, so its recovery window
+	// (1.5 s by default) would only delay the test. A config that sets one
+	// keeps it; the tests of a restart (faultStack) keep the default.
+	if b, err := os.ReadFile(cfgPath); err == nil && !bytes.Contains(b, []byte("recovery_window")) {
+		cmd.Env = append(os.Environ(), "BULKHEAD_LEASES_RECOVERY_WINDOW=0")
+	}
 	out := &s.daemonLog
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
