@@ -136,11 +136,11 @@ egctl-bg:
 	fi
 
 ## fuzz: run each fuzz target for FUZZTIME (seeds: f.Add and testdata/fuzz/FuzzX/); a failure is kept in testdata
-FUZZTIME     ?= 8s
+FUZZTIME     ?= 5s
 FUZZ_TARGETS := pkg/authz:FuzzCheck pkg/authz:FuzzRequestWire pkg/accesslog:FuzzAccessLog pkg/accesslog:FuzzMessageWire pkg/config:FuzzParse \
                 pkg/admin:FuzzPatchJSON pkg/bulkhead:FuzzModel pkg/permit:FuzzRelease
 fuzz:
-	@echo "==> fuzz: each of the $(words $(FUZZ_TARGETS)) fuzz targets for $(FUZZTIME) (about 65 s, plus compiling)"
+	@echo "==> fuzz: each of the $(words $(FUZZ_TARGETS)) fuzz targets for $(FUZZTIME) (about 40 s, plus compiling)"
 	@for target in $(FUZZ_TARGETS); do \
 		pkg="./$${target%%:*}"; fn="$${target##*:}"; \
 		echo "fuzz: $$fn in $$pkg for $(FUZZTIME)"; \
