@@ -3,10 +3,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -94,6 +98,14 @@ bulkheads:
 		})
 	}
 	t.Cleanup(cont) // before the stack's cleanup, which stops the daemon
+	// kill returns once the signal is sent; the daemon's threads stop as
+	// each is scheduled. Wait until /proc says every thread of it is stopped
+	// (a CI run on a loaded machine saw the outage's Checks answered in 14 ms).
+	poll(t, ctx, "the daemon stopped by SIGSTOP", func() bool { return procState(pid) == 'T' })
+	before, err := fs.envoy.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	statuses := make([]int, 5)
@@ -116,7 +128,18 @@ bulkheads:
 	// Envoy's timer may fire a little early by the client's clock (999.7 ms
 	// for 1 s was seen): an answered Check would take milliseconds.
 	if took < envoy.DefaultExtAuthzTimeout*9/10 {
-		t.Errorf("the outage requests took %v, less than the ext_authz timeout %v: were their Checks answered?", took, envoy.DefaultExtAuthzTimeout)
+		after, err := fs.envoy.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved := map[string]uint64{}
+		for k, v := range after {
+			if strings.Contains(k, "ext_authz") && v != before[k] {
+				moved[k] = v - before[k]
+			}
+		}
+		t.Errorf("the outage requests took %v, less than the ext_authz timeout %v, the daemon in state %q: were their Checks answered? Envoy's ext_authz stats that moved: %v",
+			took, envoy.DefaultExtAuthzTimeout, procState(pid), moved)
 	}
 
 	// Envoy's counters moved, and Prometheus shows it in every query on them.
@@ -125,6 +148,35 @@ bulkheads:
 	}
 	t.Logf("%d dashboard queries and alert expressions on Envoy's error, fail-open and timeout stats turned non-zero", len(moving))
 	fs.waitAdmitting(ctx)
+}
+
+// procState is the state letter every thread of process pid shows in
+// /proc/PID/task/*/stat (T: stopped), '?' while they differ, or 0 if it
+// cannot be read.
+func procState(pid int) byte {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return 0
+	}
+	var state byte
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return 0
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return 0
+		}
+		switch {
+		case state == 0:
+			state = b[i+2]
+		case state != b[i+2]:
+			return '?'
+		}
+	}
+	return state
 }
 
 // usesAny reports whether expr uses one of the metrics names.
