@@ -160,6 +160,11 @@ function convertLegend(legend, drop) {
     return CALCS[c];
   });
   if (values.length) out.values = values;
+  // Grafana caps a legend below the chart at 35% of the panel's height and
+  // scrolls the rest; Perses' default (medium) table below is 6 rows high
+  // whatever the panel's height, which leaves an 8-high panel's chart a
+  // strip. Its small table (4 rows) is the nearer match.
+  if (out.position === 'bottom' && out.mode === 'table') out.size = 'small';
   if (legend?.sortBy) drop('legend sort');
   return out;
 }
