@@ -51,7 +51,7 @@ test: export BULKHEAD_REQUIRE_REDIS := 1
 
 fmt-check:
 	@echo "==> fmt-check: gofmt (seconds)"
-	@unformatted="$$(find . -name '*.go' -not -path './.venv/*' -not -path './bin/*' -print0 | xargs -0 -r gofmt -l)"; \
+	@unformatted="$$(find . -name '*.go' -not -path './.venv/*' -not -path './bin/*' -not -path '*/node_modules/*' -print0 | xargs -0 -r gofmt -l)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
 # deploy/platforms is a Go module of its own, which ./... does not reach: make platforms-test vets, lints and tests it.
