@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,7 +57,7 @@ func TestObservabilityQueriesReturnData(t *testing.T) {
 	empty := emptyOnObservedStack()
 	for _, q := range qs {
 		where := dashboardFile + ": " + q.Source
-		if why, ok := empty[panelTitle(q.Source)]; ok {
+		if why, ok := empty[q.Panel]; ok {
 			// Allowed to return nothing here; it must still run, and an
 			// allowance for a query that has data now is stale.
 			if n, err := prom.resultSize(ctx, q.Expr); err != nil || n != 0 {
@@ -87,20 +85,6 @@ func emptyOnObservedStack() map[string]string {
 	}
 }
 
-// panelTitle is the title in a monitoring.Query's Source
-// (`panel 3 "Queue depth" target B`), or "".
-func panelTitle(source string) string {
-	i, j := strings.Index(source, `"`), strings.LastIndex(source, `"`)
-	if i < 0 || j <= i {
-		return ""
-	}
-	title, err := strconv.Unquote(source[i : j+1])
-	if err != nil {
-		return ""
-	}
-	return title
-}
-
 // checkDashboardShapes checks what the dashboard's queries must not return
 // on this stack, each a fix that could come undone: each query of these
 // panels, wrapped as in the format, must return no series.
@@ -119,7 +103,7 @@ func checkDashboardShapes(ctx context.Context, t *testing.T, prom *prometheus, q
 	} {
 		found := false
 		for _, q := range qs {
-			if panelTitle(q.Source) != c.panel || (c.format != nan && !strings.HasSuffix(q.Source, " target A")) {
+			if q.Panel != c.panel || (c.format != nan && q.RefID != "A") {
 				continue
 			}
 			found = true

@@ -16,6 +16,9 @@ var ErrDashboard = errors.New("bad dashboard")
 type Query struct {
 	// Source says where the query is, e.g. `panel 3 "Queue depth" target B`.
 	Source string
+	// Panel and RefID are the panel's title and the target's refId ("" for
+	// a variable's query).
+	Panel, RefID string
 	// Expr is the PromQL expression with the variables substituted.
 	Expr string
 }
@@ -81,13 +84,13 @@ func DashboardQueries(data []byte, vars map[string]string) ([]Query, error) {
 	}
 	var qs []Query
 	var errs []error
-	add := func(source, expr string) {
+	add := func(source, panel, refID, expr string) {
 		e, err := Substitute(expr, vars)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", source, err))
 			return
 		}
-		qs = append(qs, Query{Source: source, Expr: e})
+		qs = append(qs, Query{Source: source, Panel: panel, RefID: refID, Expr: e})
 	}
 	var walk func([]panel)
 	walk = func(ps []panel) {
@@ -108,7 +111,7 @@ func DashboardQueries(data []byte, vars map[string]string) ([]Query, error) {
 					errs = append(errs, fmt.Errorf("%s target %s: empty expr", src, t.RefID))
 					continue
 				}
-				add(fmt.Sprintf("%s target %s", src, t.RefID), t.Expr)
+				add(fmt.Sprintf("%s target %s", src, t.RefID), p.Title, t.RefID, t.Expr)
 			}
 		}
 	}
@@ -123,7 +126,7 @@ func DashboardQueries(data []byte, vars map[string]string) ([]Query, error) {
 			errs = append(errs, fmt.Errorf("variable %s: want label_values(selector, label), got %q", v.Name, q))
 			continue
 		}
-		add(fmt.Sprintf("variable %s", v.Name), fmt.Sprintf("count by (%s) (%s)", m[2], m[1]))
+		add(fmt.Sprintf("variable %s", v.Name), "", "", fmt.Sprintf("count by (%s) (%s)", m[2], m[1]))
 	}
 	if len(qs) == 0 && len(errs) == 0 {
 		errs = append(errs, errors.New("no queries"))

@@ -95,9 +95,9 @@ func TestDashboardQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Query{
-		{`panel 2 "in row" target A`, `a{d=~".*"}`},
-		{`panel 3 "t" target A`, `rate(b[30s])`},
-		{`variable dependency`, `count by (dependency) (bulkhead_limit{job="bulkhead"})`},
+		{`panel 2 "in row" target A`, "in row", "A", `a{d=~".*"}`},
+		{`panel 3 "t" target A`, "t", "A", `rate(b[30s])`},
+		{`variable dependency`, "", "", `count by (dependency) (bulkhead_limit{job="bulkhead"})`},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("DashboardQueries =\n%q\nwant\n%q", got, want)
