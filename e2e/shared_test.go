@@ -22,8 +22,8 @@ import (
 )
 
 // redisLedger is a replica's ledger on Redis at addr with fail_closed, on
-// the per-request path unless BULKHEAD_E2E_CAPACITY_LEASES=1
-// (capacityLeases).
+// the daemon's default path: capacity leases, unless
+// BULKHEAD_E2E_CAPACITY_LEASES=0 (capacityLeases).
 func redisLedger(addr string) string {
 	return sharedLedger("fail_closed", fmt.Sprintf("address: %q", addr))
 }
@@ -41,9 +41,11 @@ func perRequestLedger(addr string) string {
 	return ledgerSection("fail_closed", fmt.Sprintf("address: %q", addr), false)
 }
 
-// capacityLeases runs the shared-ledger tests with capacity leases
-// (BULKHEAD_E2E_CAPACITY_LEASES=1).
-var capacityLeases = os.Getenv("BULKHEAD_E2E_CAPACITY_LEASES") == "1"
+// capacityLeases is whether the shared-ledger tests that follow the
+// daemon's default run with capacity leases, as the daemon does by default
+// (ledger.redis.capacity_leases: true); BULKHEAD_E2E_CAPACITY_LEASES=0 runs
+// them on the per-request path instead.
+var capacityLeases = os.Getenv("BULKHEAD_E2E_CAPACITY_LEASES") != "0"
 
 // sharedLedger is the ledger section of a replica on Redis with policy,
 // where is how it finds Redis (address or sentinel), capacity leases on

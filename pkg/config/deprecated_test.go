@@ -25,7 +25,7 @@ func TestDeprecatedLedgerSettings(t *testing.T) {
 		warnings   []string
 	}{
 		{"fail_open", "ledger: {backend: redis, on_unavailable: fail_open, redis: {address: 127.0.0.1:6379}}\n",
-			false, admission.FailOpen, nil},
+			true, admission.FailOpen, nil},
 		{"per request", "ledger: {backend: redis, redis: {address: 127.0.0.1:6379, capacity_leases: false}}\n",
 			false, admission.FailClosed, nil},
 		{"local_share", "ledger: {backend: redis, on_unavailable: local_share, redis: {address: 127.0.0.1:6379}}\n",
@@ -36,10 +36,10 @@ func TestDeprecatedLedgerSettings(t *testing.T) {
 			false, admission.FailClosed, []string{shareFor}},
 		{"both", "ledger: {backend: redis, on_unavailable: local_share, local_share_for: 45s, redis: {address: 127.0.0.1:6379}}\n",
 			true, admission.FailClosed, []string{shareFor, localShare}},
-		{"local_share in memory", "ledger: {on_unavailable: local_share}\n", false, admission.FailClosed,
+		{"local_share in memory", "ledger: {on_unavailable: local_share}\n", true, admission.FailClosed,
 			[]string{`ledger.on_unavailable: is deprecated (and without effect unless ledger.backend is redis): ` +
 				`write fail_closed, or fail_open (got "local_share")`}},
-		{"none", redis, false, admission.FailClosed, nil},
+		{"none", redis, true, admission.FailClosed, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse(testSource, []byte(tc.yaml))

@@ -43,7 +43,8 @@ type Redis struct {
 	// configuration endpoint, or any one node).
 	Cluster bool
 	// CapacityLeases makes each replica admit locally from capacity it
-	// leases from Redis (redisledger.Capacity); off by default.
+	// leases from Redis (redisledger.Capacity); on by default. Only
+	// Backend LedgerRedis reads it.
 	CapacityLeases bool
 	// Prefix starts every key and channel; it must not contain '{'.
 	Prefix      string
@@ -98,7 +99,9 @@ func (d *decoder) ledger(c *Config) {
 	l := &c.Ledger
 	d.resolveLocalShare(c)
 	if l.Backend != LedgerRedis {
-		d.rule(keyCapacityLeases, l.Redis.CapacityLeases, !l.Redis.CapacityLeases,
+		// On by default, and without effect on the in-memory ledger; set
+		// true by hand, it is a mistake.
+		d.rule(keyCapacityLeases, l.Redis.CapacityLeases, !l.Redis.CapacityLeases || !d.explicit[keyCapacityLeases],
 			"must be false unless ledger.backend is redis (capacity is leased from the shared ledger)")
 		return
 	}

@@ -129,7 +129,7 @@ var scalars = []scalar{
 	{"ledger.redis.password_file", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.PasswordFile })},
 	{"ledger.redis.cluster", false, "", restartOnly, fieldOf(func(c *Config) *bool { return &c.Ledger.Redis.Cluster }, (*decoder).boolean)},
 	{"ledger.redis.db", 0, "", restartOnly, integer(func(c *Config) *int { return &c.Ledger.Redis.DB })},
-	{"ledger.redis.capacity_leases", false, "", restartOnly,
+	{"ledger.redis.capacity_leases", true, "", restartOnly,
 		fieldOf(func(c *Config) *bool { return &c.Ledger.Redis.CapacityLeases }, (*decoder).boolean)},
 	{"ledger.redis.tls.enabled", false, "", restartOnly, fieldOf(func(c *Config) *bool { return &c.Ledger.Redis.TLS.Enabled }, (*decoder).boolean)},
 	{"ledger.redis.tls.ca_file", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.TLS.CAFile })},
