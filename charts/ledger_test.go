@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 
+	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
 )
 
@@ -47,9 +48,12 @@ func TestRedisLedgerValues(t *testing.T) {
 	ms := render(t, filepath.Join(chartDir(t), "ci", "redis-values.yaml"))
 	cfg := daemonConfig(t, d, ms)
 	l := cfg.Ledger
-	// By name: the policy's type moves to pkg/authz with the lead's wiring.
-	if l.Backend != config.LedgerRedis || l.OnUnavailable.String() != "local_share" {
-		t.Errorf("ledger %v on_unavailable %v, want redis, local_share", l.Backend, l.OnUnavailable)
+	if l.Backend != config.LedgerRedis || l.OnUnavailable != admission.FailClosed || !l.Redis.CapacityLeases {
+		t.Errorf("ledger %v on_unavailable %v capacity_leases %v, want redis, fail_closed, true",
+			l.Backend, l.OnUnavailable, l.Redis.CapacityLeases)
+	}
+	if len(cfg.Warnings) != 0 {
+		t.Errorf("the chart's example configuration warns: %q", cfg.Warnings)
 	}
 	if l.Redis.Address != "redis-master.redis.svc.cluster.local:6379" || l.Redis.Prefix != "mesh-a:" || !l.Redis.TLS.Enabled {
 		t.Errorf("ledger.redis %+v", l.Redis)
@@ -181,5 +185,21 @@ func TestLedgerVariants(t *testing.T) {
 			dep := decodeAs[*appsv1.Deployment](t, d, find(ms, "Deployment", "")[0])
 			tt.check(t, daemonConfig(t, d, ms), dep.Spec.Template.Spec)
 		})
+	}
+}
+
+// on_unavailable local_share, deprecated, still passes the chart's schema
+// (the daemon accepts it): the daemon reads it as capacity leases with
+// fail_closed, and warns.
+func TestRedisLedgerLocalShareDeprecated(t *testing.T) {
+	d := newDecoder(t)
+	ms := render(t, filepath.Join(chartDir(t), "ci", "redis-values.yaml"),
+		"--set", "config.ledger.on_unavailable=local_share")
+	cfg := daemonConfig(t, d, ms)
+	if l := cfg.Ledger; l.OnUnavailable != admission.FailClosed || !l.Redis.CapacityLeases {
+		t.Errorf("on_unavailable %v capacity_leases %v, want fail_closed, true", l.OnUnavailable, l.Redis.CapacityLeases)
+	}
+	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], "ledger.on_unavailable: is deprecated") {
+		t.Errorf("warnings %q, want the deprecation of local_share", cfg.Warnings)
 	}
 }

@@ -54,8 +54,9 @@ func TestChaos(t *testing.T) {
 }
 
 // chaosFixedSeeds are the schedules `make test` runs (each costs about
-// 33 s): 21, local_share with Redis paused and two replicas' links to it
-// silent and refused, overlapping. make chaos runs the others, among them
+// 33 s): 21, Redis paused and two replicas' links to it silent and refused,
+// overlapping; its policy was drawn local_share, which is now fail_closed
+// with capacity leases (before, it ran the local share). make chaos runs the others, among them
 // 55 (make chaos CHAOS_SEEDS=55): fail_closed with capacity leases, a
 // replica's link silent for 6.7 s (longer than a lease) and, later, that
 // replica paused (TestSharedLedgerReplicaCutOff covers a link silent longer
@@ -178,9 +179,9 @@ type schedule struct {
 	seed     uint64
 	policy   string
 	sentinel bool // a master, its replica and Sentinel; else one Redis
-	// leases: capacity leases on (never with local_share), and the
-	// bulkhead without tenant compartments (a tenant's Checks take the
-	// per-request path: no lease would be held).
+	// leases: capacity leases on, and the bulkhead without tenant
+	// compartments (a tenant's Checks take the per-request path: no lease
+	// would be held).
 	leases bool
 	faults []fault
 }
@@ -208,8 +209,15 @@ func (s schedule) bounded() bool {
 // topology.
 func drawSchedule(seed uint64) schedule {
 	rng := rand.New(rand.NewPCG(seed, 0x6368616f73))
+	// The second draw was local_share, which is now fail_closed with
+	// capacity leases: a seed drawn before replays the same faults under
+	// what its configuration now means.
 	policies := []string{"fail_closed", "local_share", "fail_open"}
-	s := schedule{seed: seed, policy: policies[rng.IntN(len(policies))], sentinel: rng.IntN(4) == 0}
+	drawn := policies[rng.IntN(len(policies))]
+	s := schedule{seed: seed, policy: drawn, sentinel: rng.IntN(4) == 0}
+	if drawn == "local_share" {
+		s.policy = "fail_closed"
+	}
 	kinds := make([]faultKind, 0, faultKinds)
 	for k := range faultKinds {
 		if k != failover {
@@ -244,9 +252,14 @@ func drawSchedule(seed uint64) schedule {
 		used[part] = true
 		s.faults = append(s.faults, f)
 	}
-	// Drawn last: the schedules drawn before leases existed stay the same.
-	s.leases = capacityLeases || (s.policy != "local_share" && rng.IntN(2) == 0)
-	if s.policy == "local_share" {
+	// Drawn last: the schedules drawn before leases existed stay the same
+	// (local_share's drew nothing here). BULKHEAD_E2E_CAPACITY_LEASES=1 or
+	// 0 sets the leases of every schedule.
+	s.leases = drawn == "local_share" || rng.IntN(2) == 0
+	switch os.Getenv("BULKHEAD_E2E_CAPACITY_LEASES") {
+	case "1":
+		s.leases = true
+	case "0":
 		s.leases = false
 	}
 	return s

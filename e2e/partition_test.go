@@ -78,7 +78,7 @@ func replicaCutOff(t *testing.T, leases bool, cutOff, heal func(rs *replicaStack
 			if leases {
 				return leasedLedger(links[i].Addr)
 			}
-			return redisLedger(links[i].Addr)
+			return perRequestLedger(links[i].Addr)
 		},
 		// orders, far from its limit, holds generous leases: the victim
 		// admits from its own while Envoy still sends it Checks.

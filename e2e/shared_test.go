@@ -21,27 +21,41 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
+// redisLedger is a replica's ledger on Redis at addr with fail_closed, on
+// the daemon's default path: capacity leases, unless
+// BULKHEAD_E2E_CAPACITY_LEASES=0 (capacityLeases).
 func redisLedger(addr string) string {
 	return sharedLedger("fail_closed", fmt.Sprintf("address: %q", addr))
 }
 
-// leasedLedger is redisLedger with capacity leases, always: the tests that
-// make test runs with them (every shared-ledger test does with
-// BULKHEAD_E2E_CAPACITY_LEASES=1).
+// leasedLedger is redisLedger with capacity leases, always: the tests of
+// the leases themselves.
 func leasedLedger(addr string) string {
 	return ledgerSection("fail_closed", fmt.Sprintf("address: %q", addr), true)
 }
 
-// capacityLeases runs the shared-ledger tests with capacity leases
-// (BULKHEAD_E2E_CAPACITY_LEASES=1; make e2e-leases).
-var capacityLeases = os.Getenv("BULKHEAD_E2E_CAPACITY_LEASES") == "1"
+// perRequestLedger is redisLedger without capacity leases, always: the
+// tests of the per-request path (every admission a script in Redis's
+// global queue).
+func perRequestLedger(addr string) string {
+	return ledgerSection("fail_closed", fmt.Sprintf("address: %q", addr), false)
+}
+
+// capacityLeases is whether the shared-ledger tests that follow the
+// daemon's default run with capacity leases, as the daemon does by default
+// (ledger.redis.capacity_leases: true); BULKHEAD_E2E_CAPACITY_LEASES=0 runs
+// them on the per-request path instead.
+var capacityLeases = os.Getenv("BULKHEAD_E2E_CAPACITY_LEASES") != "0"
 
 // sharedLedger is the ledger section of a replica on Redis with policy,
-// where is how it finds Redis (address or sentinel). Capacity leases are
-// on with capacityLeases, unless policy is local_share (the two are
-// refused together).
+// where is how it finds Redis (address or sentinel), capacity leases on
+// with capacityLeases. local_share, deprecated, is written as an old
+// configuration has it: without capacity_leases (it turns them on).
 func sharedLedger(policy, where string) string {
-	return ledgerSection(policy, where, capacityLeases && policy != "local_share")
+	if policy == "local_share" {
+		return fmt.Sprintf("ledger: {backend: redis, on_unavailable: local_share, redis: {%s, timeout: 100ms}}", where)
+	}
+	return ledgerSection(policy, where, capacityLeases)
 }
 
 func ledgerSection(policy, where string, leases bool) string {
@@ -204,11 +218,13 @@ func TestSharedLedgerLeasesWithWorkerAffinity(t *testing.T) {
 }
 
 // The priority and shedding scenario of TestPriority, its waiters spread
-// over three replicas: the order is global.
+// over three replicas, on the per-request path (no capacity leases): the
+// order is global. TestSharedLedgerPriorityWithLeases is the same with
+// leases.
 func TestSharedLedgerPriority(t *testing.T) {
 	srv := testkit.StartRedis(t)
 	rs := startReplicaStack(t, replicaSpec{
-		ledger: redisLedger(srv.Addr),
+		ledger: perRequestLedger(srv.Addr),
 		yaml: `authz: {trusted_priority_sources: ["127.0.0.0/8"]}
 bulkheads:
   catalog: {max_concurrent: 10, max_queue: 3, max_wait: 4s, reserve: {critical: 0.2, normal: 0.1}}
@@ -428,33 +444,33 @@ func TestSharedLedgerSentinelFailover(t *testing.T) {
 }
 
 // Each on_unavailable policy with Redis stopped under load, two replicas
-// behind Envoy: fail_closed rejects with its own reason, fail_open lets
-// everything through, local_share keeps the sum of the replicas' shares
-// within the limit; and each comes back strict when Redis does.
+// behind Envoy: fail_closed rejects with its own reason (but what the
+// capacity leases held admit until their end), fail_open lets everything
+// through, local_share (deprecated) is fail_closed with capacity leases;
+// and each comes back strict when Redis does.
 func TestSharedLedgerUnavailablePolicies(t *testing.T) {
+	closed := func(leases bool) func(t *testing.T, st testbed.Stats, max int) {
+		return func(t *testing.T, st testbed.Stats, max int) {
+			// With capacity leases a replica admits within the lease it
+			// holds until the lease's end; the rest is refused.
+			if st.ByReason["ledger_unavailable"] == 0 || st.ByReason["ledger_unavailable"] != st.Sent-st.OK() ||
+				(st.OK() > 0 && !leases) || max > 6 {
+				t.Errorf("fail_closed with Redis down: %s, upstream max %d; want every request rejected ledger_unavailable "+
+					"(capacity leases %v: but those admitted within the leases held, limit 6)", summary(st), max, leases)
+			}
+		}
+	}
 	for _, tc := range []struct {
 		policy string
 		check  func(t *testing.T, st testbed.Stats, max int)
 	}{
-		{"fail_closed", func(t *testing.T, st testbed.Stats, max int) {
-			// With capacity leases a replica admits within the lease it
-			// holds until the lease's end; the rest is refused.
-			if st.ByReason["ledger_unavailable"] == 0 || st.ByReason["ledger_unavailable"] != st.Sent-st.OK() ||
-				(st.OK() > 0 && !capacityLeases) || max > 6 {
-				t.Errorf("fail_closed with Redis down: %s, upstream max %d; want every request rejected ledger_unavailable "+
-					"(capacity leases %v: but those admitted within the leases held, limit 6)", summary(st), max, capacityLeases)
-			}
-		}},
+		{"fail_closed", closed(capacityLeases)},
 		{"fail_open", func(t *testing.T, st testbed.Stats, max int) {
 			if st.OK() != st.Sent {
 				t.Errorf("fail_open with Redis down: %s, want every request through", summary(st))
 			}
 		}},
-		{"local_share", func(t *testing.T, st testbed.Stats, max int) {
-			if st.OK() == 0 || max > 6 {
-				t.Errorf("local_share with Redis down: %s, upstream max %d; want admissions within 2 shares of 3", summary(st), max)
-			}
-		}},
+		{"local_share", closed(true)},
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
 			srv := testkit.StartRedis(t)
@@ -470,19 +486,12 @@ func TestSharedLedgerUnavailablePolicies(t *testing.T) {
 			defer cancel()
 			up := rs.up["catalog"]
 			up.SetDelay(50 * time.Millisecond)
-			// Both replicas have heard that they are two (local_share's divisor).
 			poll(t, ctx, "two live replicas", func() bool {
 				v, _ := rs.metrics().Value("bulkhead_ledger_replicas", nil)
 				return v == 2
 			})
 			srv.Kill()
-			// local_share admits alone only after the other replicas would
-			// hold its share back (3 ticks, plus one): a 6 s flood sees both.
-			d := 2 * time.Second
-			if tc.policy == "local_share" {
-				d = 6 * time.Second
-			}
-			st := floodBoth(t, ctx, rs, "/catalog", 100, d)
+			st := floodBoth(t, ctx, rs, "/catalog", 100, 2*time.Second)
 			t.Logf("%s, Redis down: %s; upstream max %d", tc.policy, summary(st), up.Max())
 			tc.check(t, st, up.Max())
 			srv.Start()

@@ -70,9 +70,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		fmt.Fprintf(stdout, "configuration OK: %d bulkheads, grpc %s, http %s\n", len(cfg.Bulkheads), cfg.Listen.GRPC, cfg.Listen.HTTP)
+		for _, w := range cfg.Warnings {
+			fmt.Fprintf(stdout, "warning: %s\n", w)
+		}
 		return 0
 	}
 	log := newLogger(cfg.Log, stderr)
+	for _, w := range cfg.Warnings {
+		log.Warn("configuration: deprecated setting", "warning", w)
+	}
 	if empty != "" {
 		log.Warn(empty)
 	}

@@ -61,6 +61,13 @@ func TestRunExitCodes(t *testing.T) {
 		{"check, file without bulkheads", []string{"--check-config", "--config", "testdata/empty.yaml"}, 1, nil, []string{
 			"bulkhead: testdata/empty.yaml configures no bulkheads: every request would be handled by authz.unknown_bulkhead, which is deny: each is rejected with HTTP 429",
 		}, true},
+		{"check, deprecated settings", []string{"--check-config", "--config", "testdata/local_share.yaml"}, 0, []string{
+			"configuration OK: 1 bulkheads",
+			"warning: testdata/local_share.yaml: ledger.local_share_for: has no effect since local_share became capacity leases",
+			"warning: testdata/local_share.yaml: ledger.on_unavailable: is deprecated and read as ledger.redis.capacity_leases: true " +
+				"with ledger.on_unavailable: fail_closed",
+			`write on_unavailable: fail_closed (or fail_open) instead (got "local_share")`,
+		}, nil, false},
 		{"check with overrides", []string{"--config=testdata/good.yaml", "--listen-grpc=127.0.0.1:7001", "--check-config"}, 0,
 			[]string{"grpc 127.0.0.1:7001"}, nil, false},
 	}

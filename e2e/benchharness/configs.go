@@ -418,7 +418,9 @@ log: {level: info}
 	}
 	l := limit
 	if redisAddr != "" {
-		leases := ""
+		// Capacity leases are the default: the per-request
+		// configurations say false.
+		leases := ", capacity_leases: false"
 		switch sidecar {
 		case sidecarRedisLeases, sidecarRedisLeasesTwo, sidecarRedisLeasesTwoNear:
 			leases = ", capacity_leases: true"

@@ -122,7 +122,8 @@ func TestDaemonConfigParses(t *testing.T) {
 			if l := cfg.Ledger; l.Backend != tt.backend || l.Redis.Address != tt.redis || (tt.redis != "" && l.OnUnavailable.String() != "fail_closed") {
 				t.Fatalf("ledger = %+v, want backend %v on %q, failing closed", l, tt.backend, tt.redis)
 			}
-			if got := cfg.Ledger.Redis.CapacityLeases; got != tt.leases {
+			// On by default; only the Redis ledger reads it.
+			if got := cfg.Ledger.Redis.CapacityLeases; cfg.Ledger.Backend == config.LedgerRedis && got != tt.leases {
 				t.Fatalf("ledger.redis.capacity_leases = %v, want %v", got, tt.leases)
 			}
 		})

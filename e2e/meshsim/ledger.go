@@ -21,8 +21,9 @@ const (
 	// LedgerMemory is the in-memory ledger: one daemon.
 	LedgerMemory Ledger = "memory"
 	// LedgerRedis is the shared ledger on a redis-server of the run's own
-	// (ledger.backend: redis, on_unavailable: fail_closed): every admission
-	// is a call to Redis.
+	// (ledger.backend: redis, on_unavailable: fail_closed) without capacity
+	// leases (capacity_leases: false; they are the default): every
+	// admission is a call to Redis.
 	LedgerRedis Ledger = "redis"
 	// LedgerLeases is LedgerRedis with capacity leases
 	// (ledger.redis.capacity_leases: true): a replica admits from its
@@ -41,7 +42,7 @@ func (l Ledger) shared() bool { return l == LedgerRedis || l == LedgerLeases }
 func (l Ledger) yaml(redisAddr string) string {
 	switch l {
 	case LedgerRedis:
-		return fmt.Sprintf("ledger: {backend: redis, on_unavailable: fail_closed, redis: {address: %q}}\n", redisAddr)
+		return fmt.Sprintf("ledger: {backend: redis, on_unavailable: fail_closed, redis: {address: %q, capacity_leases: false}}\n", redisAddr)
 	case LedgerLeases:
 		return fmt.Sprintf("ledger: {backend: redis, on_unavailable: fail_closed, redis: {address: %q, capacity_leases: true}}\n", redisAddr)
 	}

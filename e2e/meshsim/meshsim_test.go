@@ -424,7 +424,8 @@ func TestDaemonConfigLedger(t *testing.T) {
 				t.Fatalf("%v\n%s", err, text)
 			}
 			l := c.Ledger
-			if l.Backend != tt.backend || l.Redis.CapacityLeases != tt.leases || len(c.Bulkheads) != 2 {
+			// Capacity leases are on by default; only the Redis ledger reads them.
+			if l.Backend != tt.backend || (tt.ledger.shared() && l.Redis.CapacityLeases != tt.leases) || len(c.Bulkheads) != 2 {
 				t.Fatalf("backend %v, capacity leases %v, %d bulkheads; want %v, %v, 2\n%s", l.Backend, l.Redis.CapacityLeases,
 					len(c.Bulkheads), tt.backend, tt.leases, text)
 			}

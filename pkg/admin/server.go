@@ -47,7 +47,7 @@ type Option func(*Server)
 // LedgerInfo is what the admin API says of the permit ledger.
 type LedgerInfo struct {
 	Backend       string // memory or redis
-	State         string // strict, unavailable or recovering
+	State         string // strict or unavailable
 	Replicas      int
 	OnUnavailable string // with redis
 }

@@ -25,12 +25,13 @@ type Memory struct {
 	leases    *permit.Memory
 	heartbeat permit.Heartbeat
 	clock     clock.Clock
+	// registered, if set, runs after each registration (WithRegistered).
+	registered func()
 	// adoptUntil ends the adoption of unknown tokens
 	// (permit.Heartbeat.AdoptFor after the backend was built).
 	adoptUntil time.Time
 	// ended: requests ended that a late periodic entry must not adopt.
 	ended permit.EndedTokens
-	guard func(register func()) bool // nil: none
 	// recovery: admissions pause this long after the backend was built
 	// (0: not at all); pause(false) ends it (Recover).
 	recovery  time.Duration
@@ -48,12 +49,11 @@ type MemoryOption func(*Memory)
 // permit ledger's (default: real).
 func WithClock(c clock.Clock) MemoryOption { return func(m *Memory) { m.clock = c } }
 
-// WithRegisterGuard makes Admit register each permit through guard, which
-// runs register, or does not and reports false (the permit is then given
-// back and Admit fails with ErrNotRegistered). The Redis ledger's local
-// share uses it to order its registrations before its hand-over.
-func WithRegisterGuard(guard func(register func()) bool) MemoryOption {
-	return func(m *Memory) { m.guard = guard }
+// WithRegistered makes Admit call registered right after it registered a
+// permit, before it looks at the Check's context once more: tests end that
+// context there (a Check cancelled after its grant).
+func WithRegistered(registered func()) MemoryOption {
+	return func(m *Memory) { m.registered = registered }
 }
 
 // WithRecovery makes a backend that starts with heartbeats on admit no one
@@ -64,9 +64,6 @@ func WithRegisterGuard(guard func(register func()) bool) MemoryOption {
 func WithRecovery(window time.Duration, pause func(paused bool)) MemoryOption {
 	return func(m *Memory) { m.recovery, m.pause = window, pause }
 }
-
-// ErrNotRegistered means the register guard refused the permit.
-var ErrNotRegistered = errors.New("the permit was not registered")
 
 // NewMemory returns the backend whose permits come from bulkheads and
 // whose leases leases keeps, renewed to hb.TTL by periodic entries.
@@ -122,10 +119,13 @@ func (m *Memory) Admit(ctx context.Context, r Request) (Admitted, error) {
 	if err != nil {
 		return Admitted{}, err
 	}
-	token, err := m.register(p, permit.Grant{Bulkhead: r.Bulkhead.Name(), Priority: r.Priority, TTL: r.Lease, Node: r.Node})
+	token, err := m.leases.Grant(p, permit.Grant{Bulkhead: r.Bulkhead.Name(), Priority: r.Priority, TTL: r.Lease, Node: r.Node})
 	if err != nil {
 		p.Release()
 		return Admitted{}, err
+	}
+	if m.registered != nil {
+		m.registered()
 	}
 	if err := ctx.Err(); err != nil {
 		// Granted, but nobody waits for the answer: no access log will
@@ -134,20 +134,6 @@ func (m *Memory) Admit(ctx context.Context, r Request) (Admitted, error) {
 		return Admitted{}, err
 	}
 	return Admitted{Token: token}, nil
-}
-
-// register registers p's lease, through the register guard when there is
-// one (apart, so that the common path captures nothing in a closure).
-func (m *Memory) register(p permit.Releaser, g permit.Grant) (string, error) {
-	if m.guard == nil {
-		return m.leases.Grant(p, g)
-	}
-	var token string
-	var err error
-	if !m.guard(func() { token, err = m.leases.Grant(p, g) }) {
-		return "", ErrNotRegistered
-	}
-	return token, err
 }
 
 // acquire takes the permit for r: from the tenant's compartment first when

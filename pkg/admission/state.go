@@ -13,19 +13,18 @@ type State int32
 
 // The states. Strict: every admission is decided by the backend's store.
 // Unavailable: the store failed a call that had the backend's whole
-// timeout; Checks get the on_unavailable policy, and the store is probed
-// until it answers. Recovering: the store answers again; what this replica
-// did alone meanwhile is being handed to it before Strict resumes.
+// timeout; Checks get the on_unavailable policy (beyond what a capacity
+// lease still covers), and the store is probed until it answers, when
+// Strict resumes.
 const (
 	Strict State = iota
 	Unavailable
-	Recovering
 )
 
 // States lists every state.
-func States() []State { return []State{Strict, Unavailable, Recovering} }
+func States() []State { return []State{Strict, Unavailable} }
 
-var stateNames = [...]string{"strict", "unavailable", "recovering"}
+var stateNames = [...]string{"strict", "unavailable"}
 
 func (s State) String() string {
 	if int(s) < len(stateNames) {

@@ -6,8 +6,10 @@ import (
 )
 
 // UnavailablePolicy is what a replica does with a Check while a shared
-// backend cannot reach its store; it is the configuration's
-// ledger.on_unavailable. The zero value is FailClosed.
+// backend cannot reach its store, beyond what a capacity lease it holds
+// still covers; it is the configuration's ledger.on_unavailable. The zero
+// value is FailClosed. (The former local_share is read by package config
+// as capacity leases with FailClosed.)
 type UnavailablePolicy uint8
 
 // The policies.
@@ -16,17 +18,9 @@ const (
 	FailClosed UnavailablePolicy = iota
 	// FailOpen admits it without a permit.
 	FailOpen
-	// LocalShare admits it within this replica's share of the limit (the
-	// limit divided by the replicas the others hold its share back by,
-	// rounded down: redisledger.Ledger.Share), once the replica has been
-	// cut off long enough for the replicas that still reach Redis to hold
-	// its share back (before that, and past ledger.local_share_for, it
-	// rejects as FailClosed), so that the replicas' sum stays within the
-	// limit.
-	LocalShare
 )
 
-var unavailableNames = [...]string{"fail_closed", "fail_open", "local_share"}
+var unavailableNames = [...]string{"fail_closed", "fail_open"}
 
 func (p UnavailablePolicy) String() string {
 	if int(p) < len(unavailableNames) {
@@ -45,5 +39,5 @@ func ParseUnavailablePolicy(s string) (UnavailablePolicy, error) {
 			return UnavailablePolicy(i), nil
 		}
 	}
-	return FailClosed, fmt.Errorf("%w: %q (want fail_closed, fail_open or local_share)", ErrUnknownUnavailablePolicy, s)
+	return FailClosed, fmt.Errorf("%w: %q (want fail_closed or fail_open)", ErrUnknownUnavailablePolicy, s)
 }

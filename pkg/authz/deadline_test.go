@@ -86,11 +86,7 @@ func TestCheckClientCancelsWhileQueued(t *testing.T) {
 // cancelAfterGrant ends the Check's context right after its permit is
 // registered.
 func cancelAfterGrant(cancel context.CancelFunc) admission.MemoryOption {
-	return admission.WithRegisterGuard(func(register func()) bool {
-		register()
-		cancel()
-		return true
-	})
+	return admission.WithRegistered(cancel)
 }
 
 func TestCheckCancelledAfterGrantReleases(t *testing.T) {

@@ -31,6 +31,11 @@ type Config struct {
 	// Source names where the YAML came from: the file path given to Load,
 	// the name given to Parse, or "" when Load read no file.
 	Source string
+	// Warnings are about settings accepted but deprecated, one line each
+	// in the form of an *InvalidError's ("SOURCE: FIELD: reason (got
+	// VALUE)"): the daemon logs them at load and reload, --check-config
+	// prints them. nil when there are none.
+	Warnings []string
 }
 
 // Listen holds the listen addresses, host:port; port 0 picks a free port.

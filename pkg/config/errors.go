@@ -83,6 +83,16 @@ func (ps *problems) add(field, reason, got string) {
 	ps.bad[field] = true
 }
 
+// lines returns the problems as an *InvalidError's lines ("SOURCE: FIELD:
+// reason (got VALUE)"), ordered as err orders them; nil when there are none.
+func (ps *problems) lines(source string) []string {
+	err := ps.err(source)
+	if err == nil {
+		return nil
+	}
+	return strings.Split(err.Error(), "\n")
+}
+
 // err returns nil or an *InvalidError listing the problems, ordered by field
 // (stably, so problems of one field keep their order).
 func (ps *problems) err(source string) error {

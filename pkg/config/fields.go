@@ -20,6 +20,15 @@ type decoder struct {
 	// checkFiles makes validate read the files the configuration names
 	// (admin token and TLS files): Load does, Parse does not.
 	checkFiles bool
+	// explicit records the keys set in the file, an env variable or a
+	// flag (not by their default).
+	explicit map[string]bool
+	// localShare: ledger.on_unavailable said local_share
+	// (resolveLocalShare).
+	localShare bool
+	// ws are the warnings: settings accepted that say something other
+	// than they are read as (Config.Warnings).
+	ws []Problem
 }
 
 // got formats v for a problem about key, naming its origin if not the file.

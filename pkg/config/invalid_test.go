@@ -68,7 +68,8 @@ func TestParseInvalid(t *testing.T) {
 
 		// the ledger
 		{"unknown backend", "ledger: {backend: etcd}\n", `ledger.backend: must be memory or redis (got "etcd")`},
-		{"unknown policy", "ledger: {on_unavailable: retry}\n", `ledger.on_unavailable: must be fail_closed, fail_open or local_share (got "retry")`},
+		{"unknown policy", "ledger: {on_unavailable: retry}\n", `ledger.on_unavailable: must be fail_closed or fail_open ` +
+			`(local_share, deprecated, is read as ledger.redis.capacity_leases: true with fail_closed) (got "retry")`},
 		{"redis without address", "ledger: {backend: redis}\n",
 			`ledger.redis.address: must be set (host:port) when ledger.backend is redis, unless ledger.redis.sentinel is (got "")`},
 		{"redis address and sentinel", "ledger: {backend: redis, redis: {address: 127.0.0.1:6379, sentinel: {master: m, addresses: [127.0.0.1:26379]}}}\n",
@@ -79,10 +80,10 @@ func TestParseInvalid(t *testing.T) {
 			`ledger.redis.key_prefix: must not contain '{', '}' or a newline (a bulkhead's keys share the hash tag {name}) (got "a{b")`},
 		{"redis timeout zero", "ledger: {backend: redis, redis: {address: 127.0.0.1:6379, timeout: 0s}}\n",
 			`ledger.redis.timeout: must be positive and at most 10s (a Check waits for it) (got 0s)`},
-		{"capacity leases and the local share", "ledger: {backend: redis, on_unavailable: local_share, redis: {address: 127.0.0.1:6379, capacity_leases: true}}\n",
-			`ledger.redis.capacity_leases: must be false with ledger.on_unavailable local_share: capacity leases replace the local share ` +
-				`(a replica cut off from Redis admits within the lease it holds, until the lease's end); ` +
-				`on_unavailable then says what happens beyond the lease: set fail_closed or fail_open (got true)`},
+		{"local share without capacity leases", "ledger: {backend: redis, on_unavailable: local_share, redis: {address: 127.0.0.1:6379, capacity_leases: false}}\n",
+			`ledger.on_unavailable: must not be local_share with ledger.redis.capacity_leases false: local_share is now capacity leases ` +
+				`(a replica cut off from Redis admits within the lease it holds, until the lease's end); write capacity_leases: true ` +
+				`with on_unavailable fail_closed (or fail_open), or keep capacity_leases: false with fail_closed or fail_open (got "local_share")`},
 		{"capacity leases in memory", "ledger: {redis: {capacity_leases: true}}\n",
 			`ledger.redis.capacity_leases: must be false unless ledger.backend is redis (capacity is leased from the shared ledger) (got true)`},
 		{"redis tls bool", "ledger: {redis: {tls: {enabled: maybe}}}\n", `ledger.redis.tls.enabled: must be true or false (got "maybe")`},

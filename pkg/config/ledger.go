@@ -17,20 +17,15 @@ const (
 	DefaultRedisPrefix      = "bulkhead:"
 	DefaultRedisTimeout     = 50 * time.Millisecond
 	DefaultRedisDialTimeout = time.Second
-	DefaultLocalShareFor    = 30 * time.Second
-	maxLocalShareFor        = 10 * time.Minute
 	maxRedisTimeout         = 10 * time.Second
 )
 
 // Ledger configures where permits are kept.
 type Ledger struct {
 	Backend LedgerBackend
-	// OnUnavailable is what a replica does while Redis does not answer
-	// (Backend Redis only).
+	// OnUnavailable is what a replica does while Redis does not answer,
+	// beyond what its capacity lease still covers (Backend Redis only).
 	OnUnavailable admission.UnavailablePolicy
-	// LocalShareFor bounds how long a replica cut off from Redis admits its
-	// share alone (OnUnavailable local_share); past it, it rejects.
-	LocalShareFor time.Duration
 	Redis         Redis
 }
 
@@ -48,7 +43,8 @@ type Redis struct {
 	// configuration endpoint, or any one node).
 	Cluster bool
 	// CapacityLeases makes each replica admit locally from capacity it
-	// leases from Redis (redisledger.Capacity); off by default.
+	// leases from Redis (redisledger.Capacity); on by default. Only
+	// Backend LedgerRedis reads it.
 	CapacityLeases bool
 	// Prefix starts every key and channel; it must not contain '{'.
 	Prefix      string
@@ -101,17 +97,14 @@ func ParseLedgerBackend(s string) (LedgerBackend, error) {
 // ledger checks the ledger section.
 func (d *decoder) ledger(c *Config) {
 	l := &c.Ledger
-	d.rule("ledger.local_share_for", l.LocalShareFor, l.LocalShareFor > 0 && l.LocalShareFor <= maxLocalShareFor,
-		"must be positive and at most "+maxLocalShareFor.String())
+	d.resolveLocalShare(c)
 	if l.Backend != LedgerRedis {
-		d.rule("ledger.redis.capacity_leases", l.Redis.CapacityLeases, !l.Redis.CapacityLeases,
+		// On by default, and without effect on the in-memory ledger; set
+		// true by hand, it is a mistake.
+		d.rule(keyCapacityLeases, l.Redis.CapacityLeases, !l.Redis.CapacityLeases || !d.explicit[keyCapacityLeases],
 			"must be false unless ledger.backend is redis (capacity is leased from the shared ledger)")
 		return
 	}
-	d.rule("ledger.redis.capacity_leases", l.Redis.CapacityLeases, !l.Redis.CapacityLeases || l.OnUnavailable != admission.LocalShare,
-		"must be false with ledger.on_unavailable local_share: capacity leases replace the local share "+
-			"(a replica cut off from Redis admits within the lease it holds, until the lease's end); "+
-			"on_unavailable then says what happens beyond the lease: set fail_closed or fail_open")
 	// The shared ledger enforces every bulkhead with one FIFO queue per
 	// class: a dry run or CoDel would be silently enforced as FIFO.
 	for _, name := range slices.Sorted(maps.Keys(c.Bulkheads)) {

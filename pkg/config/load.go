@@ -98,7 +98,7 @@ func build(name string, data []byte, useEnv bool, flags *pflag.FlagSet) (*Config
 		return nil, err
 	}
 
-	d := &decoder{origin: map[string]string{}, checkFiles: useEnv}
+	d := &decoder{origin: map[string]string{}, explicit: map[string]bool{}, checkFiles: useEnv}
 	fileSettings, rawBulkheads := d.splitRoot(root)
 
 	v := layers(fileSettings, useEnv, flags)
@@ -106,6 +106,7 @@ func build(name string, data []byte, useEnv bool, flags *pflag.FlagSet) (*Config
 	for _, s := range scalars {
 		raw := v.Get(s.key)
 		d.origin[s.key] = originOf(s, raw, useEnv, flags)
+		d.explicit[s.key] = d.origin[s.key] != "" || setIn(fileSettings, s.key)
 		s.field.set(d, c, s.key, raw)
 	}
 	c.Bulkheads = d.bulkheads(rawBulkheads, c.Leases.DefaultTTL, c.Authz.DefaultPriority)
@@ -116,6 +117,7 @@ func build(name string, data []byte, useEnv bool, flags *pflag.FlagSet) (*Config
 	if err := d.ps.err(label); err != nil {
 		return nil, err
 	}
+	c.Warnings = (&problems{list: d.ws}).lines(label)
 	return c, nil
 }
 

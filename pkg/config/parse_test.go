@@ -36,7 +36,7 @@ func defaults() *Config {
 			HeartbeatInterval: time.Second, HeartbeatTTL: 3 * time.Second, RecoveryWindow: 1500 * time.Millisecond,
 			MaxRouteTTL: 10 * time.Minute, MaxPermits: 1_000_000},
 		Limits:    Limits{MaxBulkheads: 1000, MaxTenants: 1000},
-		Ledger:    Ledger{LocalShareFor: 30 * time.Second, Redis: Redis{Prefix: "bulkhead:", Timeout: 50 * time.Millisecond, DialTimeout: time.Second}},
+		Ledger:    Ledger{Redis: Redis{CapacityLeases: true, Prefix: "bulkhead:", Timeout: 50 * time.Millisecond, DialTimeout: time.Second}},
 		Shares:    Shares{TTL: 3 * time.Second, MaxRequestDuration: 5 * time.Second, Interval: time.Second},
 		Bulkheads: map[string]Bulkhead{},
 		Source:    testSource,

@@ -116,11 +116,9 @@ var scalars = []scalar{
 
 	{"ledger.backend", LedgerMemory.String(), "", restartOnly,
 		enum(func(c *Config) *LedgerBackend { return &c.Ledger.Backend }, ParseLedgerBackend, "must be memory or redis")},
-	{"ledger.on_unavailable", admission.FailClosed.String(), "", restartOnly,
-		enum(func(c *Config) *admission.UnavailablePolicy { return &c.Ledger.OnUnavailable }, admission.ParseUnavailablePolicy,
-			"must be fail_closed, fail_open or local_share")},
-	{"ledger.local_share_for", DefaultLocalShareFor.String(), "", restartOnly,
-		duration(func(c *Config) *time.Duration { return &c.Ledger.LocalShareFor })},
+	{"ledger.on_unavailable", admission.FailClosed.String(), "", restartOnly, onUnavailable},
+	// Deprecated: accepted with a warning, without effect (deprecated.go).
+	{"ledger.local_share_for", "", "", restartOnly, localShareFor},
 	{"ledger.redis.address", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.Address })},
 	{"ledger.redis.sentinel.master", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.Sentinel.Master })},
 	{"ledger.redis.sentinel.addresses", []any{}, "", restartOnly,
@@ -131,7 +129,7 @@ var scalars = []scalar{
 	{"ledger.redis.password_file", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.PasswordFile })},
 	{"ledger.redis.cluster", false, "", restartOnly, fieldOf(func(c *Config) *bool { return &c.Ledger.Redis.Cluster }, (*decoder).boolean)},
 	{"ledger.redis.db", 0, "", restartOnly, integer(func(c *Config) *int { return &c.Ledger.Redis.DB })},
-	{"ledger.redis.capacity_leases", false, "", restartOnly,
+	{"ledger.redis.capacity_leases", true, "", restartOnly,
 		fieldOf(func(c *Config) *bool { return &c.Ledger.Redis.CapacityLeases }, (*decoder).boolean)},
 	{"ledger.redis.tls.enabled", false, "", restartOnly, fieldOf(func(c *Config) *bool { return &c.Ledger.Redis.TLS.Enabled }, (*decoder).boolean)},
 	{"ledger.redis.tls.ca_file", "", "", restartOnly, text(func(c *Config) *string { return &c.Ledger.Redis.TLS.CAFile })},

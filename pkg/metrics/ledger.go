@@ -33,7 +33,7 @@ func NewLedgerMetrics(reg prometheus.Registerer, backend string) (*LedgerMetrics
 	l := &LedgerMetrics{
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bulkhead_ledger_state",
-			Help: "1 for the shared ledger's current state at this replica: strict (Redis decides), unavailable (ledger.on_unavailable applies), recovering (handing over permits admitted without Redis).",
+			Help: "1 for the shared ledger's current state at this replica: strict (Redis decides), unavailable (ledger.on_unavailable applies beyond the capacity lease held).",
 		}, []string{"state"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulkhead_ledger_transitions_total", Help: "Changes of the shared ledger's state at this replica, by the state entered.",
@@ -45,7 +45,7 @@ func NewLedgerMetrics(reg prometheus.Registerer, backend string) (*LedgerMetrics
 			Name: "bulkhead_ledger_call_seconds", Help: "Time of one call to Redis, by operation.", Buckets: callBuckets,
 		}, []string{"op"}),
 		replicas: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "bulkhead_ledger_replicas", Help: "Live replicas sharing the ledger, as Redis last reported (local_share divides each limit by it).",
+			Name: "bulkhead_ledger_replicas", Help: "Live replicas sharing the ledger, as Redis last reported.",
 		}),
 		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulkhead_ledger_fail_open_total", Help: "Checks admitted without a permit because Redis did not answer (ledger.on_unavailable: fail_open).",

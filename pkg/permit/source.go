@@ -15,17 +15,14 @@ const (
 	Cancel
 	// Shutdown: the ledger was closed.
 	Shutdown
-	// Handover: a permit admitted while the shared ledger did not answer
-	// was handed to it when it came back (it lives on there).
-	Handover
 
-	numSources = 5
+	numSources = 4
 )
 
-var sourceNames = [numSources]string{"access_log", "ttl", "cancel", "shutdown", "handover"}
+var sourceNames = [numSources]string{"access_log", "ttl", "cancel", "shutdown"}
 
 // Sources lists every source.
-func Sources() []Source { return []Source{AccessLog, TTL, Cancel, Shutdown, Handover} }
+func Sources() []Source { return []Source{AccessLog, TTL, Cancel, Shutdown} }
 
 // String returns the source's metric name.
 func (s Source) String() string {

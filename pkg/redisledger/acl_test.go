@@ -40,7 +40,7 @@ func TestDocumentedACL(t *testing.T) {
 	user := redis.NewClient(&redis.Options{Addr: f.redis.Addr, Username: "bulkhead", Password: "pw", MaxRetries: -1})
 	t.Cleanup(func() { user.Close() })
 	l := New(user, Config{Prefix: "bulkhead:", Replica: "r1", Timeout: time.Second, Tick: 100 * time.Millisecond}, f.obs, f.rec, nil)
-	l.tick(context.Background(), func() []string { return []string{"orders"} }, nil)
+	l.tick(context.Background(), func() []string { return []string{"orders"} })
 	if l.State() != admission.Strict {
 		t.Fatalf("state %v after a tick as the documented user, want strict", l.State())
 	}

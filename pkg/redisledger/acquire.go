@@ -128,46 +128,7 @@ func (l *Ledger) acquireArgs(token string, r Request, wait time.Duration) []any 
 	}
 	return []any{token, int(p), ms(r.TTL), ms(wait), l.cfg.Replica, r.Node, r.Tenant,
 		r.Settings.Ceiling(bulkhead.Critical), r.Settings.Ceiling(bulkhead.Normal), r.Settings.Ceiling(bulkhead.BestEffort),
-		r.Settings.MaxQueue, tlim, tmq, maxTenants, ms(l.cfg.Recovery), ms(l.cfg.adopt()), ms(l.heldBack()), r.Leased}
-}
-
-// heldBack is the acquire script's stale argument: with local shares, how
-// long a replica may stop looking before its share is held back.
-func (l *Ledger) heldBack() time.Duration {
-	if l.cfg.LocalShareFor <= 0 {
-		return 0
-	}
-	return l.cfg.stale()
-}
-
-// LocalShareOK reports whether this replica may admit its share alone now:
-// Redis is unavailable, has not answered for longer than the others take to
-// hold that share back, and for less than LocalShareFor after that.
-func (l *Ledger) LocalShareOK() bool {
-	// Not while Recovering: the hand-over is under way, and a permit
-	// admitted alone then might never reach Redis.
-	if l.cfg.LocalShareFor <= 0 || l.State() != admission.Unavailable {
-		return false
-	}
-	out := time.Since(time.Unix(0, l.down.Load()))
-	return out >= l.cfg.stale()+l.cfg.Tick && out < l.cfg.stale()+l.cfg.LocalShareFor
-}
-
-// AdmitAlone runs register, which registers a permit admitted from this
-// replica's local share in its own ledger, if this replica may admit alone
-// now (LocalShareOK), and reports whether it ran it. It is atomic with
-// respect to the hand-over: the move to Recovering waits for a register
-// under way, and no register runs after it, so every permit admitted alone
-// is in the local ledger when the hand-over looks, and none enters it
-// while the hand-over runs. register must not block.
-func (l *Ledger) AdmitAlone(register func()) bool {
-	l.alone.RLock()
-	defer l.alone.RUnlock()
-	if !l.LocalShareOK() {
-		return false
-	}
-	register()
-	return true
+		r.Settings.MaxQueue, tlim, tmq, maxTenants, ms(l.cfg.Recovery), ms(l.cfg.adopt()), r.Leased}
 }
 
 // leave takes a waiter out of the queue after its wait ended with cause

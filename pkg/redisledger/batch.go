@@ -20,7 +20,6 @@ type job struct {
 	src         permit.Source
 	ttl         time.Duration
 	node        string
-	force       bool
 	done        admission.Done
 }
 
@@ -48,19 +47,19 @@ func (l *Ledger) ReleaseAsync(name, token string, src permit.Source, done admiss
 }
 
 // RenewAsync is RenewToken without waiting, as ReleaseAsync is ReleaseToken.
-func (l *Ledger) RenewAsync(name, token string, ttl time.Duration, node string, force bool, done admission.Done) {
+func (l *Ledger) RenewAsync(name, token string, ttl time.Duration, node string, done admission.Done) {
 	if !permit.ValidToken(token) {
-		done.Done(l.RenewToken(name, token, ttl, node, force))
+		done.Done(l.RenewToken(name, token, ttl, node))
 		return
 	}
 	select {
-	case l.jobs <- job{name: name, token: token, ttl: ttl, node: node, force: force, done: done}:
+	case l.jobs <- job{name: name, token: token, ttl: ttl, node: node, done: done}:
 	default:
 		if l.State() == admission.Unavailable {
 			done.Done(permit.Lease{}, permit.Unavailable)
 			return
 		}
-		done.Done(l.RenewToken(name, token, ttl, node, force))
+		done.Done(l.RenewToken(name, token, ttl, node))
 	}
 }
 
@@ -144,7 +143,7 @@ func (l *Ledger) pipeline(ctx context.Context, jobs []job) []*redis.Cmd {
 				permit.TokenTag(j.token))
 		} else {
 			cmds[i] = l.sc.renew.EvalSha(ctx, pipe, l.keysOf(j.name), j.token, ms(j.ttl), j.node,
-				ms(l.cfg.Recovery), ms(l.cfg.adopt()), forceArg(j.force), permit.TokenTag(j.token))
+				ms(l.cfg.Recovery), ms(l.cfg.adopt()), permit.TokenTag(j.token))
 		}
 	}
 	_, err := pipe.Exec(ctx)
@@ -184,7 +183,7 @@ func (l *Ledger) Renew(e admission.Entry, done admission.Done) {
 	if !l.serves(name, done) {
 		return
 	}
-	l.RenewAsync(name, e.Token, l.cfg.Heartbeat.TTL, e.Node, false, done)
+	l.RenewAsync(name, e.Token, l.cfg.Heartbeat.TTL, e.Node, done)
 }
 
 // serves reports whether an entry naming bulkhead name goes to Redis, or

@@ -75,7 +75,7 @@ func (f *fixture) capacity(t *testing.T, sp capSpec) capReplica {
 	l := New(rdb, Config{Prefix: prefix, Replica: id, Timeout: timeout, Heartbeat: hb,
 		Known: func(name string) bool { return reg.Get(name) != nil }, Tick: tick}, f.obs, f.rec, nil)
 	leases := permit.NewMemory(clock.Real{}, permit.WithSweepInterval(20*time.Millisecond))
-	fb := NewFallback(l, admission.FailClosed, leases, nopFallbackRecorder{})
+	fb := NewFallback(l, admission.FailClosed, nopFallbackRecorder{})
 	c := NewCapacity(l, fb, leases, sp.opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 3)

@@ -124,7 +124,7 @@ func TestCapacityRedisCallsPerAdmission(t *testing.T) {
 			l = f.capacity(t, capSpec{id: "a", prefix: "calls:", reg: reg})
 		} else {
 			led := f.replica("a", "catalog")
-			l = NewFallback(led, admission.FailClosed, permit.NewMemory(clock.Real{}), nopFallbackRecorder{})
+			l = NewFallback(led, admission.FailClosed, nopFallbackRecorder{})
 		}
 		if leases {
 			testkit.Eventually(t, "a lease held", func() bool { h, _, _, ok := f.leaseOf("calls:", "a"); return ok && h > 0 })

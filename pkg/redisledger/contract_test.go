@@ -10,8 +10,6 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/admission/admissiontest"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
-	"github.com/bulkhead-mesh/bulkhead/pkg/clock"
-	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
@@ -29,12 +27,11 @@ func TestContract(t *testing.T) {
 		prefix := fmt.Sprintf("contract%d:", n.Add(1))
 		l := New(f.rdb, Config{Prefix: prefix, Replica: "a", Timeout: time.Second, Heartbeat: admissiontest.Heartbeat,
 			Known: func(name string) bool { return reg.Get(name) != nil }, Tick: 100 * time.Millisecond}, f.obs, f.rec, nil)
-		leases := permit.NewMemory(clock.Real{})
-		fb := NewFallback(l, admission.FailClosed, leases, nopFallbackRecorder{})
+		fb := NewFallback(l, admission.FailClosed, nopFallbackRecorder{})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = fb.Run(ctx, reg) }()
-		t.Cleanup(func() { cancel(); <-done; leases.Close(permit.Shutdown) })
+		t.Cleanup(func() { cancel(); <-done })
 		testkit.Eventually(t, "ledger strict", func() bool { return l.State() == admission.Strict })
 		testkit.Eventually(t, "wake-up channel subscribed", func() bool {
 			n, err := f.rdb.PubSubNumSub(context.Background(), prefix+"wake:a").Result()

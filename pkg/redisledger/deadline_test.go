@@ -113,7 +113,7 @@ func TestKilledRedisIsFoundByTheWholeTimeout(t *testing.T) {
 	if l.State() != admission.Strict {
 		t.Fatalf("state %v after a Check's deadline", l.State())
 	}
-	l.tick(context.Background(), nil, nil)
+	l.tick(context.Background(), nil)
 	if l.State() != admission.Unavailable {
 		t.Fatalf("state %v after a tick with the whole timeout, want unavailable", l.State())
 	}

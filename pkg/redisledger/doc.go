@@ -6,8 +6,8 @@
 // Ledger keeps the admission contract (admission.Ledger: Admit in
 // acquire.go, Release and Renew through the batcher in batch.go, Holders),
 // and Fallback wraps it with the unavailable policy (fail closed, fail
-// open, the local share and its hand-over): the servers are given the
-// Fallback and do not know it is Redis.
+// open); Capacity, the capacity leases, sits over the Fallback when they
+// are on. The servers are given one of them and do not know it is Redis.
 //
 // # Model
 //
@@ -65,13 +65,11 @@
 //
 // A call that fails or outlives the ledger's timeout switches the replica
 // to Unavailable: Checks get the on_unavailable policy (Fallback) without
-// calling Redis, and Run probes Redis each Tick/4. When it answers, the
-// Handover moves the permits admitted without it into Redis, and Strict
-// resumes;
-// no permit is admitted alone from then on (AdmitAlone). With local
-// shares, a replica that stopped looking at a bulkhead has its share held
-// back by the others, and a replica cut off admits the same share
-// (presence.go), also after Redis lost its data.
+// calling Redis, and Run probes Redis each Tick/4; when it answers,
+// Strict resumes. With capacity leases a replica cut off admits within the
+// lease it holds until the lease's end (Capacity), and the policy applies
+// beyond it; nothing admitted meanwhile needs handing to Redis afterwards,
+// since Redis counted the lease all along.
 // A Check's own deadline cuts its calls shorter than the timeout, so that
 // a slow Redis never holds it past that deadline; a call that deadline
 // ends is that Check's timeout (ErrCallerDeadline), never Redis's outage.
@@ -161,6 +159,5 @@
 //
 // A Ledger, a Fallback and a Capacity are safe for concurrent use. Run owns
 // its goroutines (the wake-up subscriber, the batcher and the ticker; the
-// Fallback's adds the local shares' sizing; the Capacity's is the lease
-// loop) and returns when its context ends.
+// Capacity's is the lease loop) and returns when its context ends.
 package redisledger

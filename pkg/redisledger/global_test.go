@@ -48,7 +48,7 @@ func TestGlobalIsTheLastLook(t *testing.T) {
 	}
 	l.look(ctx, "orders")
 	if g, ok := l.Global("orders"); !ok || g != (admission.Global{InUse: 1}) {
-		t.Fatalf("Global after the hand-over = %+v, %v; want 1 in use, none queued", g, ok)
+		t.Fatalf("Global after the waiter was granted = %+v, %v; want 1 in use, none queued", g, ok)
 	}
 	if _, res := l.ReleaseToken("orders", r.token, permit.AccessLog); res != permit.Released {
 		t.Fatalf("release: %v", res)

@@ -50,7 +50,7 @@ func TestRenewalWithinGraceRenews(t *testing.T) {
 			// lease lapse; nothing else waits on it.
 			time.Sleep(ttl + 50*time.Millisecond)
 			tc.first(t, l)
-			_, res := l.RenewToken("orders", tok, ttl, "node-a", false)
+			_, res := l.RenewToken("orders", tok, ttl, "node-a")
 			if late := time.Since(granted); late >= ttl+expiryGrace {
 				t.Fatalf("renewed %v after the grant, past the grace: the test shows nothing", late)
 			}

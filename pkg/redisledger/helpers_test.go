@@ -108,7 +108,7 @@ func (f *fixture) replica(id string, names ...string) *Ledger {
 		Tick: 100 * time.Millisecond}, f.obs, f.rec, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = l.Run(ctx, func() []string { return names }, nil) }()
+	go func() { defer close(done); _ = l.Run(ctx, func() []string { return names }) }()
 	f.t.Cleanup(func() { cancel(); <-done })
 	testkit.Eventually(f.t, "ledger strict", func() bool { return l.State() == admission.Strict })
 	// The subscription is made by Run: wait until Redis counts it.
@@ -125,7 +125,7 @@ func (f *fixture) replica(id string, names ...string) *Ledger {
 func (f *fixture) alone(cfg Config) *Ledger {
 	f.t.Helper()
 	l := New(f.rdb, cfg, f.obs, f.rec, nil)
-	l.tick(context.Background(), nil, nil)
+	l.tick(context.Background(), nil)
 	if l.State() != admission.Strict {
 		f.t.Fatalf("state %v after a tick, want strict", l.State())
 	}

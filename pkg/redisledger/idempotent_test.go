@@ -20,7 +20,7 @@ func (f *fixture) idle() *Ledger {
 	f.t.Helper()
 	l := New(f.rdb, Config{Prefix: "test:", Replica: "a", Timeout: time.Second, Heartbeat: permit.Heartbeat{Interval: time.Second, TTL: time.Second},
 		Tick: time.Hour}, f.obs, f.rec, nil)
-	l.tick(context.Background(), nil, nil)
+	l.tick(context.Background(), nil)
 	if l.State() != admission.Strict {
 		f.t.Fatalf("state %v", l.State())
 	}
@@ -242,7 +242,7 @@ func TestLookReconcilesCounts(t *testing.T) {
 
 // After Redis lost its data, the end of a request it no longer knows is
 // remembered: a late periodic entry adopts nothing, in the adoption window
-// or forced (a hand-over), and an acquire of that token that arrives after
+// (renewed at once or batched), and an acquire of that token that arrives after
 // its release (the caller gave up on the answer) grants nothing.
 func TestReleaseOfUnknownTokenIsRemembered(t *testing.T) {
 	f := newFixture(t)
@@ -262,13 +262,13 @@ func TestReleaseOfUnknownTokenIsRemembered(t *testing.T) {
 			t.Fatalf("release of an unknown token: %v", res)
 		}
 	}
-	if _, res := l.RenewToken("orders", toks[0], 5*time.Second, "node-a", false); res != permit.Late {
+	if _, res := l.RenewToken("orders", toks[0], 5*time.Second, "node-a"); res != permit.Late {
 		t.Errorf("renewal in the adoption window after the release: %v, want late", res)
 	}
 	done := make(chan permit.Result, 1)
-	l.RenewAsync("orders", toks[1], 5*time.Second, "node-a", true, admission.DoneFunc(func(_ permit.Lease, res permit.Result) { done <- res }))
+	l.RenewAsync("orders", toks[1], 5*time.Second, "node-a", admission.DoneFunc(func(_ permit.Lease, res permit.Result) { done <- res }))
 	if res := <-done; res != permit.Late {
-		t.Errorf("forced renewal after the release: %v, want late", res)
+		t.Errorf("batched renewal after the release: %v, want late", res)
 	}
 	res, err := l.sc.acquire.Run(ctx, f.rdb, l.keysOf("orders"), l.acquireArgs(toks[2], req("orders", settings(10, 0, 0), bulkhead.Normal), 0)...).Result()
 	if code, _, _, _ := reply(res); err != nil || code != acquireRejected {

@@ -64,22 +64,11 @@ type Config struct {
 	// Tick is how often the replica says it is alive, and looks at each
 	// bulkhead (expiry, the queue, the global counts, Global). Default 1s.
 	Tick time.Duration
-	// LocalShareFor, when positive, is how long a replica cut off from
-	// Redis may admit its share of each limit alone (ledger.on_unavailable:
-	// local_share), once it has been cut off for longer than Redis takes to
-	// notice (replicaStale ticks). Meanwhile the replicas that still reach
-	// Redis hold the absent replicas' shares back from every ceiling, so
-	// the sum holds in a partial outage too. 0: no replica admits alone.
-	LocalShareFor time.Duration
 }
 
 // adopt is how long unknown tokens are adopted after Redis starts a
 // bulkhead's state or loses it.
 func (c Config) adopt() time.Duration { return c.Heartbeat.AdoptFor() }
-
-// stale is how long a replica that stopped looking at a bulkhead is taken
-// for one that may be admitting alone.
-func (c Config) stale() time.Duration { return replicaStale * c.Tick }
 
 // Ledger is the permit ledger on Redis. Safe for concurrent use.
 type Ledger struct {
@@ -92,11 +81,7 @@ type Ledger struct {
 	wake *waiters
 	keys sync.Map // bulkhead name -> []string
 
-	state atomic.Int32 // admission.State
-	// alone orders the registrations of permits admitted alone (AdmitAlone
-	// holds it shared) before the move to Recovering (held exclusively).
-	alone    sync.RWMutex
-	down     atomic.Int64 // when the current outage began (UnixNano); see LocalShareOK
+	state    atomic.Int32 // admission.State
 	replicas atomic.Int32 // live replicas, last seen (at least 1)
 	kick     chan struct{}
 	jobs     chan job // releases and renewals for the batcher
@@ -105,10 +90,6 @@ type Ledger struct {
 	downLogged time.Time
 	// masters are the run ids of the masters last heard (ticker only).
 	masters map[string]bool
-	// presence is, per bulkhead, its presence hash R as this replica last
-	// looked at it (replica -> seen, ms on Redis's clock); see present.
-	presMu   sync.Mutex
-	presence map[string]map[string]int64
 	// global is, per bulkhead, its counts summed over every replica as
 	// Redis last reported them to the ticker (Global).
 	globalMu sync.Mutex
@@ -140,10 +121,9 @@ func New(rdb redis.UniversalClient, cfg Config, obs permit.Observer, rec Recorde
 		log = slog.New(slog.DiscardHandler)
 	}
 	l := &Ledger{rdb: rdb, cfg: cfg, sc: loadScripts(), obs: obs, rec: rec, log: log, wake: newWaiters(), kick: make(chan struct{}, 1),
-		jobs: make(chan job, 4*maxBatch), presence: map[string]map[string]int64{},
+		jobs:   make(chan job, 4*maxBatch),
 		global: map[string]admission.Global{}}
 	l.state.Store(int32(admission.Unavailable)) // until Run has heard from Redis
-	l.down.Store(time.Now().UnixNano())
 	l.replicas.Store(1)
 	return l
 }

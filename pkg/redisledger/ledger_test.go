@@ -180,7 +180,7 @@ func TestLeaseExpiresOnRedisClockAndRenewKeepsIt(t *testing.T) {
 	}
 	deadline := time.Now().Add(900 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		if _, res := a.RenewToken("orders", kept, 300*time.Millisecond, "node-a", false); res != permit.Renewed {
+		if _, res := a.RenewToken("orders", kept, 300*time.Millisecond, "node-a"); res != permit.Renewed {
 			t.Fatalf("renew: %v", res)
 		}
 		time.Sleep(50 * time.Millisecond) // the heartbeat's own period
@@ -194,7 +194,7 @@ func TestLeaseExpiresOnRedisClockAndRenewKeepsIt(t *testing.T) {
 	if _, res := a.ReleaseToken("orders", short, permit.AccessLog); res != permit.Expired {
 		t.Fatalf("release of the expired lease: %v", res)
 	}
-	if _, res := a.RenewToken("orders", short, time.Second, "node-a", false); res != permit.Late {
+	if _, res := a.RenewToken("orders", short, time.Second, "node-a"); res != permit.Late {
 		t.Fatalf("periodic entry after the end: %v, want late", res)
 	}
 }
@@ -205,7 +205,7 @@ func TestRedisLosingItsDataIsRebuiltFromHeartbeats(t *testing.T) {
 		Heartbeat: permit.Heartbeat{Interval: time.Second, TTL: time.Second}, Tick: 100 * time.Millisecond}, f.obs, f.rec, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = l.Run(ctx, func() []string { return []string{"orders"} }, nil) }()
+	go func() { defer close(done); _ = l.Run(ctx, func() []string { return []string{"orders"} }) }()
 	t.Cleanup(func() { cancel(); <-done })
 	testkit.Eventually(t, "strict", func() bool { return l.State() == admission.Strict })
 	s := settings(2, 4, 2*time.Second)
@@ -224,7 +224,7 @@ func TestRedisLosingItsDataIsRebuiltFromHeartbeats(t *testing.T) {
 	// The running requests' periodic entries adopt their permits; a new
 	// arrival waits for the recovery window and then finds the bulkhead full.
 	for _, tok := range []string{tokA, tokB} {
-		if _, res := l.RenewToken("orders", tok, 5*time.Second, "node-a", false); res != permit.Adopted {
+		if _, res := l.RenewToken("orders", tok, 5*time.Second, "node-a"); res != permit.Adopted {
 			t.Fatalf("renew after the loss: %v, want adopted", res)
 		}
 	}
@@ -313,7 +313,7 @@ func TestRunIDChangeReopensAdoption(t *testing.T) {
 		Tick: time.Hour}, f.obs, f.rec, nil)
 	ctx := context.Background()
 	names := func() []string { return []string{"orders"} }
-	l.tick(ctx, names, nil) // strict, run id learnt
+	l.tick(ctx, names) // strict, run id learnt
 	if l.State() != admission.Strict || len(l.masters) != 1 {
 		t.Fatalf("state %v, run ids %v", l.State(), l.masters)
 	}
@@ -327,57 +327,16 @@ func TestRunIDChangeReopensAdoption(t *testing.T) {
 	f.rdb.HDel(ctx, keys[2], tok)
 	f.rdb.HIncrBy(ctx, keys[0], "inuse", -1)
 	time.Sleep(150 * time.Millisecond) // past the adoption window of the bulkhead's first use
-	if _, res := l.RenewToken("orders", tok, time.Second, "n", false); res != permit.Unknown {
+	if _, res := l.RenewToken("orders", tok, time.Second, "n"); res != permit.Unknown {
 		t.Fatalf("renew of a lost grant outside the window: %v, want unknown", res)
 	}
 	l.masters = map[string]bool{"a-previous-redis": true}
-	l.tick(ctx, names, nil)
-	if _, res := l.RenewToken("orders", tok, time.Second, "n", false); res != permit.Adopted {
+	l.tick(ctx, names)
+	if _, res := l.RenewToken("orders", tok, time.Second, "n"); res != permit.Adopted {
 		t.Fatalf("renew after the run id changed: %v, want adopted", res)
 	}
 	if got := f.inUse("orders"); got != 1 {
 		t.Fatalf("in use %d, want 1", got)
-	}
-}
-
-// With local_share, a replica that stopped reaching Redis may admit its
-// share alone: the replicas that still reach Redis hold that share back.
-func TestAbsentReplicaShareIsHeldBack(t *testing.T) {
-	f := newFixture(t)
-	cfg := Config{Prefix: "test:", Timeout: time.Second, Tick: 100 * time.Millisecond, LocalShareFor: 10 * time.Second}
-	a, b := cfg, cfg
-	a.Replica, b.Replica = "a", "b"
-	la, lb := New(f.rdb, a, f.obs, f.rec, nil), New(f.rdb, b, f.obs, f.rec, nil)
-	ctx := context.Background()
-	names := func() []string { return []string{"orders"} }
-	la.tick(ctx, names, nil)
-	lb.tick(ctx, names, nil) // b looks once, then is cut off
-	admit := func(n int) int {
-		got := 0
-		for range n {
-			if _, err := la.Acquire(ctx, req("orders", settings(6, 0, 0), bulkhead.Normal)); err == nil {
-				got++
-			}
-		}
-		return got
-	}
-	if got := admit(2); got != 2 {
-		t.Fatalf("both replicas present: admitted %d of 2", got)
-	}
-	// Until b has been absent longer than the staleness window (on Redis's
-	// clock), nothing is held back.
-	testkit.Eventually(t, "b absent for longer than 3 ticks", func() bool {
-		seen, err := f.rdb.HGet(ctx, keysOf("test:", "orders")[12], "b").Int64()
-		now, terr := f.rdb.Time(ctx).Result()
-		return err == nil && terr == nil && now.UnixMilli()-seen > 300
-	})
-	la.tick(ctx, names, nil)
-	admit(10)
-	if got := f.inUse("orders"); got != 3 {
-		t.Fatalf("a admitted %d with b absent, want 3 (6 less b's share of 3)", got)
-	}
-	if lb.LocalShareOK() {
-		t.Fatal("b may admit alone before it has been cut off long enough")
 	}
 }
 
@@ -395,7 +354,7 @@ func TestRedisCluster(t *testing.T) {
 			Recovery: 300 * time.Millisecond}, &fakeObs{}, newFakeRec(), nil) // a run id taken for gone would pause admissions again and again
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); _ = l.Run(ctx, func() []string { return names }, nil) }()
+		go func() { defer close(done); _ = l.Run(ctx, func() []string { return names }) }()
 		t.Cleanup(func() { cancel(); <-done })
 		testkit.Eventually(t, "strict on the cluster", func() bool { return l.State() == admission.Strict })
 		return l
@@ -451,7 +410,7 @@ func TestAsyncReleasesAndRenewals(t *testing.T) {
 		if i%2 == 0 {
 			a.ReleaseAsync("orders", tok, permit.AccessLog, admission.DoneFunc(func(_ permit.Lease, r permit.Result) { results <- "release " + r.String() }))
 		} else {
-			a.RenewAsync("orders", tok, time.Minute, "n", false, admission.DoneFunc(func(_ permit.Lease, r permit.Result) {
+			a.RenewAsync("orders", tok, time.Minute, "n", admission.DoneFunc(func(_ permit.Lease, r permit.Result) {
 				results <- fmt.Sprint("renew ", r == permit.Renewed)
 			}))
 		}

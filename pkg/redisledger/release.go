@@ -49,21 +49,14 @@ func (l *Ledger) released(name, token string, src permit.Source, res any, err er
 
 // RenewToken extends token's lease to ttl from now, or adopts the running
 // request's permit (past the limit if need be) when Redis lost it or it
-// expired; force adopts whatever the adoption window (a hand-over).
-func (l *Ledger) RenewToken(name, token string, ttl time.Duration, node string, force bool) (permit.Lease, permit.Result) {
+// expired.
+func (l *Ledger) RenewToken(name, token string, ttl time.Duration, node string) (permit.Lease, permit.Result) {
 	if !permit.ValidToken(token) {
 		return permit.Lease{}, permit.Unknown
 	}
 	res, err := l.call(context.Background(), time.Time{}, admission.OpRenew, l.sc.renew, l.keysOf(name), token, ms(ttl), node,
-		ms(l.cfg.Recovery), ms(l.cfg.adopt()), forceArg(force), permit.TokenTag(token))
+		ms(l.cfg.Recovery), ms(l.cfg.adopt()), permit.TokenTag(token))
 	return l.renewedResult(name, token, res, err)
-}
-
-func forceArg(force bool) string {
-	if force {
-		return "1"
-	}
-	return "0"
 }
 
 // renewedResult interprets the renew script's answer (or err).

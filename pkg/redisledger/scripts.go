@@ -94,13 +94,10 @@ const (
 
 // keySuffixes are the keys of one bulkhead, in the order common.lua reads
 // KEYS.
-var keySuffixes = [...]string{"s", "p", "i", "q1", "q2", "q3", "w", "wd", "t", "tq", "ex", "ed", "r", "tw", "tm", "cl", "cx"}
+var keySuffixes = [...]string{"s", "p", "i", "q1", "q2", "q3", "w", "wd", "t", "tq", "ex", "ed", "tw", "tm", "cl", "cx"}
 
 // keyInfo is the index in keySuffixes of I, the leases' info by token.
 const keyInfo = 2
-
-// keyReplicas is the index in keySuffixes of R, the replicas' last looks.
-const keyReplicas = 12
 
 // keysOf returns the ledger's keys of bulkhead name (Key).
 func keysOf(prefix, name string) []string {

@@ -17,7 +17,7 @@ import (
 func (l *Ledger) State() admission.State { return admission.State(l.state.Load()) }
 
 // Reachable reports whether Redis answered this replica's last calls: in
-// Strict and Recovering, not in Unavailable.
+// Strict, not in Unavailable.
 func (l *Ledger) Reachable() bool { return l.State() != admission.Unavailable }
 
 // Replicas returns the number of live replicas Redis last reported (at
@@ -28,7 +28,6 @@ func (l *Ledger) Replicas() int { return int(l.replicas.Load()) }
 // first failure in Strict switches to Unavailable and is logged.
 func (l *Ledger) unavailable(op admission.Op, err error) {
 	if l.state.CompareAndSwap(int32(admission.Strict), int32(admission.Unavailable)) {
-		l.down.Store(time.Now().UnixNano())
 		l.log.Error("redis ledger unavailable: applying ledger.on_unavailable until Redis answers again",
 			"op", op, "err", err)
 		l.rec.LedgerState(admission.Unavailable)
@@ -39,20 +38,15 @@ func (l *Ledger) unavailable(op admission.Op, err error) {
 	}
 }
 
-// Handover is called when Redis answers again after an outage, before
-// Strict resumes: it hands the permits admitted without Redis to it.
-type Handover func(ctx context.Context) error
-
 // Run keeps the ledger going until ctx ends: it listens for wake-ups of
 // this replica's waiters, says each Tick that the replica is alive (the
-// count local_share divides by), looks at each bulkhead of names (expiry,
-// the queue, the global counts), and moves between states. handover may be
-// nil.
-func (l *Ledger) Run(ctx context.Context, names func() []string, handover Handover) error {
+// live count, Replicas), looks at each bulkhead of names (expiry, the
+// queue, the global counts), and moves between states.
+func (l *Ledger) Run(ctx context.Context, names func() []string) error {
 	var g errgroup.Group
 	g.Go(func() error { return l.listen(ctx) })
 	g.Go(func() error { return l.batch(ctx) })
-	g.Go(func() error { return l.tickLoop(ctx, names, handover) })
+	g.Go(func() error { return l.tickLoop(ctx, names) })
 	return g.Wait()
 }
 
@@ -88,12 +82,9 @@ func (l *Ledger) listen(ctx context.Context) error {
 	}
 }
 
-func (l *Ledger) tickLoop(ctx context.Context, names func() []string, handover Handover) error {
-	if names != nil {
-		defer func() { l.depart(names()) }()
-	}
+func (l *Ledger) tickLoop(ctx context.Context, names func() []string) error {
 	for {
-		l.tick(ctx, names, handover)
+		l.tick(ctx, names)
 		d := l.cfg.Tick
 		if l.State() != admission.Strict {
 			d /= 4
@@ -118,7 +109,7 @@ const replicaStale = 3
 // says so again in its log.
 const stillDownEvery = 30 * time.Second
 
-func (l *Ledger) tick(ctx context.Context, names func() []string, handover Handover) {
+func (l *Ledger) tick(ctx context.Context, names func() []string) {
 	res, err := l.call(ctx, time.Time{}, admission.OpReplicas, l.sc.replicas, []string{l.cfg.Prefix + "replicas"},
 		l.cfg.Replica, ms(replicaStale*l.cfg.Tick))
 	if err != nil {
@@ -134,55 +125,18 @@ func (l *Ledger) tick(ctx context.Context, names func() []string, handover Hando
 		l.replicas.Store(int32(n))
 		l.rec.LedgerReplicas(int(n))
 	}
-	if l.State() == admission.Unavailable {
-		// Once no permit admitted alone is being registered, and before
-		// the hand-over looks at them (AdmitAlone).
-		l.alone.Lock()
-		l.state.Store(int32(admission.Recovering))
-		l.alone.Unlock()
-		l.rec.LedgerState(admission.Recovering)
-		l.log.Info("redis ledger answers again: handing over the permits admitted without it")
-		if handover != nil {
-			if err := handover(ctx); err != nil {
-				l.log.Warn("hand-over to the redis ledger incomplete; retrying", "err", err)
-				l.down.Store(time.Now().UnixNano())
-				l.state.Store(int32(admission.Unavailable))
-				l.rec.LedgerState(admission.Unavailable)
-				return
-			}
-		}
-		if l.state.CompareAndSwap(int32(admission.Recovering), int32(admission.Strict)) {
-			l.rec.LedgerState(admission.Strict)
-			l.log.Info("redis ledger strict again")
-		}
+	if l.state.CompareAndSwap(int32(admission.Unavailable), int32(admission.Strict)) {
+		l.rec.LedgerState(admission.Strict)
+		l.log.Info("redis ledger strict: redis answers")
 	}
 	if names != nil {
 		l.look(ctx, names()...)
 	}
 }
 
-// stateArgs are the state script's arguments: a replica not seen for
-// longer than the others hold its share back is forgotten.
+// stateArgs are the state script's arguments.
 func (l *Ledger) stateArgs() []any {
-	return []any{ms(l.cfg.Recovery), ms(l.cfg.adopt()), l.cfg.Replica, ms(l.forget())}
-}
-
-// forget is how long a replica not seen stays in a bulkhead's presence
-// hash: longer than others hold its share back.
-func (l *Ledger) forget() time.Duration {
-	return l.cfg.stale() + max(l.cfg.LocalShareFor, 0) + l.cfg.Tick
-}
-
-// depart says that this replica stops: it no longer counts among those
-// that may admit alone (a graceful stop shrinks no limit).
-func (l *Ledger) depart(names []string) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout*4)
-	defer cancel()
-	pipe := l.rdb.Pipeline()
-	for _, n := range names {
-		pipe.HDel(ctx, l.keysOf(n)[keyReplicas], l.cfg.Replica)
-	}
-	_, _ = pipe.Exec(ctx)
+	return []any{ms(l.cfg.Recovery), ms(l.cfg.adopt())}
 }
 
 // look runs the state script of each bulkhead, pipelined: it reclaims
@@ -226,10 +180,9 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 		l.unavailable(admission.OpState, err)
 		return
 	}
-	var lost []restore
 	for i, c := range cmds {
 		a, _ := c.Val().([]any)
-		if len(a) < 10 {
+		if len(a) < 8 {
 			continue
 		}
 		n := func(i int) int { v, _ := a[i].(int64); return int(v) }
@@ -237,12 +190,7 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 		redisNow, _ := a[4].(int64)
 		l.expired(names[i], swept, redisNow)
 		l.setGlobal(names[i], admission.Global{InUse: n(0), Queued: [3]int{n(5), n(6), n(7)}, Recovering: n(3) > 0})
-		kept, _ := a[8].([]any)
-		if r := l.present(names[i], kept, n(9) == 1, redisNow); len(r.seen) > 0 {
-			lost = append(lost, r)
-		}
 	}
-	l.restore(ctx, lost)
 }
 
 // checkRunID notices a Redis that restarted or failed over (the run id of

@@ -11,8 +11,8 @@
 //     cut off from the ledger (gate.go);
 //   - GlobalSampler: the mesh's permits in use, for sizing.
 //
-// The permits, the local shares and the hand-over after an outage are the
-// ledger's (package redisledger), not this package's.
+// The permits and the capacity leases are the ledger's (package
+// redisledger), not this package's.
 //
 // # One availability signal
 //

@@ -46,9 +46,8 @@ func TestGate(t *testing.T) {
 		severed int
 	}{
 		{admission.Unavailable, not, 1},
-		{admission.Recovering, not, 1},
+		{admission.Strict, serving, 1},
 		{admission.Unavailable, not, 2},
-		{admission.Recovering, not, 2},
 		{admission.Strict, serving, 2},
 	} {
 		g.LedgerState(step.state)
@@ -56,7 +55,7 @@ func TestGate(t *testing.T) {
 			t.Fatalf("step %d (%v): health %v, severed %d times; want %v, %d", i, step.state, s, severed, step.health, step.severed)
 		}
 	}
-	if len(rec.got) != 6 {
-		t.Errorf("recorder heard %v, want all 6 reports", rec.got)
+	if len(rec.got) != 5 {
+		t.Errorf("recorder heard %v, want all 5 reports", rec.got)
 	}
 }

@@ -3,7 +3,6 @@ package replication
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -34,8 +33,8 @@ type Replica struct {
 // Parts are what a replica's shared ledger is built with besides its
 // configuration.
 type Parts struct {
-	// Leases keeps the permits admitted alone (on_unavailable:
-	// local_share); its owner sweeps it.
+	// Leases keeps the permits admitted from the capacity leases; its
+	// owner sweeps it.
 	Leases *permit.Memory
 	// Known reports whether a bulkhead is configured.
 	Known    func(bulkhead string) bool
@@ -55,25 +54,16 @@ func NewReplica(cfg *config.Config, p Parts) (*Replica, error) {
 		return nil, err
 	}
 	log := p.Log.With("component", "ledger", "replica", st.Replica, "redis", st.Where)
-	localFor := time.Duration(0)
-	if cfg.Ledger.OnUnavailable == admission.LocalShare {
-		localFor = cfg.Ledger.LocalShareFor
-	}
 	l := redisledger.New(st.Client, redisledger.Config{
-		LocalShareFor: localFor,
-		Prefix:        st.Prefix,
-		Replica:       st.Replica,
-		Timeout:       cfg.Ledger.Redis.Timeout,
-		Recovery:      cfg.Leases.RecoveryWindow,
-		Heartbeat:     cfg.Leases.Heartbeat(),
-		Known:         p.Known,
+		Prefix:    st.Prefix,
+		Replica:   st.Replica,
+		Timeout:   cfg.Ledger.Redis.Timeout,
+		Recovery:  cfg.Leases.RecoveryWindow,
+		Heartbeat: cfg.Leases.Heartbeat(),
+		Known:     p.Known,
 	}, p.Observer, p.Recorder, log)
-	s := &Replica{Store: st, Ledger: l, Fallback: redisledger.NewFallback(l, cfg.Ledger.OnUnavailable, p.Leases, p.FailOpen),
-		log: log}
+	s := &Replica{Store: st, Ledger: l, Fallback: redisledger.NewFallback(l, cfg.Ledger.OnUnavailable, p.FailOpen), log: log}
 	if cfg.Ledger.Redis.CapacityLeases {
-		// The permits admitted from the leases are kept in p.Leases: the
-		// local share, which would keep its own there, is refused with
-		// leases (config).
 		s.Capacity = redisledger.NewCapacity(l, s.Fallback, p.Leases)
 	}
 	return s, nil
@@ -95,7 +85,7 @@ func (s *Replica) Replicate(breakers *breaker.Set, obs *sizing.Observer) *Replic
 	return s.Repl
 }
 
-// Run keeps the ledger (with its local shares) and the replicator going
+// Run keeps the ledger (with its capacity leases) and the replicator going
 // until ctx ends, then closes the client they share. reg is the configured
 // bulkheads; apply receives the other replicas' overrides.
 func (s *Replica) Run(ctx context.Context, reg *bulkhead.Registry, apply Applier) error {

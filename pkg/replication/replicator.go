@@ -131,7 +131,7 @@ func (r *Replicator) round(ctx context.Context, apply Applier) {
 // tells of a change: when the store becomes unavailable, the breakers drop
 // the peers' windows and decide on their own outcomes, suggestions are
 // refused (sizingShare.Ended) and overrides made here wait; when it
-// answers again (Recovering or Strict), sharing resumes.
+// answers again (Strict), sharing resumes.
 func (r *Replicator) available() bool {
 	up := r.state() != admission.Unavailable
 	switch {

@@ -126,9 +126,9 @@ func TestRun(t *testing.T) {
 		t.Fatal("override made here written while the ledger finds Redis unavailable")
 	}
 
-	// Recovering: Redis answers again; the override made meanwhile is
+	// Strict: Redis answers again; the override made meanwhile is
 	// written within a second.
-	ledger.set(admission.Recovering)
+	ledger.set(admission.Strict)
 	for range roundsPerSecond {
 		round()
 	}

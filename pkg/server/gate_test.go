@@ -18,10 +18,12 @@ import (
 // plane: its gRPC health check fails (Envoy sends Checks and new streams to
 // the other replicas), its access-log streams are closed, and a stream that
 // brings an entry only Redis could serve is closed too. Redis is paused
-// (SIGSTOP: TCP holds the bytes, nothing is refused), then resumed.
+// (SIGSTOP: TCP holds the bytes, nothing is refused), then resumed. On the
+// per-request path, so that the permit is Redis's (one admitted from a
+// capacity lease is released by the replica that holds the lease).
 func TestUnreachableLedgerMovesTheDataPlane(t *testing.T) {
 	srv := testkit.StartRedis(t)
-	rn := start(t, parseConfig(t, sharedYAML(srv.Addr, "fail_closed")))
+	rn := start(t, parseConfig(t, perRequestYAML(srv.Addr, "fail_closed")))
 	waitStrict(t, rn)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

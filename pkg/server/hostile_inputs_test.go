@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -285,5 +286,27 @@ bulkheads:
 	rn.r.reload(parseConfig(t, fmt.Sprintf(yaml, `authz: {deny_status: 429}`)), nil)
 	if p := admitAs(t, ctx, rn, crit); p != bulkhead.Normal {
 		t.Fatalf("after the trust was removed: admitted as %v", p)
+	}
+}
+
+// A reload logs the warnings of the configuration it applies (a deprecated
+// setting), each once, as the daemon does at start.
+func TestReloadLogsWarnings(t *testing.T) {
+	const yaml = `
+listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0", admin: "127.0.0.1:0"}
+%s
+bulkheads:
+  catalog: {max_concurrent: 10}
+`
+	var log testkit.SyncBuffer
+	rn := startLogged(t, parseConfig(t, fmt.Sprintf(yaml, "")), slog.New(slog.NewTextHandler(&log, nil)))
+	next := parseConfig(t, fmt.Sprintf(yaml, "ledger: {on_unavailable: local_share}"))
+	if len(next.Warnings) != 1 {
+		t.Fatalf("warnings %q, want one", next.Warnings)
+	}
+	rn.r.reload(next, nil)
+	if n := strings.Count(log.String(), "level=WARN msg=\"configuration: deprecated setting\""); n != 1 ||
+		!strings.Contains(log.String(), "ledger.on_unavailable: is deprecated") {
+		t.Fatalf("%d deprecation warnings logged, want 1 naming ledger.on_unavailable:\n%s", n, log.String())
 	}
 }

@@ -436,6 +436,9 @@ func (r *Runner) reload(cfg *config.Config, err error) {
 		r.log.Error("configuration reload refused; the last good configuration keeps serving", "path", r.watchPath, "err", err)
 		return
 	}
+	for _, w := range cfg.Warnings {
+		r.log.Warn("configuration: deprecated setting", "warning", w, "path", r.watchPath)
+	}
 	if keys := config.RestartOnly(r.cfg, cfg); len(keys) > 0 {
 		r.log.Warn("changed settings take effect at the next restart "+
 			"(the content of the TLS files is reloaded when they change)", "settings", keys, "path", r.watchPath)

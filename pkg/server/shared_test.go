@@ -33,6 +33,13 @@ bulkheads:
 `, policy, addr)
 }
 
+// perRequestYAML is sharedYAML without capacity leases: every Check takes
+// the per-request path, and the policy decides each one while Redis is
+// down.
+func perRequestYAML(addr, policy string) string {
+	return strings.Replace(sharedYAML(addr, policy), "timeout: 200ms}", "timeout: 200ms, capacity_leases: false}", 1)
+}
+
 // sharedEnd is an end entry of token, carrying its bulkhead as Envoy does.
 func sharedEnd(token, key string) *alsv3.StreamAccessLogsMessage {
 	meta := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{permit.MetadataNamespace: {Fields: map[string]*structpb.Value{
@@ -69,10 +76,12 @@ func waitStrict(t *testing.T, rn *running) {
 	testkit.Eventually(t, "shared ledger strict", func() bool { return rn.r.replica.Ledger.State() == admission.Strict })
 }
 
+// One limit over two replicas on the per-request path: each Check a script
+// in Redis, a release through the other replica's stream.
 func TestSharedLedgerOneLimitAcrossReplicas(t *testing.T) {
 	srv := testkit.StartRedis(t)
-	a := start(t, parseConfig(t, sharedYAML(srv.Addr, "fail_closed")))
-	b := start(t, parseConfig(t, sharedYAML(srv.Addr, "fail_closed")))
+	a := start(t, parseConfig(t, perRequestYAML(srv.Addr, "fail_closed")))
+	b := start(t, parseConfig(t, perRequestYAML(srv.Addr, "fail_closed")))
 	waitStrict(t, a)
 	waitStrict(t, b)
 	t1, r1 := check(t, a, "auth")
@@ -138,22 +147,12 @@ func TestSharedLedgerUnavailablePolicies(t *testing.T) {
 	}{
 		{"fail_closed", []string{"ledger_unavailable", "ledger_unavailable", "ledger_unavailable"}},
 		{"fail_open", []string{"-", "-", "-"}},
-		{"local_share", []string{"", "", "queue_full"}}, // one live replica: its share is the whole limit
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
 			srv := testkit.StartRedis(t)
-			rn := start(t, parseConfig(t, sharedYAML(srv.Addr, tc.policy)))
+			rn := start(t, parseConfig(t, perRequestYAML(srv.Addr, tc.policy)))
 			waitStrict(t, rn)
-			testkit.Eventually(t, "share sized", func() bool { return rn.r.replica.Fallback.Share("auth") != nil })
 			srv.Kill()
-			if tc.policy == "local_share" {
-				// Rejected until the other replicas would hold this one's
-				// share back, then admitted within it.
-				if _, r := check(t, rn, "auth"); r != "ledger_unavailable" {
-					t.Fatalf("local_share at once: %q, want ledger_unavailable", r)
-				}
-				testkit.Eventually(t, "local share allowed", rn.r.replica.Ledger.LocalShareOK)
-			}
 			var got []string
 			for range 3 {
 				tok, r := check(t, rn, "auth")
@@ -173,15 +172,6 @@ func TestSharedLedgerUnavailablePolicies(t *testing.T) {
 			}
 			srv.Start()
 			waitStrict(t, rn)
-			// Permits admitted alone were handed to Redis: the limit holds.
-			if tc.policy == "local_share" {
-				if rn.r.Ledger.Len() != 0 {
-					t.Fatalf("%d permits still local after the hand-over", rn.r.Ledger.Len())
-				}
-				if _, r := check(t, rn, "auth"); r != "queue_full" {
-					t.Fatalf("Check after the hand-over of 2 permits of 2: %q, want queue_full", r)
-				}
-			}
 		})
 	}
 }
@@ -237,5 +227,59 @@ func TestSharedStopLeavesNoBreakerWindow(t *testing.T) {
 	}
 	if ok, err := rdb.HExists(context.Background(), key, replica).Result(); err != nil || ok {
 		t.Errorf("this replica's breaker window after it stopped: %v %v, want gone", ok, err)
+	}
+}
+
+// on_unavailable: local_share is read as capacity leases with fail_closed:
+// a replica cut off from Redis admits within the lease it holds, until the
+// lease's end, and rejects beyond it (ledger_unavailable).
+func TestLocalShareIsCapacityLeases(t *testing.T) {
+	srv := testkit.StartRedis(t)
+	cfg := parseConfig(t, strings.Replace(sharedYAML(srv.Addr, "local_share"), "max_concurrent: 2", "max_concurrent: 8", 1))
+	if !cfg.Ledger.Redis.CapacityLeases || cfg.Ledger.OnUnavailable != admission.FailClosed || len(cfg.Warnings) != 1 {
+		t.Fatalf("local_share read as capacity_leases %v, on_unavailable %v, warnings %q; want true, fail_closed, one warning",
+			cfg.Ledger.Redis.CapacityLeases, cfg.Ledger.OnUnavailable, cfg.Warnings)
+	}
+	rn := start(t, cfg)
+	waitStrict(t, rn)
+	if rn.r.replica.Capacity == nil {
+		t.Fatal("no capacity leases with on_unavailable local_share")
+	}
+	// A permit in use keeps the lease from being parked.
+	if tok, r := check(t, rn, "auth"); tok == "" || r != "" {
+		t.Fatalf("Check with Redis up: token %q, reason %q", tok, r)
+	}
+	lease := func() (permits, inUse int) {
+		rn.r.replica.Capacity.EachLease(func(name string, p, u int, _ uint64) {
+			if name == "auth" {
+				permits, inUse = p, u
+			}
+		})
+		return permits, inUse
+	}
+	testkit.Eventually(t, "a lease with room beyond the permit in use", func() bool { p, u := lease(); return u == 1 && p > u })
+	srv.Kill()
+	admitted := 0
+	for {
+		p, u := lease()
+		if p == 0 || u >= p {
+			break
+		}
+		tok, r := check(t, rn, "auth")
+		if tok == "" || r != "" {
+			// The lease ended between the look and the Check.
+			if p, _ := lease(); p == 0 && r == "ledger_unavailable" {
+				break
+			}
+			t.Fatalf("Check within the lease, Redis down: token %q, reason %q", tok, r)
+		}
+		admitted++
+	}
+	if admitted == 0 {
+		t.Fatal("no Check admitted within the lease while Redis was down")
+	}
+	testkit.Eventually(t, "the lease's end", func() bool { p, _ := lease(); return p == 0 })
+	if tok, r := check(t, rn, "auth"); tok != "" || r != "ledger_unavailable" {
+		t.Fatalf("Check beyond the lease, Redis down: token %q, reason %q; want ledger_unavailable (fail_closed)", tok, r)
 	}
 }

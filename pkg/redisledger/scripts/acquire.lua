@@ -4,9 +4,7 @@
 --   5 replica   6 node   7 tenant ('' for none)
 --   8..10 ceilings c1..c3   11 max queue   12 tenant limit (0: none)
 --   13 tenant max queue   14 max tenants   15 recovery ms   16 adopt ms
---   17 stale ms: with local_share, the shares of replicas absent longer are
---      held back from every ceiling (0: no replica admits alone)
---   18 the permits the replica's capacity lease has in use now (its
+--   17 the permits the replica's capacity lease has in use now (its
 --      report in CL is older)
 -- Returns {code, detail, swept, now}: ACQUIRE_GRANTED; ACQUIRE_QUEUED (detail:
 -- ms until the recovery window ends, 0 if none); ACQUIRE_REJECTED (detail:
@@ -16,10 +14,8 @@ local replica, node, tenant = ARGV[5], ARGV[6], ARGV[7]
 local now = now_ms()
 touch(now, tonumber(ARGV[15]), tonumber(ARGV[16]))
 -- The settings of the replica that last acquired are what releases serve
--- the queue with; each arrival is judged by its own replica's settings,
--- less the shares replicas cut off from Redis may be admitting alone.
-local held = absent_shares(now, tonumber(ARGV[8]), tonumber(ARGV[17]))
-local ceils = {tonumber(ARGV[8]) - held, tonumber(ARGV[9]) - held, tonumber(ARGV[10]) - held}
+-- the queue with; each arrival is judged by its own replica's settings.
+local ceils = {tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])}
 -- Written only when they changed: one read instead of seven writes (each
 -- write is replicated) on every arrival. An arrival that names no tenant
 -- carries no tenant settings: the tenant settings stay as the last arrival
@@ -74,7 +70,7 @@ local inuse, qlen = num(st[1]), num(st[2])
 local leased, lused = num(st[7]), num(st[8])
 if leased > 0 then
   local mine = redis.call('HGET', CL, replica)
-  if mine then lused = lused - lease_of(mine).used + num(ARGV[18]) end
+  if mine then lused = lused - lease_of(mine).used + num(ARGV[17]) end
 end
 local queued = {num(st[3]), num(st[4]), num(st[5])}
 local recovering = now < num(st[6])

@@ -17,8 +17,6 @@
 --   TQ  hash  tenant -> waiters (in a class queue or in its compartment)
 --   EX  zset  tokens whose lease expired, most recent TOMB kept
 --   ED  zset  tokens whose lease ended otherwise (or ended after expiring)
---   R   hash  replica -> when it last looked at this bulkhead (ms): who may
---             be admitting its local share while it cannot reach Redis
 --   TW  zset  tenant compartments: the waiters blocked only by their
 --             tenant's limit, all scored 0 and ordered by member, tkey(tenant)
 --             .. class (1..3) .. seq (15 digits) .. token, so that a
@@ -49,9 +47,9 @@
 -- whatever the number of waiters a tenant blocks. One sorted set for every
 -- compartment (a range each) rather than one key per tenant: a script
 -- declares every key it touches (Redis Cluster, ElastiCache).
-local S, P, I, Q1, Q2, Q3, W, WD, T, TQ, EX, ED, R, TW, TM, CL, CX =
+local S, P, I, Q1, Q2, Q3, W, WD, T, TQ, EX, ED, TW, TM, CL, CX =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12],
-  KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17]
+  KEYS[13], KEYS[14], KEYS[15], KEYS[16]
 local Q = {Q1, Q2, Q3}
 local QN = {'q1', 'q2', 'q3'}
 -- The scripts' result codes (the first element of each answer). Go names
@@ -500,20 +498,4 @@ local function settle(token, now)
   tomb(ED, token, now)
   pump(now, '')
   return info
-end
-
--- absent_shares returns how many permits of limit the replicas that stopped
--- looking at this bulkhead (for more than stale ms, less than forget ms ago)
--- may be admitting on their own (ledger.on_unavailable: local_share): each
--- admits at most floor(limit / replicas known): the count a replica cut off
--- divides by (Ledger.Share, from R at its last look). stale <= 0: none.
-local function absent_shares(now, limit, stale)
-  if stale <= 0 then return 0 end
-  local seen = redis.call('HGETALL', R)
-  local n, absent = #seen / 2, 0
-  if n == 0 then return 0 end
-  for i = 2, #seen, 2 do
-    if now - num(seen[i]) > stale then absent = absent + 1 end
-  end
-  return absent * math.floor(limit / n)
 end

@@ -1,11 +1,9 @@
 -- renew.lua: a periodic entry says the request of token still runs.
 -- ARGV: 1 token, 2 ttl ms, 3 node, 4 recovery ms, 5 adopt ms,
---       6 force (1: adopt whatever the adoption window; a replica hands over
---       the permits it admitted alone while Redis was unreachable),
---       7 the token's tag (permit.TokenTag: whose capacity lease admitted it).
+--       6 the token's tag (permit.TokenTag: whose capacity lease admitted it).
 -- Returns {code, info, swept, now}: RENEW_RENEWED, RENEW_ADOPTED_EXPIRED
 -- (after its lease expired), RENEW_ADOPTED_UNKNOWN (unknown token, during
--- the adoption window or forced), RENEW_LATE (its request ended),
+-- the adoption window), RENEW_LATE (its request ended),
 -- RENEW_UNKNOWN, RENEW_FORWARDED (unknown, passed to the replica whose lease
 -- admitted it, as its tag says, or to every replica that holds a capacity
 -- lease: one of them may have admitted it).
@@ -24,21 +22,21 @@ if redis.call('ZSCORE', P, token) then
   return {RENEW_RENEWED, info or '', swept, now}
 end
 -- Released (known or not: release.lua leaves a tombstone either way): never
--- adopted, forced or not.
+-- adopted.
 if redis.call('ZSCORE', ED, token) then return {RENEW_LATE, '', swept, now} end
 local code = 0
 -- A permit of a lease that still stands is counted by that lease: its
 -- holder renews it, even in the adoption window (adopting it here too would
 -- count it twice, and keep its lease's permit in use after its request
 -- ended until the holder's copy expired).
-local mine = ARGV[6] ~= '1' and owner(ARGV[7])
+local mine = owner(ARGV[6])
 if redis.call('ZSCORE', EX, token) then
   redis.call('ZREM', EX, token)
   code = RENEW_ADOPTED_EXPIRED
 elseif mine then
   forward(WAKE_HEARTBEAT, token, mine)
   return {RENEW_FORWARDED, '', swept, now}
-elseif ARGV[6] == '1' or now < num(redis.call('HGET', S, 'au')) then
+elseif now < num(redis.call('HGET', S, 'au')) then
   code = RENEW_ADOPTED_UNKNOWN
 elseif forward(WAKE_HEARTBEAT, token) then
   return {RENEW_FORWARDED, '', swept, now}

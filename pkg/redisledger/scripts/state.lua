@@ -1,11 +1,8 @@
 -- state.lua: the periodic look at a bulkhead: ends expired leases, puts the
 -- counts right (reconcile), serves the queue (a recovery window that ended,
--- permits that expired), records that this replica reaches Redis, and
--- returns {inuse (the capacity leases' use included), queued, swept, recovering ms left, now, waiters of each
--- class, R (replica, seen, ...) after forgetting, whether R held this
--- replica before (0: R was lost with Redis's data, or had forgotten it)}.
--- ARGV: 1 recovery ms, 2 adopt ms, 3 replica, 4 forget ms (a replica not
--- seen for longer is forgotten).
+-- permits that expired), and returns {inuse (the capacity leases' use
+-- included), queued, swept, recovering ms left, now, waiters of each class}.
+-- ARGV: 1 recovery ms, 2 adopt ms.
 
 -- reconcile sets the counts to the sets they count, whatever made them
 -- drift (a script that ran twice before every script counted once, a hand
@@ -78,17 +75,6 @@ end
 
 local now = now_ms()
 touch(now, tonumber(ARGV[1]), tonumber(ARGV[2]))
-local had = redis.call('HEXISTS', R, ARGV[3])
-redis.call('HSET', R, ARGV[3], now)
-local seen, kept = redis.call('HGETALL', R), {}
-for i = 2, #seen, 2 do
-  if now - num(seen[i]) > tonumber(ARGV[4]) then
-    redis.call('HDEL', R, seen[i - 1])
-  else
-    kept[#kept + 1] = seen[i - 1]
-    kept[#kept + 1] = num(seen[i])
-  end
-end
 local swept = sweep(now)
 reconcile(now)
 -- A tenant's compartment waits only while its tenant has no free slot:
@@ -104,4 +90,4 @@ local st = redis.call('HMGET', S, 'inuse', 'qlen', 'ru', 'q1', 'q2', 'q3', 'luse
 local left = num(st[3]) - now
 if left < 0 then left = 0 end
 -- In use: the per-request permits and what the capacity leases use.
-return {num(st[1]) + num(st[7]), num(st[2]), swept, left, now, num(st[4]), num(st[5]), num(st[6]), kept, had}
+return {num(st[1]) + num(st[7]), num(st[2]), swept, left, now, num(st[4]), num(st[5]), num(st[6])}

@@ -1060,12 +1060,13 @@ type Ledger struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "memory" (this process) or "redis" (shared by every replica).
 	Backend string `protobuf:"bytes,1,opt,name=backend,proto3" json:"backend,omitempty"`
-	// With redis: "strict" (Redis decides), "unavailable" (on_unavailable
-	// applies) or "recovering"; "strict" with memory.
+	// With redis: "strict" (Redis decides) or "unavailable" (on_unavailable
+	// applies beyond the capacity lease held); "strict" with memory.
 	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
 	// With redis: the live replicas Redis last reported; 1 with memory.
 	Replicas int32 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
-	// With redis: fail_closed, fail_open or local_share.
+	// With redis: fail_closed or fail_open (a configuration's local_share,
+	// deprecated, reads fail_closed with capacity leases).
 	OnUnavailable string `protobuf:"bytes,4,opt,name=on_unavailable,json=onUnavailable,proto3" json:"on_unavailable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
