@@ -1,0 +1,143 @@
+package shares
+
+import (
+	"testing"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	runtimesvc "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
+)
+
+// criticalSettings: a limit of 20 with a critical reserve of 4.
+var criticalSettings = bulkhead.Settings{MaxConcurrent: 20, ReserveCritical: 0.2}
+
+// layerFields are the runtime keys of the last layer id applied.
+func (s *sizingMesh) layerFields(id string) map[string]float64 {
+	s.t.Helper()
+	var res discovery.Resource
+	if err := s.last[id].GetResources()[0].UnmarshalTo(&res); err != nil {
+		s.t.Fatal(err)
+	}
+	var rt runtimesvc.Runtime
+	if err := res.GetResource().UnmarshalTo(&rt); err != nil {
+		s.t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for k, v := range rt.GetLayer().GetFields() {
+		out[k] = v.GetNumberValue()
+	}
+	return out
+}
+
+// TestCriticalShareFollowsCriticalDemand: an Envoy whose load reports name
+// the critical share cluster (it has a critical share route) gets a
+// critical share of its own, its demand plus an equal part of half the
+// critical reserve, that follows its critical demand; an Envoy that does
+// not name it gets none, and its critical route stays strict (the key is
+// not in its layer: the static 100).
+func TestCriticalShareFollowsCriticalDemand(t *testing.T) {
+	s := newSizingMeshWith(t, criticalSettings, "a", "b")
+	crit := criticalUnit("orders")
+	s.m.report(s.nodes["a"], reportBoth(1, 0))
+	s.m.report(s.nodes["b"], report(1))
+	s.round()
+	if got := s.shareOf("a", crit); got != 2 {
+		t.Fatalf("a's critical share at no critical demand: %d, want 4/(2 x 1) = 2", got)
+	}
+	a, b := s.layerFields("a"), s.layerFields("b")
+	if a[ShareKey(testCritical)] != 2 || a[CriticalStrictKey("orders")] != 0 || a[StrictKey("orders")] != 0 {
+		t.Errorf("a's layer %v: want its critical share 2 and neither route strict", a)
+	}
+	if _, ok := b[CriticalStrictKey("orders")]; ok || s.nodes["b"].shares[crit] != nil {
+		t.Errorf("b names no critical share cluster, yet its layer %v says a critical share", b)
+	}
+	s.m.report(s.nodes["a"], reportBoth(1, 5))
+	s.round()
+	if got := s.shareOf("a", crit); got != 10 {
+		t.Errorf("a's critical share at 5 critical in flight: %d, want 2 x 5 = 10", got)
+	}
+	for range recentReports {
+		s.m.report(s.nodes["a"], reportBoth(1, 1))
+	}
+	s.settle(map[string]int{"a": 1, "b": 1})
+	if got := s.shareOf("a", crit); got != 3 {
+		t.Errorf("a's critical share back at 1 critical in flight: %d, want 1 + 2 = 3", got)
+	}
+}
+
+// TestCriticalReserveStaysCritical: normal shares never take the critical
+// reserve, however much their Envoys want: it stays for critical shares
+// and strict critical requests; a critical share grows into it.
+func TestCriticalReserveStaysCritical(t *testing.T) {
+	s := newSizingMeshWith(t, criticalSettings, "a", "b")
+	s.m.Apply(map[string]Policy{"orders": {Mode: Shares, Cluster: testCluster}}) // no switch: shares at any load
+	crit := criticalUnit("orders")
+	s.m.report(s.nodes["a"], reportBoth(0, 0))
+	s.m.report(s.nodes["b"], report(0))
+	s.round()
+	for range 3 { // b floods: every report at its share, with overflows
+		s.m.report(s.nodes["b"], reportDropped(max(s.share("b"), 0), 100, 100))
+		s.round()
+	}
+	l := s.reg.Get("orders")
+	normal := s.share("a") + s.share("b")
+	if normal > 16 {
+		t.Fatalf("normal shares %d on a limit of 20 with a critical reserve of 4", normal)
+	}
+	if _, err := l.TryAcquire(bulkhead.Normal); err == nil {
+		t.Fatal("a strict normal request was admitted with normal shares at the ceiling: the flood did not reach it")
+	}
+	p, err := l.TryAcquire(bulkhead.Critical)
+	if err != nil {
+		t.Fatalf("a strict critical request beside normal shares at their ceiling: %v", err)
+	}
+	p.Release()
+	s.m.report(s.nodes["a"], reportBoth(0, 3))
+	s.round()
+	if got, free := s.shareOf("a", crit), s.free(); got < 4 || free != 0 {
+		t.Errorf("a's critical share at 3 critical in flight: %d (%d free), want the reserve's room (>= 4)", got, free)
+	}
+	if in := l.Snapshot().InUse; in > 20 {
+		t.Errorf("%d permits in use on a limit of 20", in)
+	}
+}
+
+// TestSwitchShrinksBothShares: mode auto counts critical demand with the
+// rest; going strict shrinks both shares of every Envoy to 0 (both routes
+// strict), and their permits come back as the Envoys report them drained.
+func TestSwitchShrinksBothShares(t *testing.T) {
+	s := newSizingMeshWith(t, criticalSettings, "a")
+	crit := criticalUnit("orders")
+	s.m.report(s.nodes["a"], reportBoth(2, 1))
+	s.round()
+	if s.share("a") <= 0 || s.shareOf("a", crit) <= 0 {
+		t.Fatalf("far from the limit: shares %d and %d, want both > 0", s.share("a"), s.shareOf("a", crit))
+	}
+	l := s.reg.Get("orders")
+	held := l.Snapshot().InUse
+	n, c := s.share("a"), s.shareOf("a", crit)
+	p, err := l.TryAcquire(bulkhead.Normal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.m.report(s.nodes["a"], reportBoth(n, c)) // at both shares, and a strict request: 75%
+	if n+c+1 < 15 {
+		t.Fatalf("shares %d and %d: the test wants them at 14 together", n, c)
+	}
+	s.round()
+	if n, c := s.share("a"), s.shareOf("a", crit); n != -1 || c != -1 {
+		t.Fatalf("at 75%% of the limit: shares %d and %d, want both strict (-1)", n, c)
+	}
+	if f := s.layerFields("a"); f[StrictKey("orders")] != 100 || f[CriticalStrictKey("orders")] != 100 {
+		t.Errorf("the strict layer %v: want both routes strict", f)
+	}
+	if in := l.Snapshot().InUse; in != held+1 {
+		t.Fatalf("%d permits in use right after the switch, want the %d held for the shares and the strict one", in, held)
+	}
+	p.Release()
+	s.settle(map[string]int{"a": 0})
+	if in := s.reg.Get("orders").Snapshot().InUse; in != 0 {
+		t.Errorf("%d permits still held once a reported both shares drained", in)
+	}
+}
