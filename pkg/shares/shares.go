@@ -340,12 +340,14 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 	// Critical shares first, held at priority critical: they may use the
 	// critical reserve, which normal shares never take (they are held at
 	// priority normal). Each follows its Envoy's critical demand as a
-	// normal share does, with an equal part of half the reserve as its
-	// headroom: target max(demand + part, 2 x demand, 1).
+	// normal share does, with an equal part of the reserve as its headroom
+	// (the reserve is critical's: idle, it is where a critical step goes;
+	// half of it overflowed at a step from 0 to 2 in flight, in e2e):
+	// target max(demand + part, 2 x demand, 1).
 	reserve := limit - snap.Settings.Ceiling(bulkhead.Normal)
 	critPart := 0
 	if len(liveCrit) > 0 {
-		critPart = reserve / (2 * len(liveCrit))
+		critPart = reserve / len(liveCrit)
 	}
 	slices.SortFunc(liveCrit, func(a, b *node) int { return b.inflight[crit] - a.inflight[crit] })
 	for _, n := range liveCrit {
