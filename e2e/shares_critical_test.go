@@ -17,8 +17,9 @@ import (
 // each with its share route. Far from the limit both classes run under
 // their shares (no Check of a critical request reaches the daemon); past
 // the limit the normal load overflows its share, which never takes the
-// critical reserve, while the critical load keeps running under its own.
-// The upstream never sees more than the limit.
+// critical reserve, while the critical load keeps running under its own;
+// in mode auto the same load goes strict, and the critical requests with
+// it, as critical. The upstream never sees more than the limit.
 func TestSharesCriticalRoute(t *testing.T) {
 	m := startSharesMeshWith(t, sharesOpts{mode: "shares", settings: ", reserve: {critical: 0.25}", critical: true}, "envoy-a")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -93,4 +94,26 @@ func TestSharesCriticalRoute(t *testing.T) {
 			crit.Count(503), crit.Responses())
 	}
 	m.checkCap("normal at 150%")
+
+	// Mode auto: the same load switches the bulkhead to strict permits;
+	// both shares drain, and the critical requests take the strict route
+	// with their class (their Checks reach the daemon as critical), where
+	// the reserve is theirs.
+	m.setMode(ctx, "auto")
+	critBefore = criticalChecks()
+	crit, normal, _, _ = both(20, 300, 3*time.Second)
+	critChecks = criticalChecks() - critBefore
+	t.Logf("mode auto, normal at 150%%: critical %d requests, %d rejected, %v Checks as critical; normal %d requests, %d rejected; strict layer: critical %d, normal %d; upstream peak %d",
+		crit.Responses(), crit.Count(503), critChecks, normal.Responses(), normal.Count(503),
+		m.runtimeInt("envoy-a", shares.CriticalStrictKey("orders")), m.runtimeInt("envoy-a", shares.StrictKey("orders")), m.up.Max())
+	if s := m.value("bulkhead_shares_switches_total", map[string]string{"dependency": "orders", "to": "strict"}); s < 1 {
+		t.Fatal("mode auto at 150% of the limit: the bulkhead never switched to strict permits")
+	}
+	if critChecks < float64(crit.Responses())/2 {
+		t.Errorf("strict at 150%% of the limit: only %v of %d critical requests were decided by the daemon as critical", critChecks, crit.Responses())
+	}
+	if crit.Count(503) > crit.Responses()/50 {
+		t.Errorf("strict at 150%% of the limit: %d of %d critical requests rejected (want under 2%%)", crit.Count(503), crit.Responses())
+	}
+	m.checkCap("mode auto, normal at 150%")
 }
