@@ -338,8 +338,7 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 		st.calm = 0
 	}
 	// Critical shares first, held at priority critical: they may use the
-	// critical reserve, which normal shares never take (they are held at
-	// priority normal). Each follows its Envoy's critical demand as a
+	// critical reserve, which normal shares never take (below). Each follows its Envoy's critical demand as a
 	// normal share does, with an equal part of the reserve as its headroom
 	// (the reserve is critical's: idle, it is where a critical step goes;
 	// half of it overflowed at a step from 0 to 2 in flight, in e2e):
@@ -362,8 +361,17 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 		if target <= s.limit && 4*target >= 3*s.limit {
 			continue // within a quarter below: no push for that
 		}
-		s.resize(l, bulkhead.Critical, target)
+		s.resize(func(k int) []bulkhead.Permit { return l.Hold(bulkhead.Critical, k) }, target)
 	}
+	// Normal shares never hold more than normal's ceiling (the limit less
+	// the critical reserve) with the strict permits in use: they are taken
+	// while fewer than the ceiling plus the permits held for critical
+	// shares are in use (Limiter.HoldWithin). A critical share's headroom
+	// then sits in the reserve, where Hold(Normal) would count it against
+	// normal's ceiling like a critical request in flight (a critical share
+	// of 8 for 2 in flight kept the normal share at 8 of a ceiling of 15).
+	critHeld := m.heldLocked(critUnit)
+	normalCap := snap.Settings.Ceiling(bulkhead.Normal) + critHeld
 	ceiling := snap.Settings.Ceiling(bulkhead.Normal)
 	slack := max(0, ceiling-demand)
 	part := 0
@@ -381,10 +389,10 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 	// half the slack were turned away while the mesh had room.
 	lone, lend := len(live) == 1, 0
 	if lone {
-		// Everything in use but its own normal share (strict permits, other
-		// shares, its critical share as just sized) is not to lend.
+		// Everything in use but its own normal share and the critical
+		// shares (strict permits, other normal shares) is not to lend.
 		own := live[0].held(name)
-		lend = ceiling - (l.Snapshot().InUse - own) - loneReserve(ceiling)
+		lend = ceiling - (l.Snapshot().InUse - own - critHeld) - loneReserve(ceiling)
 	}
 	// The Envoys that use the most grow first.
 	slices.SortFunc(live, func(a, b *node) int { return b.inflight[p.Cluster] - a.inflight[p.Cluster] })
@@ -412,23 +420,38 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 		if target <= s.limit && 4*target >= 3*s.limit && !restore {
 			continue
 		}
-		s.resize(l, bulkhead.Normal, target)
+		s.resize(func(k int) []bulkhead.Permit { return l.HoldWithin(bulkhead.Normal, k, normalCap) }, target)
 	}
 	// A node that is not live keeps what it holds; it is told nothing.
 }
 
-// resize makes s a share of target requests, taking permits of class p
-// from l first (a share that cannot get them all is as large as what it
-// holds; what it holds beyond comes back as its Envoy reports it drained).
-// No capacity (none free, or a paused limiter): its requests take the
-// strict route, where they queue for a permit, rather than its circuit
-// breaker's immediate 503.
-func (s *share) resize(l *bulkhead.Limiter, p bulkhead.Priority, target int) {
+// resize makes s a share of target requests, taking permits with hold
+// first (a share that cannot get them all is as large as what it holds;
+// what it holds beyond comes back as its Envoy reports it drained). No
+// capacity (none free, or a paused limiter): its requests take the strict
+// route, where they queue for a permit, rather than its circuit breaker's
+// immediate 503.
+func (s *share) resize(hold func(n int) []bulkhead.Permit, target int) {
 	if target > len(s.held) {
-		s.held = append(s.held, l.Hold(p, target-len(s.held))...)
+		s.held = append(s.held, hold(target-len(s.held))...)
 	}
 	s.limit = min(target, len(s.held))
 	s.strict = s.limit == 0
+}
+
+// heldLocked is how many permits are held for unit u's shares, those of
+// replaced processes included.
+func (m *Manager) heldLocked(u string) int {
+	h := 0
+	for _, n := range m.nodes {
+		h += n.held(u)
+	}
+	for _, o := range m.orphans {
+		if o.unit == u {
+			h += len(o.held)
+		}
+	}
+	return h
 }
 
 // settleLocked gives back the permits of n's shares that its Envoy can no

@@ -164,7 +164,7 @@ func runModel(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	clk := clock.NewFake(t0)
 	const limit = 20
-	m, reg := newTestManagerWith(t, bulkhead.Settings{MaxConcurrent: limit, ReserveCritical: 0.2}, clk)
+	m, reg := newTestManagerWith(t, bulkhead.Settings{MaxConcurrent: limit, ReserveCritical: 0.25}, clk)
 	l := reg.Get("orders")
 	type strictPermit struct {
 		p        bulkhead.Permit
