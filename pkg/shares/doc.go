@@ -34,8 +34,10 @@
 // its normal one: its own key in the layer, its own strict key
 // (CriticalStrictKey), its own requests in flight. Critical shares are
 // held at priority critical and may use the critical reserve; normal
-// shares are held at priority normal and never do, so the reserve stays
-// for critical requests, under a share or strict. Both follow the rules
+// shares never do: they are held while fewer than normal's ceiling plus
+// the permits held for critical shares are in use (Limiter.HoldWithin),
+// so the reserve stays for critical requests, under a share or strict,
+// and a critical share's headroom sits in it. Both follow the rules
 // above, each against its own cluster's reports.
 //
 // The layer is sent as an xDS Resource with a TTL: an Envoy that hears
