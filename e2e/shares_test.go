@@ -34,7 +34,7 @@ const (
 const sharesYAML = `
 shares: {ttl: 1s, max_request_duration: 2s, interval: 250ms}
 bulkheads:
-  orders: {max_concurrent: 20, max_queue: 40, max_wait: 500ms, shares: {mode: %s}}
+  orders: {max_concurrent: 20, max_queue: 40, max_wait: 500ms%s, shares: {mode: %s}}
 `
 
 // sharesMesh is one daemon and several Envoys in front of one upstream,
@@ -53,13 +53,31 @@ type sharesMesh struct {
 	envoys    map[string]*envoyproc.Proc
 	bases     map[string]string // node id -> listener URL
 	envLog    testkit.SyncBuffer
+	opts      sharesOpts
+}
+
+// sharesOpts vary the mesh: the mode orders starts in ("" for auto), more
+// of its settings (", reserve: {critical: 0.25}"), and a critical route
+// (/critical, priority critical, with its own share route) before /orders.
+type sharesOpts struct {
+	mode     string
+	settings string
+	critical bool
 }
 
 func startSharesMesh(t *testing.T, nodes ...string) *sharesMesh {
 	t.Helper()
+	return startSharesMeshWith(t, sharesOpts{}, nodes...)
+}
+
+func startSharesMeshWith(t *testing.T, opts sharesOpts, nodes ...string) *sharesMesh {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	m := &sharesMesh{t: t, dir: t.TempDir(), envoys: map[string]*envoyproc.Proc{}, bases: map[string]string{}}
+	if opts.mode == "" {
+		opts.mode = "auto"
+	}
+	m := &sharesMesh{t: t, dir: t.TempDir(), envoys: map[string]*envoyproc.Proc{}, bases: map[string]string{}, opts: opts}
 	up, err := testbed.NewUpstream("orders", "")
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +108,7 @@ func startSharesMesh(t *testing.T, nodes ...string) *sharesMesh {
 func (m *sharesMesh) startDaemon(ctx context.Context, grpc string) {
 	m.t.Helper()
 	m.listen = grpc
-	m.writeConfig("auto")
+	m.writeConfig(m.opts.mode)
 	m.gen++
 	d, addrs := startDaemonProc(m.t, ctx, m.cfgPath, filepath.Join(m.dir, fmt.Sprintf("addr-%d.json", m.gen)), &m.daemonLog)
 	m.daemon, m.grpc, m.http = d, addrs["grpc"], addrs["http"]
@@ -100,7 +118,7 @@ func (m *sharesMesh) startDaemon(ctx context.Context, grpc string) {
 // mode (the daemon reloads it when it changes).
 func (m *sharesMesh) writeConfig(mode string) {
 	m.t.Helper()
-	cfg := fmt.Sprintf("listen: {grpc: %q, http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\"}\nlog: {level: debug}\n"+sharesYAML, m.listen, mode)
+	cfg := fmt.Sprintf("listen: {grpc: %q, http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\"}\nlog: {level: debug}\n"+sharesYAML, m.listen, m.opts.settings, mode)
 	if err := os.WriteFile(m.cfgPath, []byte(cfg), 0o600); err != nil {
 		m.t.Fatal(err)
 	}
@@ -121,6 +139,10 @@ func (m *sharesMesh) startEnvoy(ctx context.Context, node string) {
 	m.t.Helper()
 	p := envoy.Params{NodeID: node, Bulkhead: endpoint(m.t, m.grpc), SharesMaxRequest: 2 * time.Second,
 		Routes: []envoy.Route{{Name: "orders", Prefix: "/orders", Upstream: endpoint(m.t, m.up.Addr()), Shares: true}}}
+	if m.opts.critical {
+		p.Routes = append([]envoy.Route{{Name: "orders-critical", Prefix: "/critical", Bulkhead: "orders", Priority: "critical",
+			Upstream: endpoint(m.t, m.up.Addr()), Shares: true}}, p.Routes...)
+	}
 	if base, ok := m.bases[node]; ok { // a restart binds the same port
 		p.ListenerPort = endpoint(m.t, base[len("http://"):]).Port
 	}
@@ -186,9 +208,15 @@ func (m *sharesMesh) runtimeInt(node, key string) int {
 // load sends rate requests a second to each of the nodes' Envoys for d.
 func (m *sharesMesh) load(ctx context.Context, rate float64, d time.Duration, nodes ...string) testbed.Stats {
 	m.t.Helper()
+	return m.loadPath(ctx, "/orders", rate, d, nodes...)
+}
+
+// loadPath is load on path.
+func (m *sharesMesh) loadPath(ctx context.Context, path string, rate float64, d time.Duration, nodes ...string) testbed.Stats {
+	m.t.Helper()
 	var waits []func() testbed.Stats
 	for _, n := range nodes {
-		_, wait := runLoad(m.t, ctx, testbed.LoadSpec{URL: m.bases[n] + "/orders", Rate: rate, Duration: d,
+		_, wait := runLoad(m.t, ctx, testbed.LoadSpec{URL: m.bases[n] + path, Rate: rate, Duration: d,
 			MaxRequests: int(rate*d.Seconds()) + 1, MaxOutstanding: 200, Timeout: 5 * time.Second})
 		waits = append(waits, wait)
 	}

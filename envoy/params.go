@@ -73,17 +73,40 @@ type Route struct {
 	// until the daemon's runtime layer says 0), then a twin of it to the
 	// bulkhead's share cluster (SharesCluster) with ext_authz disabled,
 	// whose circuit breaker the daemon sizes over RTDS (its static
-	// max_requests is 0: no share, no request).
+	// max_requests is 0: no share, no request). A critical route's pair
+	// has the bulkhead's critical share cluster and strict key: its
+	// requests run under the Envoy's critical share, which the daemon
+	// holds at priority critical. A bulkhead has at most one share route
+	// of each class (the share clusters would have one name).
 	Shares bool
+}
+
+// critical reports whether the route's requests are of class critical.
+func (r Route) critical() bool {
+	p, err := bulkhead.ParsePriority(r.Priority)
+	return err == nil && p == bulkhead.Critical
 }
 
 // SharesCluster is the Envoy cluster of the route's share route: the
 // bulkhead's name and "_shares" (the daemon's default
-// bulkheads.<name>.shares.cluster).
-func (r Route) SharesCluster() string { return shares.DefaultCluster(r.BulkheadName()) }
+// bulkheads.<name>.shares.cluster), and "_critical" after it for a
+// critical route (shares.CriticalCluster).
+func (r Route) SharesCluster() string {
+	c := shares.DefaultCluster(r.BulkheadName())
+	if r.critical() {
+		return shares.CriticalCluster(c)
+	}
+	return c
+}
 
-// StrictKey is the runtime key that gates the route's strict half.
-func (r Route) StrictKey() string { return shares.StrictKey(r.BulkheadName()) }
+// StrictKey is the runtime key that gates the route's strict half
+// (shares.CriticalStrictKey for a critical route).
+func (r Route) StrictKey() string {
+	if r.critical() {
+		return shares.CriticalStrictKey(r.BulkheadName())
+	}
+	return shares.StrictKey(r.BulkheadName())
+}
 
 // SharesOn reports whether any route has a share route: the bootstrap then
 // takes the runtime layer and sends load reports to the daemon.

@@ -18,6 +18,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/envoy"
 	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc/envoyproctest"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
 
@@ -86,12 +87,16 @@ func paramSets(t *testing.T) map[string]envoy.Params {
 	tcpCustom.TCPListeners = []envoy.TCPListener{{Name: "redis", Port: 6379, Upstream: envoy.Endpoint{Host: "redis.db.svc", Port: 6379}},
 		{Name: "pg", Port: 5432, Upstream: envoy.Endpoint{Host: "::1", Port: 5433}},
 		{Name: "pg-plain", Port: 5434, Upstream: envoy.Endpoint{Host: "::1", Port: 5433}, Unguarded: true}}
+	critical := envoy.DemoParams() // a critical route of bulkhead orders before its normal one
+	orders := critical.Routes[2]
+	critical.Routes = append(critical.Routes[:2], envoy.Route{Name: "orders-checkout", Prefix: "/orders/checkout",
+		Bulkhead: "orders", Priority: "critical", Shares: true, Upstream: orders.Upstream}, orders)
 	return map[string]envoy.Params{"demo": envoy.DemoParams(), "port zero": zero, "custom": custom,
 		"tcp listener": tcp, "tcp listeners custom": tcpCustom,
 		"mtls to an IP": mtls, "tls to a DNS name": tlsDNS, "mtls with SNI": mtlsSNI,
 		"single access log": single, "no heartbeat": noHeartbeat, "heartbeat 500ms": fast,
 		"replicas": replicas, "replicas by name": replicasDNS, "replicas with affinity": affinity,
-		"replicas with affinity and mtls": affinityTLS}
+		"replicas with affinity and mtls": affinityTLS, "shares with a critical route": critical}
 }
 
 func TestCommittedConfigIsCurrent(t *testing.T) {
@@ -642,6 +647,13 @@ func checkShares(t *testing.T, p envoy.Params, doc map[string]any, routes []any)
 			continue
 		}
 		pairs++
+		wantCluster, wantKey := shares.DefaultCluster(r.BulkheadName()), shares.StrictKey(r.BulkheadName())
+		if r.Priority == "critical" { // its own share cluster and key: its share is held at priority critical
+			wantCluster, wantKey = shares.CriticalCluster(wantCluster), shares.CriticalStrictKey(r.BulkheadName())
+		}
+		if r.SharesCluster() != wantCluster || r.StrictKey() != wantKey {
+			t.Errorf("route %d (priority %q): share cluster %s, strict key %s; want %s, %s", i, r.Priority, r.SharesCluster(), r.StrictKey(), wantCluster, wantKey)
+		}
 		if got := dig(t, routes[j], "match", "runtime_fraction", "runtime_key"); got != r.StrictKey() {
 			t.Errorf("route %d strict half: runtime key %v, want %s", i, got, r.StrictKey())
 		}

@@ -266,12 +266,21 @@ func (a *agent) lrs(ctx context.Context) error {
 
 // report is a load report of the asked clusters over the last interval:
 // the requests in flight now, and those issued, ended and dropped since
-// the last report.
+// the last report. The simulated Envoys have no critical share route:
+// they leave its clusters out, as Envoy leaves out a cluster it does not
+// have.
 func (a *agent) report(interval time.Duration) *loadstats.LoadStatsRequest {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	req := &loadstats.LoadStatsRequest{Node: a.ident}
+	critical := map[string]bool{}
 	for _, c := range a.asked {
+		critical[shares.CriticalCluster(c)] = true
+	}
+	for _, c := range a.asked {
+		if critical[c] {
+			continue
+		}
 		req.ClusterStats = append(req.ClusterStats, &endpointv3.ClusterStats{
 			ClusterName: c,
 			UpstreamLocalityStats: []*endpointv3.UpstreamLocalityStats{{

@@ -26,6 +26,20 @@
 //     share route's timeout, Settings.MaxRequest), with a margin for
 //     clock-rate drift.
 //
+// # Critical shares
+//
+// A bulkhead's critical routes have a share cluster of their own
+// (CriticalCluster: the share cluster and "_critical"), so an Envoy that
+// has one (it names it in its load reports) gets a critical share beside
+// its normal one: its own key in the layer, its own strict key
+// (CriticalStrictKey), its own requests in flight. Critical shares are
+// held at priority critical and may use the critical reserve; normal
+// shares never do: they are held while fewer than normal's ceiling plus
+// the permits held for critical shares are in use (Limiter.HoldWithin),
+// so the reserve stays for critical requests, under a share or strict,
+// and a critical share's headroom sits in it. Both follow the rules
+// above, each against its own cluster's reports.
+//
 // The layer is sent as an xDS Resource with a TTL: an Envoy that hears
 // nothing from Bulkhead for Settings.TTL drops it, and its static layer
 // routes the bulkhead's requests through ext_authz again (strict). An

@@ -23,7 +23,7 @@ type node struct {
 	lrsWakeC      chan struct{} // its load reports should come faster or slower (capacity 1)
 	fast          bool          // what lrsWakeC last said: shrinking
 
-	shares map[string]*share // by bulkhead
+	shares map[string]*share // by unit: bulkhead, or its critical share (criticalUnit)
 
 	inflight map[string]int // by share cluster: the last load report
 	dropped  map[string]int // by share cluster: the concurrency of its overflows in that report's interval (turnedAway)
@@ -63,8 +63,8 @@ type share struct {
 // layer is one runtime layer sent.
 type layer struct {
 	seq      uint64
-	limits   map[string]int    // by bulkhead: the share, -1 for strict
-	clusters map[string]string // by bulkhead: its share cluster
+	limits   map[string]int    // by unit: the share, -1 for strict
+	clusters map[string]string // by unit: its share cluster
 	acked    bool
 	reports  uint64    // node.reports when it was acknowledged
 	ackAt    time.Time // when
@@ -234,6 +234,22 @@ func (n *node) clusters() map[string]string {
 		out[name] = s.cluster
 	}
 	return out
+}
+
+// held returns how many permits n holds for its share u.
+func (n *node) held(u string) int {
+	if s := n.shares[u]; s != nil {
+		return len(s.held)
+	}
+	return 0
+}
+
+// reported reports whether a load report of n named cluster: the Envoy has
+// it (Envoy leaves a cluster it does not have out of its reports, and
+// names one it has even with no load: checked against Envoy 1.40).
+func (n *node) reported(cluster string) bool {
+	_, ok := n.recent[cluster]
+	return ok
 }
 
 // heldTotal returns every permit n holds.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -125,6 +126,47 @@ func DefaultCluster(bulkheadName string) string { return bulkheadName + "_shares
 // breaker's max_requests.
 func ShareKey(cluster string) string { return "circuit_breakers." + cluster + ".default.max_requests" }
 
+// CriticalCluster is the share cluster of a bulkhead's critical routes,
+// whose share cluster is cluster: cluster and "_critical". Its DEFAULT
+// circuit breaker is the critical share, apart from the normal one, so
+// that each class's requests in flight are reported apart (LRS counts per
+// cluster, not per route priority: checked against Envoy 1.40).
+func CriticalCluster(cluster string) string { return cluster + "_critical" }
+
+// CriticalStrictKey is the runtime key that gates bulkhead's critical
+// strict route, as StrictKey does the others: a critical route runs strict
+// while its Envoy holds no critical share, whatever the normal share.
+func CriticalStrictKey(bulkheadName string) string {
+	return "bulkhead.strict_critical." + bulkheadName
+}
+
+// A share is one of a bulkhead's two units in an Envoy: the normal share
+// (the unit is the bulkhead's name), and the critical share (the name and
+// criticalSuffix), held at priority critical. Units key an Envoy's shares
+// and name them in a layer's version; '!' is in no bulkhead name.
+const criticalSuffix = "!critical"
+
+func criticalUnit(bulkheadName string) string { return bulkheadName + criticalSuffix }
+
+// unitOf returns the bulkhead of unit u and whether u is its critical share.
+func unitOf(u string) (bulkheadName string, critical bool) {
+	return strings.CutSuffix(u, criticalSuffix)
+}
+
+// bulkheadOf returns the bulkhead of unit u.
+func bulkheadOf(u string) string {
+	name, _ := unitOf(u)
+	return name
+}
+
+// strictKeyOf is the runtime key that gates unit u's strict route.
+func strictKeyOf(u string) string {
+	if name, critical := unitOf(u); critical {
+		return CriticalStrictKey(name)
+	}
+	return StrictKey(u)
+}
+
 // Limiters finds a bulkhead's limiter; *bulkhead.Registry is one.
 type Limiters interface {
 	Get(key string) *bulkhead.Limiter
@@ -140,7 +182,7 @@ type Manager struct {
 
 	mu        sync.Mutex
 	policies  map[string]Policy // bulkheads in mode shares or auto
-	byCluster map[string]string // share cluster -> bulkhead
+	byCluster map[string]string // share cluster -> unit (bulkhead, or its critical share)
 	clusters  []string          // byCluster's keys, sorted: what the Envoys report
 	states    map[string]*modeState
 	nodes     map[string]*node
@@ -158,10 +200,10 @@ type modeState struct {
 // orphan is the share of an Envoy process that is gone (a new process
 // took its node id): kept until it cannot be used any more.
 type orphan struct {
-	node     string
-	bulkhead string
-	held     []bulkhead.Permit
-	until    time.Time
+	node  string
+	unit  string // the bulkhead, or its critical share
+	held  []bulkhead.Permit
+	until time.Time
 }
 
 // New returns a manager of shares over limiters.
@@ -200,6 +242,7 @@ func (m *Manager) Apply(policies map[string]Policy) {
 		}
 		next[name] = p
 		byCluster[p.Cluster] = name
+		byCluster[CriticalCluster(p.Cluster)] = criticalUnit(name)
 		if m.states[name] == nil {
 			m.states[name] = &modeState{}
 		}
@@ -231,8 +274,8 @@ func (m *Manager) Round() {
 	}
 	for _, n := range m.nodes {
 		n.now = now
-		for name, s := range n.shares {
-			if _, on := m.policies[name]; !on {
+		for u, s := range n.shares {
+			if _, on := m.policies[bulkheadOf(u)]; !on {
 				s.strict, s.limit = true, 0 // the bulkhead left shares mode
 			}
 		}
@@ -244,7 +287,9 @@ func (m *Manager) Round() {
 	}
 }
 
-// roundLocked sizes every live Envoy's share of bulkhead name.
+// roundLocked sizes every live Envoy's shares of bulkhead name: its
+// critical share, if its Envoy has the critical share cluster (it names it
+// in its load reports), then its normal share.
 func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 	l := m.limiters.Get(name)
 	if l == nil {
@@ -252,22 +297,24 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 	}
 	snap := l.Snapshot()
 	limit := snap.Settings.MaxConcurrent
-	var live []*node
+	crit, critUnit := CriticalCluster(p.Cluster), criticalUnit(name)
+	var live, liveCrit []*node
 	held, inflight := 0, 0
 	for _, n := range m.nodes {
-		if s := n.shares[name]; s != nil {
-			held += len(s.held)
-		}
+		held += n.held(name) + n.held(critUnit)
 		if n.live() {
 			live = append(live, n)
-			// What its circuit breaker turned away is demand too: without
+			// What its circuit breakers turned away is demand too: without
 			// it, demand at a share that is too small never reaches the
 			// switch.
-			inflight += n.inflight[p.Cluster] + n.dropped[p.Cluster]
+			inflight += n.inflight[p.Cluster] + n.dropped[p.Cluster] + n.inflight[crit] + n.dropped[crit]
+			if n.reported(crit) {
+				liveCrit = append(liveCrit, n)
+			}
 		}
 	}
 	for _, o := range m.orphans {
-		if o.bulkhead == name {
+		if bulkheadOf(o.unit) == name {
 			held += len(o.held)
 		}
 	}
@@ -290,6 +337,41 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 	case st.strict:
 		st.calm = 0
 	}
+	// Critical shares first, held at priority critical: they may use the
+	// critical reserve, which normal shares never take (below). Each follows its Envoy's critical demand as a
+	// normal share does, with an equal part of the reserve as its headroom
+	// (the reserve is critical's: idle, it is where a critical step goes;
+	// half of it overflowed at a step from 0 to 2 in flight, in e2e):
+	// target max(demand + part, 2 x demand, 1).
+	reserve := limit - snap.Settings.Ceiling(bulkhead.Normal)
+	critPart := 0
+	if len(liveCrit) > 0 {
+		critPart = reserve / len(liveCrit)
+	}
+	slices.SortFunc(liveCrit, func(a, b *node) int { return b.inflight[crit] - a.inflight[crit] })
+	for _, n := range liveCrit {
+		s := n.share(critUnit)
+		s.cluster, s.strict = crit, st.strict || n.duplicate
+		if s.strict {
+			s.limit = 0
+			continue
+		}
+		use := n.demand(crit)
+		target := max(use+critPart, 2*use, 1)
+		if target <= s.limit && 4*target >= 3*s.limit {
+			continue // within a quarter below: no push for that
+		}
+		s.resize(func(k int) []bulkhead.Permit { return l.Hold(bulkhead.Critical, k) }, target)
+	}
+	// Normal shares never hold more than normal's ceiling (the limit less
+	// the critical reserve) with the strict permits in use: they are taken
+	// while fewer than the ceiling plus the permits held for critical
+	// shares are in use (Limiter.HoldWithin). A critical share's headroom
+	// then sits in the reserve, where Hold(Normal) would count it against
+	// normal's ceiling like a critical request in flight (a critical share
+	// of 8 for 2 in flight kept the normal share at 8 of a ceiling of 15).
+	critHeld := m.heldLocked(critUnit)
+	normalCap := snap.Settings.Ceiling(bulkhead.Normal) + critHeld
 	ceiling := snap.Settings.Ceiling(bulkhead.Normal)
 	slack := max(0, ceiling-demand)
 	part := 0
@@ -307,11 +389,10 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 	// half the slack were turned away while the mesh had room.
 	lone, lend := len(live) == 1, 0
 	if lone {
-		own := 0
-		if s := live[0].shares[name]; s != nil {
-			own = len(s.held)
-		}
-		lend = ceiling - strictInUse - (held - own) - loneReserve(ceiling)
+		// Everything in use but its own normal share and the critical
+		// shares (strict permits, other normal shares) is not to lend.
+		own := live[0].held(name)
+		lend = ceiling - (l.Snapshot().InUse - own - critHeld) - loneReserve(ceiling)
 	}
 	// The Envoys that use the most grow first.
 	slices.SortFunc(live, func(a, b *node) int { return b.inflight[p.Cluster] - a.inflight[p.Cluster] })
@@ -339,16 +420,38 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 		if target <= s.limit && 4*target >= 3*s.limit && !restore {
 			continue
 		}
-		if target > len(s.held) {
-			s.held = append(s.held, l.Hold(bulkhead.Normal, target-len(s.held))...)
-		}
-		s.limit = min(target, len(s.held))
-		// No capacity for this Envoy (none free, or a paused limiter): its
-		// requests take the strict route, where they queue for a permit,
-		// rather than its circuit breaker's immediate 503.
-		s.strict = s.limit == 0
+		s.resize(func(k int) []bulkhead.Permit { return l.HoldWithin(bulkhead.Normal, k, normalCap) }, target)
 	}
 	// A node that is not live keeps what it holds; it is told nothing.
+}
+
+// resize makes s a share of target requests, taking permits with hold
+// first (a share that cannot get them all is as large as what it holds;
+// what it holds beyond comes back as its Envoy reports it drained). No
+// capacity (none free, or a paused limiter): its requests take the strict
+// route, where they queue for a permit, rather than its circuit breaker's
+// immediate 503.
+func (s *share) resize(hold func(n int) []bulkhead.Permit, target int) {
+	if target > len(s.held) {
+		s.held = append(s.held, hold(target-len(s.held))...)
+	}
+	s.limit = min(target, len(s.held))
+	s.strict = s.limit == 0
+}
+
+// heldLocked is how many permits are held for unit u's shares, those of
+// replaced processes included.
+func (m *Manager) heldLocked(u string) int {
+	h := 0
+	for _, n := range m.nodes {
+		h += n.held(u)
+	}
+	for _, o := range m.orphans {
+		if o.unit == u {
+			h += len(o.held)
+		}
+	}
+	return h
 }
 
 // settleLocked gives back the permits of n's shares that its Envoy can no
@@ -379,7 +482,7 @@ func (m *Manager) settleLocked(n *node) {
 			release(s.held[keep:])
 			s.held = s.held[:keep]
 		}
-		if _, on := m.policies[name]; !on && len(s.held) == 0 {
+		if _, on := m.policies[bulkheadOf(name)]; !on && len(s.held) == 0 {
 			delete(n.shares, name)
 		}
 	}
@@ -416,7 +519,7 @@ func (m *Manager) expireLocked(now time.Time) {
 			kept = append(kept, o)
 			continue
 		}
-		m.log.Info("share of a replaced Envoy process given back", "node", o.node, "bulkhead", o.bulkhead, "permits", len(o.held))
+		m.log.Info("share of a replaced Envoy process given back", "node", o.node, "bulkhead", o.unit, "permits", len(o.held))
 		release(o.held)
 	}
 	m.orphans = kept
@@ -456,19 +559,19 @@ func (m *Manager) Stats() []Stat {
 		p, on := m.policies[name]
 		s := Stat{Bulkhead: name, Mode: p.Mode, Strict: !on || st.strict, Switches: st.switches}
 		for _, n := range m.nodes {
-			sh := n.shares[name]
-			if sh == nil {
-				continue
-			}
-			if len(sh.held) > 0 {
+			if n.held(name)+n.held(criticalUnit(name)) > 0 {
 				s.Envoys++
 			}
-			s.Held += len(sh.held)
-			s.Limit += sh.limit
-			s.InFlight += n.inflight[p.Cluster]
+			for _, u := range [...]string{name, criticalUnit(name)} {
+				if sh := n.shares[u]; sh != nil {
+					s.Held += len(sh.held)
+					s.Limit += sh.limit
+					s.InFlight += n.inflight[sh.cluster]
+				}
+			}
 		}
 		for _, o := range m.orphans {
-			if o.bulkhead == name {
+			if bulkheadOf(o.unit) == name {
 				s.Held += len(o.held)
 			}
 		}
@@ -515,13 +618,15 @@ func (m *Manager) usage(name string) (held, inFlight int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, n := range m.nodes {
-		if s := n.shares[name]; s != nil {
-			held += len(s.held)
-			inFlight += min(n.inflight[s.cluster], len(s.held))
+		for _, u := range [...]string{name, criticalUnit(name)} {
+			if s := n.shares[u]; s != nil {
+				held += len(s.held)
+				inFlight += min(n.inflight[s.cluster], len(s.held))
+			}
 		}
 	}
 	for _, o := range m.orphans {
-		if o.bulkhead == name {
+		if bulkheadOf(o.unit) == name {
 			held += len(o.held)
 			inFlight += len(o.held) // unknown: counted in use
 		}

@@ -24,8 +24,14 @@ func testSettings() Settings {
 
 func newTestManager(t *testing.T, limit int, clk *clock.Fake) (*Manager, *bulkhead.Registry) {
 	t.Helper()
+	return newTestManagerWith(t, bulkhead.Settings{MaxConcurrent: limit}, clk)
+}
+
+// newTestManagerWith is newTestManager with bulkhead orders' settings.
+func newTestManagerWith(t *testing.T, set bulkhead.Settings, clk *clock.Fake) (*Manager, *bulkhead.Registry) {
+	t.Helper()
 	reg := bulkhead.NewRegistry(bulkhead.WithClock(clk))
-	if _, err := reg.Apply(map[string]bulkhead.Settings{"orders": {MaxConcurrent: limit}}); err != nil {
+	if _, err := reg.Apply(map[string]bulkhead.Settings{"orders": set}); err != nil {
 		t.Fatal(err)
 	}
 	m := New(testSettings(), reg, clk, nil)
@@ -33,23 +39,32 @@ func newTestManager(t *testing.T, limit int, clk *clock.Fake) (*Manager, *bulkhe
 	return m, reg
 }
 
+// The classes of an Envoy's share routes: a share route to the share
+// cluster (normal), and one to its critical share cluster (critical).
+const (
+	normalClass = iota
+	criticalClass
+)
+
+var testCritical = CriticalCluster(testCluster)
+
 // envoy is a model of one Envoy: the layer it applied, its circuit
-// breaker and its requests in flight under the share.
+// breakers (one per class) and its requests in flight under the shares.
 type envoy struct {
 	id       string
-	node     *node // its RTDS stream's node (nil: no stream)
-	lrs      *node // its LRS stream's
-	limit    int   // the applied share (0 before any layer: strict)
-	strict   bool  // the applied layer routes through ext_authz
-	inflight []time.Time
+	node     *node   // its RTDS stream's node (nil: no stream)
+	lrs      *node   // its LRS stream's
+	limit    [2]int  // by class: the applied share (0 before any layer: strict)
+	strict   [2]bool // by class: the applied layer routes through ext_authz
+	inflight [2][]time.Time
 	version  string
 	layerEnd time.Time // the applied layer's TTL runs out
 	// responses sent and not yet delivered; answers to deliver.
 	pending []*discovery.DiscoveryResponse
 	sentAt  []time.Time // of each pending response
 	answers []*discovery.DiscoveryRequest
-	reports [][2]int // load reports generated, not yet received: in flight, dropped
-	dropped int      // arrivals its circuit breaker turned away since the last report
+	reports [][2][2]int // load reports generated, not yet received: by class, in flight and dropped
+	dropped [2]int      // by class: arrivals its circuit breaker turned away since the last report
 }
 
 func (e *envoy) apply(t *testing.T, r *discovery.DiscoveryResponse, now time.Time) {
@@ -65,8 +80,11 @@ func (e *envoy) apply(t *testing.T, r *discovery.DiscoveryResponse, now time.Tim
 			t.Fatal(err)
 		}
 		f := rt.GetLayer().GetFields()
-		e.limit = int(f[ShareKey(testCluster)].GetNumberValue())
-		e.strict = f[StrictKey("orders")].GetNumberValue() == 100
+		for c, keys := range [2][2]string{{ShareKey(testCluster), StrictKey("orders")}, {ShareKey(testCritical), CriticalStrictKey("orders")}} {
+			e.limit[c] = int(f[keys[0]].GetNumberValue())
+			strict, ok := f[keys[1]] // without the key: its static default, 100
+			e.strict[c] = !ok || strict.GetNumberValue() == 100
+		}
 		e.version = r.GetVersionInfo()
 	}
 	e.answers = append(e.answers, &discovery.DiscoveryRequest{VersionInfo: e.version, ResponseNonce: r.GetNonce()})
@@ -75,18 +93,19 @@ func (e *envoy) apply(t *testing.T, r *discovery.DiscoveryResponse, now time.Tim
 // expire drops the layer once its TTL has run out (the static layer: strict).
 func (e *envoy) expire(now time.Time) {
 	if !e.layerEnd.IsZero() && !now.Before(e.layerEnd) {
-		e.limit, e.strict, e.version = 0, true, ""
+		e.limit, e.strict, e.version = [2]int{}, [2]bool{true, true}, ""
 	}
 }
 
-func (e *envoy) running(now time.Time) int {
-	kept := e.inflight[:0]
-	for _, end := range e.inflight {
+// running is how many requests of class c run under e's share at now.
+func (e *envoy) running(c int, now time.Time) int {
+	kept := e.inflight[c][:0]
+	for _, end := range e.inflight[c] {
 		if now.Before(end) {
 			kept = append(kept, end)
 		}
 	}
-	e.inflight = kept
+	e.inflight[c] = kept
 	return len(kept)
 }
 
@@ -94,21 +113,32 @@ func report(inflight int) []*endpointv3.ClusterStats { return reportDropped(infl
 
 // reportDropped is a load report of the share cluster: inflight requests
 // in flight, issued and dropped (by the circuit breaker) in its interval.
+// It leaves the critical share cluster out: an Envoy with no critical route.
 func reportDropped(inflight, issued, dropped int) []*endpointv3.ClusterStats {
-	return []*endpointv3.ClusterStats{{ClusterName: testCluster, TotalDroppedRequests: uint64(dropped),
-		UpstreamLocalityStats: []*endpointv3.UpstreamLocalityStats{{TotalRequestsInProgress: uint64(inflight), TotalIssuedRequests: uint64(issued)}}}}
+	return []*endpointv3.ClusterStats{clusterStats(testCluster, inflight, issued, dropped)}
 }
 
-// held is what the manager holds for node id, its orphans included.
-func held(m *Manager, id string) int {
+func clusterStats(cluster string, inflight, issued, dropped int) *endpointv3.ClusterStats {
+	return &endpointv3.ClusterStats{ClusterName: cluster, TotalDroppedRequests: uint64(dropped),
+		UpstreamLocalityStats: []*endpointv3.UpstreamLocalityStats{{TotalRequestsInProgress: uint64(inflight), TotalIssuedRequests: uint64(issued)}}}
+}
+
+// reportBoth is a load report of both share clusters, normal and critical.
+func reportBoth(normal, critical int) []*endpointv3.ClusterStats {
+	return []*endpointv3.ClusterStats{clusterStats(testCluster, normal, 0, 0), clusterStats(testCritical, critical, 0, 0)}
+}
+
+// held is what the manager holds for node id's share u (the bulkhead, or
+// its critical unit), its orphans included.
+func held(m *Manager, id, u string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h := 0
 	if n := m.nodes[id]; n != nil {
-		h = len(n.heldTotal())
+		h = n.held(u)
 	}
 	for _, o := range m.orphans {
-		if o.node == id {
+		if o.node == id && o.unit == u {
 			h += len(o.held)
 		}
 	}
@@ -120,7 +150,10 @@ func held(m *Manager, id string) int {
 // the same node id and a second process sharing one node id, and checks at
 // every step that what the processes of each node id run under their
 // shares (a dead process's requests included) is backed by permits the
-// manager holds for that id, and that the limiter is never over its limit.
+// manager holds for that id, class by class (its critical share as well
+// as its normal one), that the limiter is never over its limit with strict
+// permits of both classes taken beside the shares, and that normal shares
+// and permits never take the critical reserve.
 func TestModelNeverOverShare(t *testing.T) {
 	for seed := range uint64(100) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runModel(t, seed) })
@@ -131,8 +164,14 @@ func runModel(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	clk := clock.NewFake(t0)
 	const limit = 20
-	m, reg := newTestManager(t, limit, clk)
+	m, reg := newTestManagerWith(t, bulkhead.Settings{MaxConcurrent: limit, ReserveCritical: 0.25}, clk)
 	l := reg.Get("orders")
+	type strictPermit struct {
+		p        bulkhead.Permit
+		critical bool
+		end      time.Time
+	}
+	var strict []strictPermit // strict requests beside the shares
 	connect := func(e *envoy) {
 		e.node, e.lrs = m.connect(e.id, e.version), m.lrsConnect(e.id)
 	}
@@ -143,7 +182,7 @@ func runModel(t *testing.T, seed uint64) {
 	twin := &envoy{id: "a"} // a second process under node id a, now and then
 	var dead []*envoy       // processes killed: their requests still run upstream
 	step := 50 * time.Millisecond
-	admitted := 0
+	var admitted [2]int
 	for i := range 2000 {
 		now := clk.Now()
 		procs := append([]*envoy{}, envoys...)
@@ -152,7 +191,6 @@ func runModel(t *testing.T, seed uint64) {
 		}
 		for _, e := range procs {
 			e.expire(now)
-			run := e.running(now)
 			if e.node != nil && rng.IntN(4) == 0 { // the daemon sends
 				if r, err := m.response(e.node); err != nil {
 					t.Fatal(err)
@@ -173,24 +211,34 @@ func runModel(t *testing.T, seed uint64) {
 				e.answers = e.answers[1:]
 			}
 			if i%20 == 0 {
-				e.reports = append(e.reports, [2]int{run, e.dropped})
-				e.dropped = 0
+				e.reports = append(e.reports, [2][2]int{{e.running(normalClass, now), e.dropped[normalClass]}, {e.running(criticalClass, now), e.dropped[criticalClass]}})
+				e.dropped = [2]int{}
 			}
 			if len(e.reports) > 0 && rng.IntN(8) == 0 { // received late, in order
 				if e.lrs != nil {
-					m.report(e.lrs, reportDropped(e.reports[0][0], e.reports[0][0], e.reports[0][1]))
+					r := e.reports[0]
+					m.report(e.lrs, []*endpointv3.ClusterStats{
+						clusterStats(testCluster, r[normalClass][0], r[normalClass][0], r[normalClass][1]),
+						clusterStats(testCritical, r[criticalClass][0], r[criticalClass][0], r[criticalClass][1]),
+					})
 				}
 				e.reports = e.reports[1:]
 			}
-			// Arrivals under the share: the circuit breaker admits below it.
-			for range rng.IntN(4) {
-				switch {
-				case e.strict:
-				case e.running(now) < e.limit:
-					e.inflight = append(e.inflight, now.Add(time.Duration(rng.IntN(1500))*time.Millisecond))
-					admitted++
-				default:
-					e.dropped++ // its circuit breaker's 503
+			// Arrivals under the shares: each circuit breaker admits below
+			// its own share (critical requests are fewer).
+			for c, most := range [2]int{4, 2} {
+				if c == criticalClass && rng.IntN(3) > 0 {
+					continue
+				}
+				for range rng.IntN(most) {
+					switch {
+					case e.strict[c]:
+					case e.running(c, now) < e.limit[c]:
+						e.inflight[c] = append(e.inflight[c], now.Add(time.Duration(rng.IntN(1500))*time.Millisecond))
+						admitted[c]++
+					default:
+						e.dropped[c]++ // its circuit breaker's 503
+					}
 				}
 			}
 		}
@@ -220,25 +268,63 @@ func runModel(t *testing.T, seed uint64) {
 			dead = append(dead, twin)
 			twin = &envoy{id: "a"}
 		}
+		// Strict requests of both classes beside the shares.
+		kept := strict[:0]
+		for _, sp := range strict {
+			if now.Before(sp.end) {
+				kept = append(kept, sp)
+			} else {
+				sp.p.Release()
+			}
+		}
+		strict = kept
+		if rng.IntN(6) == 0 {
+			critical := rng.IntN(3) == 0
+			class := bulkhead.Normal
+			if critical {
+				class = bulkhead.Critical
+			}
+			if p, err := l.TryAcquire(class); err == nil {
+				strict = append(strict, strictPermit{p, critical, now.Add(time.Duration(rng.IntN(500)) * time.Millisecond)})
+			}
+		}
 		if i%20 == 0 {
 			m.Round()
 		}
-		runs := map[string]int{}
+		runs := map[string][2]int{}
 		for _, e := range append(append(append([]*envoy{}, envoys...), twin), dead...) {
-			runs[e.id] += e.running(now)
+			r := runs[e.id]
+			r[normalClass] += e.running(normalClass, now)
+			r[criticalClass] += e.running(criticalClass, now)
+			runs[e.id] = r
 		}
+		normal := 0 // normal shares and strict permits: never into the critical reserve
 		for id, run := range runs {
-			if h := held(m, id); run > h {
-				t.Fatalf("step %d: the processes of node %s run %d requests under shares but the manager holds %d permits for it", i, id, run, h)
+			for c, u := range [2]string{"orders", criticalUnit("orders")} {
+				if h := held(m, id, u); run[c] > h {
+					t.Fatalf("step %d: the processes of node %s run %d requests under their share %s but the manager holds %d permits for it", i, id, run[c], u, h)
+				}
+			}
+			normal += held(m, id, "orders")
+		}
+		for _, sp := range strict {
+			if !sp.critical {
+				normal++
 			}
 		}
 		if in := l.Snapshot().InUse; in > limit {
 			t.Fatalf("step %d: %d permits in use on a limit of %d", i, in, limit)
 		}
+		if ceiling := l.Snapshot().Settings.Ceiling(bulkhead.Normal); normal > ceiling {
+			t.Fatalf("step %d: normal shares and strict permits hold %d of the %d below the critical reserve", i, normal, ceiling)
+		}
 		clk.Advance(step)
 	}
-	if admitted < 300 {
-		t.Fatalf("only %d requests admitted under shares in 2000 steps: the model does not exercise them", admitted)
+	if admitted[normalClass] < 80 || admitted[criticalClass] < 20 {
+		t.Fatalf("only %d normal and %d critical requests admitted under shares in 2000 steps: the model does not exercise them", admitted[normalClass], admitted[criticalClass])
+	}
+	for _, sp := range strict {
+		sp.p.Release()
 	}
 	// Everyone gone: every permit comes back after the tail.
 	for _, e := range append(envoys, twin) {

@@ -17,13 +17,20 @@ type sizingMesh struct {
 	clk   *clock.Fake
 	limit int
 	nodes map[string]*node
+	last  map[string]*discovery.DiscoveryResponse // by node: the last layer it applied
 }
 
 func newSizingMesh(t *testing.T, limit int, ids ...string) *sizingMesh {
 	t.Helper()
+	return newSizingMeshWith(t, bulkhead.Settings{MaxConcurrent: limit}, ids...)
+}
+
+// newSizingMeshWith is newSizingMesh with bulkhead orders' settings.
+func newSizingMeshWith(t *testing.T, set bulkhead.Settings, ids ...string) *sizingMesh {
+	t.Helper()
 	clk := clock.NewFake(t0)
-	m, reg := newTestManager(t, limit, clk)
-	s := &sizingMesh{t: t, m: m, reg: reg, clk: clk, limit: limit, nodes: map[string]*node{}}
+	m, reg := newTestManagerWith(t, set, clk)
+	s := &sizingMesh{t: t, m: m, reg: reg, clk: clk, limit: set.MaxConcurrent, nodes: map[string]*node{}, last: map[string]*discovery.DiscoveryResponse{}}
 	for _, id := range ids {
 		s.join(id)
 	}
@@ -45,14 +52,18 @@ func (s *sizingMesh) round() {
 			s.t.Fatal(err)
 		}
 		s.m.answer(n, &discovery.DiscoveryRequest{VersionInfo: r.GetVersionInfo(), ResponseNonce: r.GetNonce()})
+		s.last[n.id] = r
 	}
 }
 
 // share is the max_requests id's next layer says (-1: strict).
-func (s *sizingMesh) share(id string) int {
+func (s *sizingMesh) share(id string) int { return s.shareOf(id, "orders") }
+
+// shareOf is the max_requests id's next layer says for unit u (-1: strict).
+func (s *sizingMesh) shareOf(id, u string) int {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
-	sh := s.nodes[id].shares["orders"]
+	sh := s.nodes[id].shares[u]
 	if sh == nil {
 		return 0
 	}
@@ -66,6 +77,10 @@ func (s *sizingMesh) free() int { return s.limit - s.reg.Get("orders").Snapshot(
 func (s *sizingMesh) settle(inflight map[string]int) {
 	for range 2 {
 		for id, n := range s.nodes {
+			if n.reported(testCritical) {
+				s.m.report(n, reportBoth(inflight[id], 0))
+				continue
+			}
 			s.m.report(n, report(inflight[id]))
 		}
 	}

@@ -137,7 +137,7 @@ func (m *Manager) connect(id, version string) *node {
 		until := n.lastSent.Add(m.Tail())
 		for name, s := range n.shares {
 			if len(s.held) > 0 {
-				m.orphans = append(m.orphans, orphan{node: id, bulkhead: name, held: s.held, until: until})
+				m.orphans = append(m.orphans, orphan{node: id, unit: name, held: s.held, until: until})
 			}
 		}
 		n.shares, n.sent, n.inflight, n.dropped = map[string]*share{}, nil, map[string]int{}, map[string]int{}
@@ -159,13 +159,17 @@ func (m *Manager) connect(id, version string) *node {
 func (m *Manager) adoptLocked(n *node, limits map[string]int, now time.Time) {
 	adopted := map[string]int{}
 	for name, limit := range limits {
-		l := m.limiters.Get(name)
+		b, critical := unitOf(name)
+		l := m.limiters.Get(b)
 		if l == nil || limit <= 0 {
 			continue
 		}
 		s := n.share(name)
-		if p, ok := m.policies[name]; ok {
+		if p, ok := m.policies[b]; ok {
 			s.cluster = p.Cluster
+			if critical {
+				s.cluster = CriticalCluster(p.Cluster)
+			}
 		}
 		for len(s.held) < limit {
 			p, err := l.Adopt()
@@ -295,7 +299,7 @@ func (m *Manager) encode(l layer) (encodedLayer, error) {
 		if w < 0 {
 			strict = 100
 		}
-		fields[StrictKey(name)] = structpb.NewNumberValue(strict)
+		fields[strictKeyOf(name)] = structpb.NewNumberValue(strict)
 	}
 	body, err := anypb.New(&runtimesvc.Runtime{Name: m.set.Layer, Layer: &structpb.Struct{Fields: fields}})
 	if err != nil {

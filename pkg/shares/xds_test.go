@@ -22,9 +22,9 @@ import (
 
 func TestVersionRoundTrip(t *testing.T) {
 	m := New(testSettings(), nil, clock.NewFake(t0), nil)
-	v := m.version(layer{seq: 7, limits: map[string]int{"orders": 12, "catalog": -1}})
+	v := m.version(layer{seq: 7, limits: map[string]int{"orders": 12, "catalog": -1, criticalUnit("orders"): 3}})
 	boot, seq, limits, ok := parseVersion(v)
-	if !ok || boot != m.boot || seq != 7 || limits["orders"] != 12 || limits["catalog"] != -1 || len(limits) != 2 {
+	if !ok || boot != m.boot || seq != 7 || limits["orders"] != 12 || limits["catalog"] != -1 || limits[criticalUnit("orders")] != 3 || len(limits) != 3 {
 		t.Fatalf("parseVersion(%q) = %q %d %v %v", v, boot, seq, limits, ok)
 	}
 	for _, bad := range []string{"", "v1", "x.1;orders", "x.1;orders=a", ".1;", "x;a=1", "x.y;a=1"} {
