@@ -129,15 +129,10 @@ $(EGCTL):
 ## and envoy-gateway-test (after e2e and platforms-test) waits for it: like goreleaser's and kube-apiserver's, its
 ## minutes of compiling take the CPU the tests before leave idle rather than adding to a fresh machine's first run
 EGCTL_BG := .bin/egctl-build-bg
-# The background builds run one after the other, in the order make test needs them: kube-apiserver (platforms-test),
-# egctl (envoy-gateway-test), goreleaser (release-check). Side by side they shared the idle CPU three ways, and a fresh
-# machine's first run waited 246 s for kube-apiserver at platforms-test while egctl and goreleaser were long done.
-# after_bg,PREFIX: a shell prefix that waits while the background build whose pid is in PREFIX.pid runs.
-after_bg = pid="$$(cat $(1).pid 2>/dev/null || true)"; while [ -n "$$pid" ] && kill -0 "$$pid" 2>/dev/null; do sleep 2; done;
 egctl-bg:
 	@if [ ! -x $(EGCTL) ] && ! { [ -f $(EGCTL_BG).pid ] && kill -0 "$$(cat $(EGCTL_BG).pid)" 2>/dev/null; }; then \
 		mkdir -p .bin; echo "==> egctl-bg: building egctl $(EGCTL_VERSION) in the background, at low priority (log: $(EGCTL_BG).log)"; \
-		nice -n 19 sh -c '$(call after_bg,$(KUBE_BG)) $(MAKE) --no-print-directory $(EGCTL)' > $(EGCTL_BG).log 2>&1 & echo $$! > $(EGCTL_BG).pid; \
+		nice -n 19 $(MAKE) --no-print-directory $(EGCTL) > $(EGCTL_BG).log 2>&1 & echo $$! > $(EGCTL_BG).pid; \
 	fi
 
 ## fuzz: run each fuzz target for FUZZTIME (seeds: f.Add and testdata/fuzz/FuzzX/); a failure is kept in testdata
@@ -327,7 +322,7 @@ GORELEASER_BG := .bin/goreleaser-build-bg
 release-tools-bg:
 	@if [ ! -x $(GORELEASER) ] && ! { [ -f $(GORELEASER_BG).pid ] && kill -0 "$$(cat $(GORELEASER_BG).pid)" 2>/dev/null; }; then \
 		mkdir -p .bin; echo "==> release-tools-bg: building goreleaser $(GORELEASER_VERSION) in the background, at low priority (log: $(GORELEASER_BG).log)"; \
-		nice -n 19 sh -c '$(call after_bg,$(EGCTL_BG)) $(MAKE) --no-print-directory $(GORELEASER)' > $(GORELEASER_BG).log 2>&1 & echo $$! > $(GORELEASER_BG).pid; \
+		nice -n 19 $(MAKE) --no-print-directory $(GORELEASER) > $(GORELEASER_BG).log 2>&1 & echo $$! > $(GORELEASER_BG).pid; \
 	fi
 
 $(GORELEASER):
