@@ -109,7 +109,7 @@ func TestEnvoySnippetValidatesInEnvoy(t *testing.T) {
 				t.Errorf("bulkhead cluster health checks %v with the %s ledger", hc, cfg.Ledger.Backend)
 			}
 
-			checkSharesPieces(t, s, cfg)
+			checkSharesPieces(t, s, cfg, valuesBulkheads(t, f))
 
 			var names []string
 			for name := range s.TypedPerFilterConfig {
