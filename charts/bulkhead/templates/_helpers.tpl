@@ -188,10 +188,31 @@ a route pair and a share cluster in the Envoy snippet), or "" if none.
 {{- range $name, $b := .Values.bulkheads }}{{ if and (not $b.connections) (ne (dig "shares" "mode" "strict" $b) "strict") }}{{ $name }} {{ end }}{{ end }}
 {{- end }}
 
-{{/* A bulkhead's share cluster (its shares.cluster, default <name>_shares); the argument is (list name bulkhead). */}}
+{{/*
+The share cluster of a bulkhead's route in the Envoy snippet: its
+shares.cluster (default <name>_shares), and "_critical" after it when the
+bulkhead's priority is critical, the critical share cluster the daemon sizes
+apart (shares.CriticalCluster; envoy.Route.SharesCluster names the same).
+The argument is (list name bulkhead).
+*/}}
 {{- define "bulkhead.sharesCluster" -}}
 {{- $name := index . 0 }}
-{{- dig "shares" "cluster" (printf "%s_shares" $name) (index . 1) }}
+{{- $b := index . 1 }}
+{{- dig "shares" "cluster" (printf "%s_shares" $name) $b }}
+{{- if eq (dig "priority" "" $b) "critical" }}_critical{{ end }}
+{{- end }}
+
+{{/*
+The runtime key that gates the strict route of a bulkhead's route pair:
+bulkhead.strict.<name>, or bulkhead.strict_critical.<name> when the
+bulkhead's priority is critical (shares.StrictKey, shares.CriticalStrictKey;
+envoy.Route.StrictKey). The argument is (list name bulkhead).
+*/}}
+{{- define "bulkhead.sharesStrictKey" -}}
+{{- $name := index . 0 }}
+{{- if eq (dig "priority" "" (index . 1)) "critical" }}bulkhead.strict_critical.{{ $name }}
+{{- else }}bulkhead.strict.{{ $name }}
+{{- end }}
 {{- end }}
 
 {{/*
