@@ -35,6 +35,8 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 	prime := fs.Float64("prime-rate", 1000, "requests per second that open every worker's streams before the warm-up")
 	storm := fs.Bool("storm", true, "the reconnect storm at the largest N")
 	burst := fs.Bool("storm-burst", true, "in the storm, every worker sends a request within the second after the restart (a busy mesh)")
+	singleLog := fs.Bool("single-log", false, "one access-log stream per worker: periodic entries on the release log, unbuffered "+
+		"(envoy.Params.SingleAccessLog), instead of a second, batched heartbeat log")
 	ping := fs.Duration("ping", 0, "the Envoys' HTTP/2 keepalive interval (0: the shipped configs' 1s; negative: none)")
 	steady := fs.Duration("steady", 0, "the steady run's length (0: none; the issue's is 10m)")
 	steadyN := fs.Int("steady-n", 1000, "Envoys in the steady run")
@@ -50,7 +52,7 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 		return 2
 	}
 	plan := Plan{Workers: *workers, Rate: *rate, Bulkheads: *bulkheads, Tenants: *tenants, Warmup: *warmup,
-		Window: *window, PrimeRate: *prime, Storm: *storm, StormBurst: *burst, Steady: *steady, SteadyN: *steadyN, Ping: *ping,
+		Window: *window, PrimeRate: *prime, Storm: *storm, StormBurst: *burst, Steady: *steady, SteadyN: *steadyN, Ping: *ping, SingleLog: *singleLog,
 		RecoveryWindow: defaultRecoveryWindow, Limited: *limited, Ledger: Ledger(*ledger), Replicas: *replicas, Spread: Spread(*spread),
 		Shares: *sharesMode, IdleWindow: *idleWindow, DaemonBin: *daemonBin}
 	if cmd == "calibrate" {

@@ -66,6 +66,10 @@ type Config struct {
 	// quarter of it), HeartbeatBytes its buffer_size_bytes (16384).
 	Heartbeat, HeartbeatFlush time.Duration
 	HeartbeatBytes            int
+	// SingleLog sends the periodic entries on the release log, unbuffered,
+	// as an Envoy rendered with envoy.Params.SingleAccessLog does: one
+	// access-log stream per worker instead of two.
+	SingleLog bool
 	// CheckTimeout is ext_authz's timeout (default 1 s).
 	CheckTimeout time.Duration
 	// Ping is the connections' keepalive interval (default 1 s; < 0: none).
@@ -256,8 +260,11 @@ func New(cfg Config) (*Mesh, error) {
 			}
 			wk.release = &logger{client: alsv3.NewAccessLogServiceClient(wk.conns[pl.release]),
 				ident: t.identifier(node, t.release), stats: m.Stats}
-			wk.heartbeat = &logger{client: alsv3.NewAccessLogServiceClient(wk.conns[pl.heartbeat]),
-				ident: t.identifier(node, t.heartbeat), stats: m.Stats, flush: cfg.HeartbeatFlush, maxBytes: cfg.HeartbeatBytes}
+			wk.heartbeat = wk.release
+			if !cfg.SingleLog {
+				wk.heartbeat = &logger{client: alsv3.NewAccessLogServiceClient(wk.conns[pl.heartbeat]),
+					ident: t.identifier(node, t.heartbeat), stats: m.Stats, flush: cfg.HeartbeatFlush, maxBytes: cfg.HeartbeatBytes}
+			}
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -322,7 +329,9 @@ func (m *Mesh) Close() {
 	for _, w := range m.workers {
 		if w.release != nil {
 			w.release.close()
-			w.heartbeat.close()
+			if w.heartbeat != w.release {
+				w.heartbeat.close()
+			}
 		}
 		for _, conn := range w.conns {
 			_ = conn.Close()

@@ -31,6 +31,8 @@ type Plan struct {
 	// Ping is the Envoys' connection keepalive interval (0: the shipped 1 s;
 	// < 0: none).
 	Ping time.Duration `json:"ping_ns"`
+	// SingleLog: one access-log stream per worker (Config.SingleLog).
+	SingleLog bool `json:"single_log,omitempty"`
 	// RecoveryWindow is the daemon's leases.recovery_window (its default).
 	RecoveryWindow time.Duration `json:"recovery_window_ns"`
 	// Limited: every fourth bulkhead has a limit of 4; else none has a
@@ -210,7 +212,7 @@ func (s *series) cluster(ctx context.Context, name string) (*cluster, error) {
 
 func (s *series) meshConfig(targets []string, n int) Config {
 	return Config{Targets: targets, Spread: s.plan.Spread, Envoys: n, Workers: s.plan.Workers, Routes: s.plan.Routes(),
-		Tenants: s.plan.Tenants, Priorities: []string{"", "", "critical", "best_effort"}, Seed: uint64(n), Ping: s.plan.Ping,
+		Tenants: s.plan.Tenants, Priorities: []string{"", "", "critical", "best_effort"}, Seed: uint64(n), Ping: s.plan.Ping, SingleLog: s.plan.SingleLog,
 		Shares: s.plan.Shares != ""}
 }
 
