@@ -135,7 +135,9 @@ egctl-bg:
 		nice -n 19 $(MAKE) --no-print-directory $(EGCTL) > $(EGCTL_BG).log 2>&1 & echo $$! > $(EGCTL_BG).pid; \
 	fi
 
-## fuzz: run each fuzz target for FUZZTIME (seeds: f.Add and testdata/fuzz/FuzzX/); a failure is kept in testdata
+## fuzz: run each fuzz target for FUZZTIME (seeds: f.Add and testdata/fuzz/FuzzX/); a failure is kept in testdata.
+## A bare "context deadline exceeded" with no failing input written is Go 1.26's coordinator race at the -fuzztime
+## boundary (go.dev/issue/75804; FuzzPatchJSON hit it once in make test), not a finding: reported, not failed
 FUZZTIME     ?= 5s
 FUZZ_TARGETS := pkg/authz:FuzzCheck pkg/authz:FuzzRequestWire pkg/accesslog:FuzzAccessLog pkg/accesslog:FuzzMessageWire pkg/config:FuzzParse \
                 pkg/admin:FuzzPatchJSON pkg/bulkhead:FuzzModel pkg/permit:FuzzRelease
@@ -144,7 +146,12 @@ fuzz:
 	@for target in $(FUZZ_TARGETS); do \
 		pkg="./$${target%%:*}"; fn="$${target##*:}"; \
 		echo "fuzz: $$fn in $$pkg for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s "$$pkg" || exit 1; \
+		out="$$(mktemp)"; \
+		if ! $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s "$$pkg" 2>&1 | tee "$$out"; then \
+			if grep -q '^    context deadline exceeded$$' "$$out" && ! grep -q 'Failing input written to' "$$out"; then \
+				echo "fuzz: $$fn: Go 1.26's fuzzing coordinator reported its own -fuzztime deadline (go.dev/issue/75804, fixed in Go 1.27), no failing input written: not a finding"; \
+			else rm -f "$$out"; exit 1; fi; \
+		fi; rm -f "$$out"; \
 	done
 
 ## soak: the soak test alone, for SOAK (make soak SOAK=30m); `make test` runs it for 60s within e2e
