@@ -48,6 +48,7 @@ import (
 // slip: envoy.filters.network.ext_authz) nothing is logged and no permit
 // comes back through the access log.
 func TestIstioTelemetryLogsOnlyPermits(t *testing.T) {
+	parallelE2E(t)
 	t.Run("broken expressions are caught", func(t *testing.T) {
 		network := strings.ReplaceAll(envoy.PermitLogExpression(), permit.MetadataNamespace, permit.MetadataNamespaceNetwork)
 		for _, tt := range []struct{ name, expr, want string }{

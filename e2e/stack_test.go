@@ -74,11 +74,13 @@ func testMain(m *testing.M) int {
 // parallelE2E marks a test to run beside the other marked ones: go test
 // starts them once every unmarked test has ended, at most -parallel at a
 // time (make e2e: 2; -parallel 1 runs them one after the other). Marked:
-// TestSoak and TestHeartbeatLongRequestKeepsPermit, long tests that mostly
-// wait (a 60 s soak; one 30 s request beside 20 short ones a second), each
-// on its own daemon, Envoy and upstreams on ports the kernel picks, whose
-// checks are leaks, counts and a 3 s lease renewed each second, not
-// latencies. Left unmarked, among others: the tests of the Redis ledger
+// TestSoak, TestHeartbeatLongRequestKeepsPermit and
+// TestIstioTelemetryLogsOnlyPermits, tests that mostly wait (a 60 s soak;
+// one 30 s request beside 20 short ones a second; three stacks of a dozen
+// requests, one held for a second), each on its own daemon, Envoy and
+// upstreams on ports the kernel picks, whose checks are leaks, counts and
+// leases of 3 s renewed each second or faster, with 3 s to see an entry
+// land, not latencies. Left unmarked, among others: the tests of the Redis ledger
 // (its 100 ms timeout expires on a CPU that the soak or another replica
 // stack saturates: replicas go unavailable and their checks fail, seen
 // running them two by two), the latency comparisons, and the tests that
