@@ -40,8 +40,12 @@ func manyRegistry(t *testing.T, n int, s bulkhead.Settings) *bulkhead.Registry {
 func (f *fixture) roundCapacity(timeout time.Duration) *Capacity {
 	f.t.Helper()
 	l := f.alone(Config{Prefix: "test:", Replica: "a", Timeout: timeout, Heartbeat: capHeartbeat, Tick: time.Second})
+	return newRoundCapacity(f.t, l)
+}
+
+func newRoundCapacity(t *testing.T, l *Ledger) *Capacity {
 	leases := permit.NewMemory(clock.Real{})
-	f.t.Cleanup(func() { leases.Close(permit.Shutdown) })
+	t.Cleanup(func() { leases.Close(permit.Shutdown) })
 	return NewCapacity(l, NewFallback(l, admission.FailClosed, nopFallbackRecorder{}), leases)
 }
 
@@ -95,6 +99,40 @@ func TestCapacityRoundCallsPerBatch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// On a Redis Cluster a bulkhead's keys live in its own slot, so a round
+// sends one call per bulkhead, all in one pipeline (the client sends each
+// node its own): every lease is granted and renewed, each call counted.
+func TestCapacityRoundOnCluster(t *testing.T) {
+	nodes := testkit.StartRedisCluster(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: nodes[:1], IsClusterMode: true,
+		ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	rec := newFakeRec()
+	l := New(rdb, Config{Prefix: "test:", Replica: "a", Timeout: time.Second, Heartbeat: capHeartbeat, Tick: time.Second},
+		&fakeObs{}, rec, nil)
+	testkit.Eventually(t, "strict on the cluster", func() bool { l.tick(context.Background(), nil); return l.State() == admission.Strict })
+	c := newRoundCapacity(t, l)
+	const n = 12
+	reg := manyRegistry(t, n, bulkhead.Settings{MaxConcurrent: 10})
+	ctx := context.Background()
+	for round := 1; round <= 3; round++ {
+		before, _ := rec.leaseCalls()
+		c.round(ctx, reg)
+		if calls, errs := rec.leaseCalls(); calls-before != n || errs != 0 {
+			t.Fatalf("round %d: %d lease calls (%d failed), want %d", round, calls-before, errs, n)
+		}
+		for _, name := range reg.Keys() {
+			ls := c.lease(name)
+			if ls.target.Load() == 0 || !c.live(ls) || ls.seq != int64(round) {
+				t.Fatalf("round %d, %s: target %d, live %v, seq %d", round, name, ls.target.Load(), c.live(ls), ls.seq)
+			}
+			if v, err := rdb.HGet(ctx, Key("test:", name, "s"), "leased").Int(); err != nil || v != int(ls.held.Load()) {
+				t.Fatalf("round %d, %s: Redis counts %d leased (%v), the replica holds %d", round, name, v, err, ls.held.Load())
+			}
+		}
 	}
 }
 
