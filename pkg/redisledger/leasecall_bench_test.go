@@ -16,7 +16,9 @@ import (
 // one lease call per bulkhead, one after the other (sequential, the loop
 // before batches); the same calls in one pipeline (pipelined); and calls
 // of up to k bulkheads each, pipelined (batch-k: the lease loop sends
-// leaseBatch). An op is one round; redis-cpu-us is the server's CPU
+// leaseBatch). For scale, state: the ticker's look at the same bulkheads
+// (the state script per bulkhead, pipelined), which each replica also
+// runs each tick. An op is one round; redis-cpu-us is the server's CPU
 // (used_cpu_sys + used_cpu_user) per round, script-us the time
 // commandstats gives the scripts per round, calls the scripts per round,
 // and us/call how long one call ran in Redis.
@@ -26,7 +28,7 @@ func BenchmarkLeaseRound(b *testing.B) {
 	for _, tc := range []struct {
 		mode string
 		n, k int // bulkheads, bulkheads per call
-	}{{"sequential", 51, 1}, {"pipelined", 51, 1}, {"batch-16", 51, 16}, {"batch-32", 51, 32}, {"batch-64", 51, 64}, {"batch-64", 64, 64}} {
+	}{{"sequential", 51, 1}, {"pipelined", 51, 1}, {"batch-16", 51, 16}, {"batch-32", 51, 32}, {"batch-64", 51, 64}, {"batch-64", 64, 64}, {"state", 51, 1}} {
 		b.Run(fmt.Sprintf("%s/%d", tc.mode, tc.n), func(b *testing.B) {
 			srv := testkit.StartRedis(b)
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -55,6 +57,16 @@ func BenchmarkLeaseRound(b *testing.B) {
 							b.Fatal(err)
 						}
 					}
+				case "state":
+					runs := make([]scriptRun, len(names))
+					for i, name := range names {
+						runs[i] = scriptRun{keys: l.keysOf(name), args: l.stateArgs()}
+					}
+					for _, c := range l.pipeRuns(ctx, l.sc.state, runs) {
+						if err := c.Err(); err != nil {
+							b.Fatal(err)
+						}
+					}
 				default:
 					var runs []scriptRun
 					for i := 0; i < len(names); i += tc.k {
@@ -67,8 +79,10 @@ func BenchmarkLeaseRound(b *testing.B) {
 					}
 				}
 			}
-			if err := l.sc.lease.Load(ctx, rdb).Err(); err != nil {
-				b.Fatal(err)
+			for _, sc := range []*redis.Script{l.sc.lease, l.sc.state} {
+				if err := sc.Load(ctx, rdb).Err(); err != nil {
+					b.Fatal(err)
+				}
 			}
 			round(1) // every lease granted
 			info := func() redisproc.Info {
