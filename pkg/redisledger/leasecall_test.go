@@ -136,6 +136,30 @@ func TestCapacityRoundOnCluster(t *testing.T) {
 	}
 }
 
+// A Redis that lost its scripts (restarted, failed over: SCRIPT FLUSH
+// here) answers NOSCRIPT to each call of a round of several calls: the
+// script is loaded and the calls run again, with no error and no lease
+// lost.
+func TestCapacityRoundReloadsScript(t *testing.T) {
+	f := newFixture(t)
+	c := f.roundCapacity(time.Second)
+	reg := manyRegistry(t, leaseBatch+10, bulkhead.Settings{MaxConcurrent: 10})
+	ctx := context.Background()
+	c.round(ctx, reg)
+	if err := f.rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.round(ctx, reg)
+	if calls, errs := f.rec.leaseCalls(); calls != 4 || errs != 0 {
+		t.Fatalf("two rounds of two calls, the scripts flushed between: %d calls, %d failed; want 4, 0", calls, errs)
+	}
+	for _, name := range reg.Keys() {
+		if ls := c.lease(name); ls.seq != 2 || ls.target.Load() == 0 || !c.live(ls) {
+			t.Fatalf("%s after the scripts were flushed: seq %d, target %d, live %v", name, ls.seq, ls.target.Load(), c.live(ls))
+		}
+	}
+}
+
 // A round whose call fails changes no lease here: each stands until its
 // end by this replica's clock, and its demand (the overflow) goes with the
 // next call, which renews every lease.

@@ -10,8 +10,8 @@ import (
 // Run keeps this replica's capacity leases until ctx ends, then gives them
 // back: each Tick, and soon after a kick (a permit to give back, a recall),
 // it renews the lease of each configured bulkhead of reg, all in one round
-// of calls (round), and sizes the local limiters to the answers. It does not run the ledger (the
-// Fallback's Run does).
+// of calls (round), and sizes the local limiters to the answers. It does
+// not run the ledger (the Fallback's Run does).
 func (c *Capacity) Run(ctx context.Context, reg *bulkhead.Registry) error {
 	defer c.giveBack(reg)
 	tick := c.ledger.cfg.Tick
