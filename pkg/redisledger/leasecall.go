@@ -14,8 +14,8 @@ import (
 const (
 	// leaseBatch bounds the bulkheads of one lease call, so that one script
 	// never holds Redis long: a round of more bulkheads sends one call per
-	// leaseBatch of them, in one round trip (docs/redis.md, "Cost", has the
-	// measured run time of a full batch).
+	// leaseBatch of them, in one round trip (docs/redis.md, "One call per
+	// round", has the measured run time of a full batch: 2.4 ms).
 	leaseBatch = 64
 	// leaseArgs is how many arguments the lease script takes per bulkhead
 	// (LEASE_ARGS in lease.lua), after leaseHead shared ones.
