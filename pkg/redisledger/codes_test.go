@@ -17,6 +17,7 @@ func TestResultCodesMatchLua(t *testing.T) {
 		"RENEW_ADOPTED_UNKNOWN": renewAdoptedUnknown, "RENEW_LATE": renewLate, "RENEW_UNKNOWN": renewUnknown, "RENEW_FORWARDED": renewForwarded,
 		"LEAVE_LEFT": leaveLeft, "LEAVE_KEPT": leaveKept, "LEAVE_GIVEN_BACK": leaveGivenBack, "LEAVE_NOT_FOUND": leaveNotFound,
 		"LEASE_HELD": leaseHeld, "LEASE_STALE": leaseStale, "LEASE_LOST": leaseLost,
+		"LEASE_FAILED": leaseFailed,
 	}
 	re := regexp.MustCompile(`(?m)^local ((?:ACQUIRE|RELEASE|RENEW|LEAVE|LEASE)_[A-Z_]+) = (\d+)$`)
 	luaCodes := map[string]int{}

@@ -78,7 +78,7 @@
 //
 // # Capacity leases
 //
-// Capacity (ledger.redis.capacity_leases, off by default) is a third
+// Capacity (ledger.redis.capacity_leases, on by default) is a third
 // backend behind the contract, over the Fallback. Redis hands each replica
 // a lease of k permits per bulkhead (scripts/lease.lua), counted in Redis as
 // held (CL, and their sum leased in the bulkhead's state); the replica
@@ -107,8 +107,12 @@
 // before the per-request path, so that it is not refused at the limit with
 // a permit in transit.
 //
-// Each replica calls the lease script per bulkhead each Tick (1 s), with
-// its demand (a lease idle for idleRounds rounds is given back and parked,
+// Each replica renews its leases each Tick (1 s), all of them in one round
+// of calls: the lease script takes many bulkheads' keys and arguments
+// (leaseBatch, 64, per call; one call per bulkhead on a Redis Cluster,
+// whose bulkheads live in different slots), all sent in one round trip,
+// and answers each bulkhead as if called alone. Each lease reports its
+// demand (a lease idle for idleRounds rounds is given back and parked,
 // with no call until a Check finds it wanting, which wakes the loop at
 // once): the peak in use since its last call plus its admissions the
 // lease had no room for (overflow). Far from the limit (no waiter, no
@@ -140,7 +144,11 @@
 // a call run again (same seq) answers as the first run and sets nothing
 // again, an older one is stale, and a later call of an epoch Redis no
 // longer holds is told it is lost (the replica starts a new epoch from its
-// permits in use, counted past the limit if need be).
+// permits in use, counted past the limit if need be). A call that fails
+// leaves every lease in it standing until its end by the replica's clock,
+// its demand sent with the next call; a bulkhead whose part of a call
+// fails (a command that failed for it in Redis) or is malformed is the
+// same, alone: the others' answers are applied.
 //
 // An entry may reach another replica than the one that admitted its permit
 // from its lease; Redis does not know the token, and forwards the entry on

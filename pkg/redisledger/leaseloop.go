@@ -4,15 +4,14 @@ import (
 	"context"
 	"time"
 
-	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/bulkhead"
 )
 
 // Run keeps this replica's capacity leases until ctx ends, then gives them
 // back: each Tick, and soon after a kick (a permit to give back, a recall),
-// it calls the lease script for each configured bulkhead of reg and sizes
-// the local limiter to the answer. It does not run the ledger (the
-// Fallback's Run does).
+// it renews the lease of each configured bulkhead of reg, all in one round
+// of calls (round), and sizes the local limiters to the answers. It does
+// not run the ledger (the Fallback's Run does).
 func (c *Capacity) Run(ctx context.Context, reg *bulkhead.Registry) error {
 	defer c.giveBack(reg)
 	tick := c.ledger.cfg.Tick
@@ -42,10 +41,13 @@ func (c *Capacity) Run(ctx context.Context, reg *bulkhead.Registry) error {
 }
 
 // round renews the lease of every bulkhead of reg, and gives back those of
-// bulkheads no longer configured. A bulkhead with tenant compartments, or
-// in a dry run, holds no lease: its admissions are per request. A lease
-// that is given back is parked: no call until a Check finds it wanting.
+// bulkheads no longer configured, in as few Redis calls as it takes
+// (renewAll: one per leaseBatch bulkheads, in one round trip). A bulkhead
+// with tenant compartments, or in a dry run, holds no lease: its
+// admissions are per request. A lease that is given back is parked: no
+// call until a Check finds it wanting.
 func (c *Capacity) round(ctx context.Context, reg *bulkhead.Registry) {
+	var due []*renewal
 	for _, name := range reg.Keys() {
 		lim := reg.Get(name)
 		if lim == nil {
@@ -64,31 +66,18 @@ func (c *Capacity) round(ctx context.Context, reg *bulkhead.Registry) {
 		}
 		moving := make(chan struct{})
 		ls.moving.Store(&moving)
-		for range maxPasses {
-			if !c.renew(ctx, name, s, leaving, peak) {
-				break
-			}
-		}
-		ls.parked.Store(leaving && ls.held.Load() == 0)
-		ls.moving.Store(nil)
-		close(moving)
-		if !holdsNone && ls.parked.Load() && ls.overflow.Load() > 0 {
-			// A Check found no room while the lease was being given back,
-			// before it was parked (so it did not wake the loop): the lease
-			// is wanted again.
-			c.wake()
-		}
+		due = append(due, &renewal{name: name, ls: ls, s: s, leaving: leaving, peak: peak, holdsNone: holdsNone, moving: &moving})
 	}
 	c.held.Range(func(k, v any) bool {
 		if name, ls := k.(string), v.(*capLease); reg.Get(name) == nil {
 			leaving := true
 			if !c.park(ls, name, &leaving, c.takePeak(name)) {
-				c.renew(ctx, name, c.want[name], true, 0)
-				ls.parked.Store(ls.held.Load() == 0)
+				due = append(due, &renewal{name: name, ls: ls, s: c.want[name], leaving: true, once: true, gone: true})
 			}
 		}
 		return true
 	})
+	c.renewAll(ctx, due)
 }
 
 // idleRounds is how many rounds a lease stays granted with nothing of it in
@@ -125,85 +114,23 @@ func (c *Capacity) park(ls *capLease, name string, leaving *bool, peak int) bool
 	return false
 }
 
-// giveBack returns every lease when Run ends: the local limiters stop
-// admitting, and Redis keeps counting only the permits still in use.
+// giveBack returns every lease when Run ends, in one round of calls: the
+// local limiters stop admitting, and Redis keeps counting only the permits
+// still in use.
 func (c *Capacity) giveBack(reg *bulkhead.Registry) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*c.ledger.cfg.Timeout)
 	defer cancel()
-	c.held.Range(func(k, _ any) bool {
+	var due []*renewal
+	c.held.Range(func(k, v any) bool {
 		name := k.(string)
 		s := c.want[name]
 		if lim := reg.Get(name); lim != nil {
 			s = lim.Settings()
 		}
-		c.renew(ctx, name, s, true, c.takePeak(name))
+		due = append(due, &renewal{name: name, ls: v.(*capLease), s: s, leaving: true, peak: c.takePeak(name), once: true})
 		return true
 	})
-}
-
-// renew makes one call of the lease script for bulkhead name (settings s;
-// leaving: target 0; peak: the most in use since the round before) and
-// applies the answer; it reports whether a second call would give
-// something back now (a shrink's second step, or a lost lease's new epoch).
-func (c *Capacity) renew(ctx context.Context, name string, s bulkhead.Settings, leaving bool, peak int) bool {
-	ls := c.lease(name)
-	if ls.epoch == 0 {
-		ls.epoch = 1
-	}
-	if ls.waiters.Load() || leaving {
-		// Waiters in Redis's queue (or a bulkhead that holds no lease): the
-		// idle part of the lease goes back in this very call.
-		c.setLocal(name, c.inUse(name), s)
-	}
-	size, used := c.localState(name)
-	peak = max(peak, used)
-	need := max(size, used)
-	ls.seq++
-	sent := c.clock.Now()
-	over := ls.overflow.Swap(0)
-	res, err := c.ledger.call(ctx, time.Time{}, admission.OpLease, c.ledger.sc.lease, c.ledger.keysOf(name),
-		c.ledger.cfg.Replica, ls.epoch, ls.seq, need, used, peak, over, s.MaxConcurrent, ms(c.ttl),
-		ms(c.ledger.cfg.Recovery), ms(c.ledger.cfg.adopt()), boolArg(leaving), smallestLease(s))
-	if err != nil {
-		// The lease stands until its end by this replica's clock (live);
-		// the demand goes with the next call.
-		ls.overflow.Add(over)
-		return false
-	}
-	a, _ := res.([]any)
-	if len(a) < 6 { // LEASE_STALE and LEASE_LOST answer 6, LEASE_HELD 7
-		c.ledger.log.Warn("capacity lease: the lease script's answer is malformed", "bulkhead", name, "answer", res)
-		return false
-	}
-	n := func(i int) int64 {
-		if i < len(a) {
-			v, _ := a[i].(int64)
-			return v
-		}
-		return 0
-	}
-	if swept, _ := a[4].([]any); len(swept) > 0 {
-		c.ledger.expired(name, swept, n(5))
-	}
-	switch n(0) {
-	case leaseLost:
-		// Its end passed at Redis (or Redis lost it): a new epoch, from
-		// what is in use here.
-		ls.epoch, ls.seq = ls.epoch+1, 0
-		ls.end.Store(0)
-		c.setLocal(name, 0, s)
-		return true
-	case leaseHeld:
-		target, held := n(1), n(2)
-		end := sent.Add(time.Duration(n(3))*time.Millisecond - c.margin)
-		ls.end.Store(int64(end.Sub(c.base)))
-		ls.target.Store(target)
-		ls.held.Store(held)
-		ls.waiters.Store(n(6) > 0)
-		c.setLocal(name, int(target), s)
-		return held > max(target, int64(c.inUse(name)))
-	}
-	return false // leaseStale: an older call's answer; nothing changed
+	c.renewAll(ctx, due)
 }
 
 func boolArg(b bool) string {

@@ -189,6 +189,72 @@ func (l *Ledger) call(ctx context.Context, deadline time.Time, op admission.Op, 
 	return res, nil
 }
 
+// scriptRun is one run of a script: its keys and arguments.
+type scriptRun struct {
+	keys []string
+	args []any
+}
+
+// callResult is the answer to one run of callAll, or its error (wrapping
+// ErrUnavailable).
+type callResult struct {
+	val any
+	err error
+}
+
+// callAll runs s once per run of runs, all in one round trip (a pipeline;
+// a Cluster client sends each node its own, at once), within the ledger's
+// timeout, and returns each run's answer in order. Each run is one call as
+// Redis sees it (the recorder counts it so); a failed one marks Redis
+// unavailable, as call does. A run whose script Redis did not have
+// (NOSCRIPT: a restarted or failed-over master) runs again once the script
+// is loaded.
+func (l *Ledger) callAll(ctx context.Context, op admission.Op, s *redis.Script, runs []scriptRun) []callResult {
+	out := make([]callResult, len(runs))
+	if len(runs) == 1 {
+		out[0].val, out[0].err = l.call(ctx, time.Time{}, op, s, runs[0].keys, runs[0].args...)
+		return out
+	}
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.Timeout)
+	defer cancel()
+	cmds := l.pipeRuns(cctx, s, runs)
+	var again []scriptRun
+	var at []int
+	for i, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			again, at = append(again, runs[i]), append(at, i)
+		}
+	}
+	if len(again) > 0 && s.Load(cctx, l.rdb).Err() == nil {
+		for k, c := range l.pipeRuns(cctx, s, again) {
+			cmds[at[k]] = c
+		}
+	}
+	d := time.Since(start) / time.Duration(len(runs))
+	for i, c := range cmds {
+		res, err := c.Result()
+		l.rec.LedgerCall(op, d, err)
+		if err != nil {
+			l.unavailable(op, err)
+			err = fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+		}
+		out[i] = callResult{res, err}
+	}
+	return out
+}
+
+// pipeRuns sends runs of s (EVALSHA) in one pipeline.
+func (l *Ledger) pipeRuns(ctx context.Context, s *redis.Script, runs []scriptRun) []*redis.Cmd {
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(runs))
+	for i, r := range runs {
+		cmds[i] = s.EvalSha(ctx, pipe, r.keys, r.args...)
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	return cmds
+}
+
 // cutBy returns deadline when it comes before limit has elapsed from
 // start, so cuts a call short; zero otherwise (the call has its full time
 // limit, and its failure is Redis's).

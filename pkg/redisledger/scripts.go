@@ -87,9 +87,10 @@ const (
 	leaveGivenBack = 3 // LEAVE_GIVEN_BACK
 	leaveNotFound  = 4 // LEAVE_NOT_FOUND
 
-	leaseHeld  = 1 // LEASE_HELD
-	leaseStale = 2 // LEASE_STALE
-	leaseLost  = 3 // LEASE_LOST
+	leaseHeld   = 1 // LEASE_HELD
+	leaseStale  = 2 // LEASE_STALE
+	leaseLost   = 3 // LEASE_LOST
+	leaseFailed = 4 // LEASE_FAILED: a command failed for one bulkhead of the call
 )
 
 // keySuffixes are the keys of one bulkhead, in the order common.lua reads

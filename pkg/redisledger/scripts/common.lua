@@ -77,6 +77,7 @@ local LEAVE_NOT_FOUND = 4
 local LEASE_HELD = 1
 local LEASE_STALE = 2
 local LEASE_LOST = 3
+local LEASE_FAILED = 4
 local TOMB = 4096
 local SWEEP_BATCH = 256
 -- The wake-up channel of replica r is PREFIX .. 'wake:' .. r; a message is
@@ -498,4 +499,21 @@ local function settle(token, now)
   tomb(ED, token, now)
   pump(now, '')
   return info
+end
+
+-- NKEYS is how many keys a bulkhead has (KEYS above); a script that serves
+-- several bulkheads in one call (lease.lua) takes them in groups of NKEYS,
+-- in that order, and binds each group in turn.
+local NKEYS = 16
+
+-- bind makes the i-th bulkhead's keys (from 1) the ones every helper above
+-- works on, with no tenant freed yet: what follows runs as a script of that
+-- bulkhead alone.
+local function bind(i)
+  local k = (i - 1) * NKEYS
+  S, P, I, Q1, Q2, Q3, W, WD, T, TQ, EX, ED, TW, TM, CL, CX =
+    KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6], KEYS[k + 7], KEYS[k + 8],
+    KEYS[k + 9], KEYS[k + 10], KEYS[k + 11], KEYS[k + 12], KEYS[k + 13], KEYS[k + 14], KEYS[k + 15], KEYS[k + 16]
+  Q[1], Q[2], Q[3] = Q1, Q2, Q3
+  freed = {}
 end
