@@ -21,6 +21,7 @@ import (
 // real redis-server, as the servers would be given it: Capacity over the
 // Fallback.
 func TestCapacityContract(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var n atomic.Int32
 	admissiontest.Run(t, func(t *testing.T, bulkheads map[string]bulkhead.Settings) admissiontest.Backend {

@@ -216,6 +216,7 @@ func TestCapacityLeaseFollowsDemand(t *testing.T) {
 // Redis's beyond the margin would let the replica admit from a lease
 // Redis has reclaimed.
 func TestCapacityCutOff(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	s := bulkhead.Settings{MaxConcurrent: 10}
 	regA, regB := capRegistry(t, s), capRegistry(t, s)
@@ -389,6 +390,7 @@ func TestCapacityRecall(t *testing.T) {
 // forwarded through Redis to a, which renews or releases it: the permit
 // does not sit in a's lease until its TTL.
 func TestCapacityForwarded(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	s := bulkhead.Settings{MaxConcurrent: 100}
 	regA, regB := capRegistry(t, s), capRegistry(t, s)
@@ -615,6 +617,7 @@ func TestCapacityWakesParkedLease(t *testing.T) {
 // more. The next Check takes the per-request path and wakes it: the next
 // round grants a lease again, and Checks are admitted from it.
 func TestCapacityParksQuietLease(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	reg := capRegistry(t, bulkhead.Settings{MaxConcurrent: 10})
 	a := f.capacity(t, capSpec{id: "a", prefix: "park:", reg: reg})

@@ -16,6 +16,7 @@ import (
 // The Redis ledger keeps the admission contract, on a real redis-server,
 // as the servers are given it: under its unavailable policy (Fallback).
 func TestContract(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var n atomic.Int32
 	admissiontest.Run(t, func(t *testing.T, bulkheads map[string]bulkhead.Settings) admissiontest.Backend {

@@ -13,6 +13,7 @@ import (
 // The ledger keeps each bulkhead's global counts as its last look at Redis
 // found them, for the metrics, the admin API and sizing to read.
 func TestGlobalIsTheLastLook(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	l := f.idle() // no ticker: only the test's looks
 	ctx := context.Background()

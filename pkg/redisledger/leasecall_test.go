@@ -106,6 +106,7 @@ func TestCapacityRoundCallsPerBatch(t *testing.T) {
 // sends one call per bulkhead, all in one pipeline (the client sends each
 // node its own): every lease is granted and renewed, each call counted.
 func TestCapacityRoundOnCluster(t *testing.T) {
+	t.Parallel()
 	nodes := testkit.StartRedisCluster(t)
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: nodes[:1], IsClusterMode: true,
 		ContextTimeoutEnabled: true, MaxRetries: -1})

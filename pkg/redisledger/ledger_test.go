@@ -344,6 +344,7 @@ func TestRunIDChangeReopensAdoption(t *testing.T) {
 // script runs on one shard; bulkheads spread over the shards, and wake-ups
 // cross the cluster bus.
 func TestRedisCluster(t *testing.T) {
+	t.Parallel()
 	nodes := testkit.StartRedisCluster(t)
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: nodes[:1], IsClusterMode: true,
 		ContextTimeoutEnabled: true, MaxRetries: -1})
