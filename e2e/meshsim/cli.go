@@ -38,6 +38,8 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 	singleLog := fs.Bool("single-log", false, "one access-log stream per worker: periodic entries on the release log, unbuffered "+
 		"(envoy.Params.SingleAccessLog), instead of a second, batched heartbeat log")
 	ping := fs.Duration("ping", 0, "the Envoys' HTTP/2 keepalive interval (0: the shipped configs' 1s; negative: none)")
+	health := fs.Duration("health", 0, "the Envoys' gRPC health-check interval, on a connection of their own to each daemon "+
+		"(0: as the shipped configs, 1s with -ledger redis or leases, none on one in-memory daemon; negative: none; positive: always)")
 	steady := fs.Duration("steady", 0, "the steady run's length (0: none; the issue's is 10m)")
 	steadyN := fs.Int("steady-n", 1000, "Envoys in the steady run")
 	calib := fs.Bool("calibrate", cmd == "calibrate", "the real-Envoy calibration (needs Envoy)")
@@ -52,7 +54,7 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 		return 2
 	}
 	plan := Plan{Workers: *workers, Rate: *rate, Bulkheads: *bulkheads, Tenants: *tenants, Warmup: *warmup,
-		Window: *window, PrimeRate: *prime, Storm: *storm, StormBurst: *burst, Steady: *steady, SteadyN: *steadyN, Ping: *ping, SingleLog: *singleLog,
+		Window: *window, PrimeRate: *prime, Storm: *storm, StormBurst: *burst, Steady: *steady, SteadyN: *steadyN, Ping: *ping, Health: *health, SingleLog: *singleLog,
 		RecoveryWindow: defaultRecoveryWindow, Limited: *limited, Ledger: Ledger(*ledger), Replicas: *replicas, Spread: Spread(*spread),
 		Shares: *sharesMode, IdleWindow: *idleWindow, DaemonBin: *daemonBin}
 	if cmd == "calibrate" {

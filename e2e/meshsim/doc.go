@@ -11,7 +11,12 @@
 // Every request that holds a permit sends a DownstreamPeriodic entry each
 // heartbeat interval while it runs and a DownstreamEnd entry when it ends,
 // the permit's token under envoy.filters.http.ext_authz. Connections are
-// pinged each second, as the shipped Envoy configs do.
+// pinged each second, as the shipped Envoy configs do. Where the shipped
+// configs health-check the daemons (replicas on the Redis ledger), each
+// simulated Envoy also keeps a connection of its own to each daemon, as
+// Envoy's active health checker does, pinged as the others, with a
+// grpc.health.v1 Health/Check on it each second (-health; none on one
+// in-memory daemon, whose shipped configs have no health check).
 //
 // The load is open loop at a total rate spread over the Envoys, with a mix
 // of request durations, many bulkheads and tenants, and a bound on the

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -74,6 +75,13 @@ type Config struct {
 	CheckTimeout time.Duration
 	// Ping is the connections' keepalive interval (default 1 s; < 0: none).
 	Ping time.Duration
+	// HealthCheck, if positive, is the interval of each Envoy's active
+	// gRPC health check of each target, on a connection of its own per
+	// target, pinged as the others (DefaultHealthCheck is the shipped
+	// configs' with replicas); 0 or less: none, as the shipped configs for
+	// one daemon. HealthTimeout is its timeout (default
+	// DefaultHealthTimeout).
+	HealthCheck, HealthTimeout time.Duration
 	// MaxOutstanding bounds the requests in flight (default 50,000): an
 	// arrival beyond it is not sent, and counted (Stats.Shed).
 	MaxOutstanding int
@@ -111,6 +119,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Ping == 0 {
 		c.Ping = time.Second
+	}
+	if c.HealthTimeout <= 0 {
+		c.HealthTimeout = DefaultHealthTimeout
 	}
 	if c.MaxOutstanding <= 0 {
 		c.MaxOutstanding = 50000
@@ -181,7 +192,8 @@ type Mesh struct {
 	Caps    *Caps
 	pinger  *pinger
 	workers []*worker
-	agents  []*agent // by Envoy, with Config.Shares
+	agents  []*agent      // by Envoy, with Config.Shares
+	health  []*healthConn // by Envoy, then target, with Config.HealthCheck
 	routes  weighted[Route]
 	mix     weighted[DurationShare]
 
@@ -190,7 +202,7 @@ type Mesh struct {
 	epoch       atomic.Int64 // the daemon's generation, bumped by NewEpoch
 	oldRunning  atomic.Int64 // admitted before the last NewEpoch, still running
 
-	bg     errgroup.Group // the pinger
+	bg     errgroup.Group // the pinger and the health checker
 	stopBg context.CancelFunc
 
 	sharesWG   sync.WaitGroup // the agents' streams
@@ -236,6 +248,16 @@ func New(cfg Config) (*Mesh, error) {
 	}
 	for e := range cfg.Envoys {
 		node := fmt.Sprintf("%s-%05d", cfg.Node, e)
+		if cfg.HealthCheck > 0 {
+			for _, target := range cfg.Targets {
+				conn, err := dial(target, m.pinger)
+				if err != nil {
+					m.Close()
+					return nil, err
+				}
+				m.health = append(m.health, &healthConn{node: node, conn: conn, client: healthpb.NewHealthClient(conn)})
+			}
+		}
 		if cfg.Shares {
 			conn, err := dial(cfg.Targets[0], m.pinger)
 			if err != nil {
@@ -272,11 +294,19 @@ func New(cfg Config) (*Mesh, error) {
 	if cfg.Ping > 0 {
 		m.bg.Go(func() error { m.pinger.run(ctx, cfg.Ping); return nil })
 	}
+	if len(m.health) > 0 {
+		m.bg.Go(func() error { m.runHealth(ctx, cfg.HealthCheck, cfg.HealthTimeout); return nil })
+	}
 	return m, nil
 }
 
-// Connections is the number of client connections (Envoys × workers,
-// times the replicas with SpreadRequest).
+// HealthConnections is the number of health-check connections (Envoys ×
+// targets with Config.HealthCheck, else 0).
+func (m *Mesh) HealthConnections() int { return len(m.health) }
+
+// Connections is the number of client connections but the health checks'
+// (Envoys × workers, times the replicas with SpreadRequest, plus one per
+// Envoy with shares).
 func (m *Mesh) Connections() int {
 	n := len(m.agents)
 	for _, w := range m.workers {
@@ -285,8 +315,9 @@ func (m *Mesh) Connections() int {
 	return n
 }
 
-// Connect connects every worker's connections, at most parallel at a
-// time, and waits until all are ready or ctx ends.
+// Connect connects every connection (the workers', and the main thread's
+// and the health checks' if any), at most parallel at a time, and waits
+// until all are ready or ctx ends.
 func (m *Mesh) Connect(ctx context.Context, parallel int) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, parallel))
@@ -304,6 +335,9 @@ func (m *Mesh) Connect(ctx context.Context, parallel int) error {
 	}
 	for _, a := range m.agents {
 		connect(a.node, a.conn)
+	}
+	for _, h := range m.health {
+		connect(h.node, h.conn)
 	}
 	for _, w := range m.workers {
 		for _, conn := range w.conns {
@@ -325,6 +359,9 @@ func (m *Mesh) Close() {
 	m.sharesWG.Wait()
 	for _, a := range m.agents {
 		_ = a.conn.Close()
+	}
+	for _, h := range m.health {
+		_ = h.conn.Close()
 	}
 	for _, w := range m.workers {
 		if w.release != nil {

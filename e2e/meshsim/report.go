@@ -27,9 +27,20 @@ func (r *Results) Markdown(w io.Writer) {
 			caps = fmt.Sprintf("**no** (%d over, %v)", x.Caps.Violations, x.Caps.Over)
 		}
 		caps += fmt.Sprintf(" (%d/%d at limit)", x.Caps.AtLimit, x.Caps.Checked)
-		fmt.Fprintf(w, "| %d | %d | %.0f | %.1f MiB | %.1f KiB | %.0f | %.2f | %.2f / %.2f ms | %.2f ms | %.0f us | %.2f cores | %s |\n",
-			x.Envoys, x.Connections, x.Streams, mib(x.RSS), x.RSSPerEnvoy()/1024, x.Goroutines, x.GoroutinesPerStream(),
+		conns := fmt.Sprint(x.Connections)
+		if x.HealthConnections > 0 {
+			conns += fmt.Sprintf(" + %d health", x.HealthConnections)
+		}
+		fmt.Fprintf(w, "| %d | %s | %.0f | %.1f MiB | %.1f KiB | %.0f | %.2f | %.2f / %.2f ms | %.2f ms | %.0f us | %.2f cores | %s |\n",
+			x.Envoys, conns, x.Streams, mib(x.RSS), x.RSSPerEnvoy()/1024, x.Goroutines, x.GoroutinesPerStream(),
 			x.CheckP50, x.CheckP99, x.LagP99, x.CPUPerRequest, x.CPUShare, caps)
+	}
+	if h := p.healthCheck(); h > 0 {
+		fmt.Fprintf(w, "\nEach Envoy health-checks each daemon every %v on a connection of its own (\"+ N health\"):", h)
+		for _, x := range r.Runs {
+			fmt.Fprintf(w, " %d Envoys, %d health Checks answered SERVING in the window, %d failed or timed out;", x.Envoys, x.HealthChecks, x.HealthFailed)
+		}
+		fmt.Fprintf(w, " PINGs per second in all (every connection): %s.\n", pingRates(r.Runs))
 	}
 	if p.Ledger.shared() {
 		ledgerTable(w, r.Runs)
@@ -86,6 +97,15 @@ func (r *Results) Markdown(w io.Writer) {
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "\n%s\n", n)
 	}
+}
+
+// pingRates is each run's PINGs per second over its window.
+func pingRates(runs []Result) string {
+	var out []string
+	for _, x := range runs {
+		out = append(out, fmt.Sprintf("%.0f", float64(x.Pings)/max(x.WindowSeconds, 1e-9)))
+	}
+	return strings.Join(out, ", ")
 }
 
 // daemons says what served the run: the ledger, the replicas and how the

@@ -31,6 +31,11 @@ type Plan struct {
 	// Ping is the Envoys' connection keepalive interval (0: the shipped 1 s;
 	// < 0: none).
 	Ping time.Duration `json:"ping_ns"`
+	// Health is the Envoys' active gRPC health check of each daemon (0: as
+	// the shipped configs, DefaultHealthCheck with a shared ledger, whose
+	// replicas they health-check, none on one in-memory daemon; < 0: none;
+	// > 0: that interval, whatever the ledger). See healthCheck.
+	Health time.Duration `json:"health_check_ns"`
 	// SingleLog: one access-log stream per worker (Config.SingleLog).
 	SingleLog bool `json:"single_log,omitempty"`
 	// RecoveryWindow is the daemon's leases.recovery_window (its default).
@@ -104,6 +109,12 @@ type Result struct {
 	Pings          int64     `json:"pings"`
 	Caps           CapReport `json:"caps"`
 	EntriesDropped int64     `json:"entries_dropped"`
+	// HealthConnections are the Envoys' health-check connections (not in
+	// Connections); HealthChecks the health Checks answered SERVING in the
+	// window, HealthFailed those that failed or timed out.
+	HealthConnections int   `json:"health_connections,omitempty"`
+	HealthChecks      int64 `json:"health_checks,omitempty"`
+	HealthFailed      int64 `json:"health_checks_failed,omitempty"`
 	// Ledger is the shared ledger's cost in the window (nil in memory).
 	Ledger *LedgerCost `json:"ledger,omitempty"`
 	// Requests are the requests the Envoys answered in the window: the
@@ -213,7 +224,7 @@ func (s *series) cluster(ctx context.Context, name string) (*cluster, error) {
 func (s *series) meshConfig(targets []string, n int) Config {
 	return Config{Targets: targets, Spread: s.plan.Spread, Envoys: n, Workers: s.plan.Workers, Routes: s.plan.Routes(),
 		Tenants: s.plan.Tenants, Priorities: []string{"", "", "critical", "best_effort"}, Seed: uint64(n), Ping: s.plan.Ping, SingleLog: s.plan.SingleLog,
-		Shares: s.plan.Shares != ""}
+		Shares: s.plan.Shares != "", HealthCheck: s.plan.healthCheck()}
 }
 
 // runN measures the daemons with n Envoys; with storm, the reconnect storm
@@ -243,7 +254,7 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 		return res, nil, err
 	}
 	defer m.Close()
-	res.Connections = m.Connections()
+	res.Connections, res.HealthConnections = m.Connections(), m.HealthConnections()
 	streamCtx, stopStreams := context.WithCancel(ctx)
 	defer stopStreams()
 	t0 := time.Now()
@@ -271,6 +282,7 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 		return res, nil, err
 	}
 	ok0, den0, err0, shed0, pings0 := m.Stats.ChecksOK.Load(), m.Stats.Denied.Load(), m.Stats.Errored.Load(), m.Stats.Shed.Load(), m.Pings()
+	hok0, hfail0 := m.Stats.HealthOK.Load(), m.Stats.HealthFailed.Load()
 	sh0, ov0, rtds0, lrs0 := m.Stats.SharesAdmitted.Load(), m.Stats.SharesOverflow.Load(), m.Stats.RTDSResponses.Load(), m.Stats.LRSReports.Load()
 	m.Run(ctx, streamCtx, s.plan.Rate, s.plan.Window)
 	after, err := c.read(ctx)
@@ -284,6 +296,7 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	res.Errors = m.Stats.Errored.Load() - err0
 	res.Shed = m.Stats.Shed.Load() - shed0
 	res.Pings = m.Pings() - pings0
+	res.HealthChecks, res.HealthFailed = m.Stats.HealthOK.Load()-hok0, m.Stats.HealthFailed.Load()-hfail0
 	res.CheckP50 = ms(quantile(lat, 0.50))
 	res.CheckP99 = ms(quantile(lat, 0.99))
 	const lagName = "bulkhead_permit_release_lag_seconds"
@@ -314,7 +327,8 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	s.log.Info("measured", "envoys", n, "rss_mib", res.RSS>>20, "goroutines", res.Goroutines, "streams", res.Streams,
 		"check_p99_ms", res.CheckP99, "lag_p99_ms", res.LagP99, "cpu_us", res.CPUPerRequest, "checks", res.Checks,
 		"cpu_us_per_envoy_s", res.CPUPerEnvoy, "shares_admitted", res.SharesAdmitted, "shares_overflowed", res.SharesOverflow,
-		"rtds_responses", res.RTDSResponses, "lrs_reports", res.LRSReports, "shares_stream_errors", m.Stats.SharesStreamErrors.Load())
+		"rtds_responses", res.RTDSResponses, "lrs_reports", res.LRSReports, "shares_stream_errors", m.Stats.SharesStreamErrors.Load(),
+		"pings", res.Pings, "health_connections", res.HealthConnections, "health_checks", res.HealthChecks, "health_failed", res.HealthFailed)
 	if l := res.Ledger; l != nil {
 		s.log.Info("ledger", "envoys", n, "calls_per_admitted", l.CallsPerAdmitted, "by_op", l.Calls, "failed", l.Failed,
 			"scripts_per_admitted", l.ScriptsPerAdmitted, "script_us_per_admitted", l.ScriptUsPerAdmitted, "redis_cpu_us_per_admitted", l.RedisCPUPerAdmitted,
@@ -566,6 +580,22 @@ func (p Plan) pause() time.Duration {
 		return p.RecoveryWindow
 	}
 	return max(p.RecoveryWindow, shares.Settings{TTL: shares.DefaultTTL, MaxRequest: shares.DefaultMaxRequest}.Tail())
+}
+
+// healthCheck is the interval of the Envoys' health check of each daemon
+// (0: none). As shipped: the configs for replicas on the Redis ledger
+// health-check each replica (the template's bulkhead cluster with
+// BulkheadReplicas, the chart's snippet with the Redis ledger at any
+// replica count, deploy/compose), and those for one daemon on the
+// in-memory ledger do not.
+func (p Plan) healthCheck() time.Duration {
+	switch {
+	case p.Health > 0:
+		return p.Health
+	case p.Health == 0 && p.Ledger.shared():
+		return DefaultHealthCheck
+	}
+	return 0
 }
 
 // defaultRecoveryWindow is the daemon's default leases.recovery_window.

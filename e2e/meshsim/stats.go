@@ -23,11 +23,14 @@ type Stats struct {
 	SharesAdmitted, SharesOverflow atomic.Int64
 	RTDSResponses, LRSReports      atomic.Int64
 	SharesStreamErrors             atomic.Int64
-	checkLatency                   samples // OK and denied Checks, from sending to the answer
-	timeline                       timeline
-	errMu                          sync.Mutex
-	errCodes                       map[string]int64  // Errored by gRPC code
-	errSample                      map[string]string // the first message of each code
+	// HealthOK and HealthFailed count the health Checks (Config.HealthCheck)
+	// answered SERVING, and those that failed, timed out or answered else.
+	HealthOK, HealthFailed atomic.Int64
+	checkLatency           samples // OK and denied Checks, from sending to the answer
+	timeline               timeline
+	errMu                  sync.Mutex
+	errCodes               map[string]int64  // Errored by gRPC code
+	errSample              map[string]string // the first message of each code
 }
 
 func (s *Stats) checkError(code, msg string) {
