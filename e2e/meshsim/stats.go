@@ -21,13 +21,15 @@ type Stats struct {
 	// circuit breaker and those it overflowed (no Check either way), RTDS
 	// responses received, LRS reports sent, RTDS or LRS streams that failed.
 	SharesAdmitted, SharesOverflow atomic.Int64
-	RTDSResponses, LRSReports      atomic.Int64
-	SharesStreamErrors             atomic.Int64
-	checkLatency                   samples // OK and denied Checks, from sending to the answer
-	timeline                       timeline
-	errMu                          sync.Mutex
-	errCodes                       map[string]int64  // Errored by gRPC code
-	errSample                      map[string]string // the first message of each code
+	// Of them, at the busy Envoy (Config.Skew).
+	BusyAdmitted, BusyOverflow atomic.Int64
+	RTDSResponses, LRSReports  atomic.Int64
+	SharesStreamErrors         atomic.Int64
+	checkLatency               samples // OK and denied Checks, from sending to the answer
+	timeline                   timeline
+	errMu                      sync.Mutex
+	errCodes                   map[string]int64  // Errored by gRPC code
+	errSample                  map[string]string // the first message of each code
 }
 
 func (s *Stats) checkError(code, msg string) {
