@@ -50,13 +50,32 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 		"and pass a share's requests through its circuit breaker (needs -tenants 0 -storm=false)")
 	daemonBin := fs.String("daemon", "", "the daemon binary to run (default: cmd/bulkhead built from this module), to measure another build")
 	idleWindow := fs.Duration("idle-window", 0, "a window measured before the warm-up with every Envoy connected and no requests (0: none)")
+	limit := fs.Int("limit", 0, "every bulkhead's limit (a queue of twice it, max_wait 200ms), instead of -limited's")
+	durations := fs.String("durations", "", "the request durations' mix, duration:weight comma-separated (default 20ms:70,200ms:25,2.5s:5)")
+	poisson := fs.Bool("poisson", false, "requests at exponential intervals (Poisson arrivals) instead of evenly spaced")
+	load := fs.Float64("load", 0, "the load as a part of -limit (0.25: a quarter): sets -rate to it by Little's law over the durations' mean")
+	skew := fs.Float64("skew", 0, "the part of the requests sent to one busy Envoy, the others sharing the rest (0: every Envoy alike)")
+	shift := fs.Duration("shift", 0, "with -skew, the busy Envoy moves to the next one every this long (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	mix, err := parseDurations(*durations)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "meshsim: -durations:", err)
+		return 2
+	}
+	if *load > 0 {
+		if *limit <= 0 {
+			fmt.Fprintln(os.Stderr, "meshsim: -load needs -limit")
+			return 2
+		}
+		*rate = *load * float64(*limit**bulkheads) / meanDuration(mix).Seconds()
 	}
 	plan := Plan{Workers: *workers, Rate: *rate, Bulkheads: *bulkheads, Tenants: *tenants, Warmup: *warmup,
 		Window: *window, PrimeRate: *prime, Storm: *storm, StormBurst: *burst, Steady: *steady, SteadyN: *steadyN, Ping: *ping, Health: *health, SingleLog: *singleLog,
 		RecoveryWindow: defaultRecoveryWindow, Limited: *limited, Ledger: Ledger(*ledger), Replicas: *replicas, Spread: Spread(*spread),
-		Shares: *sharesMode, IdleWindow: *idleWindow, DaemonBin: *daemonBin}
+		Shares: *sharesMode, IdleWindow: *idleWindow, DaemonBin: *daemonBin,
+		Limit: *limit, Durations: mix, Poisson: *poisson, Skew: *skew, Shift: *shift, Load: *load}
 	if cmd == "calibrate" {
 		plan.Storm = false
 	} else {
@@ -199,4 +218,39 @@ func (r *Results) write(dir string, stdout io.Writer) error {
 	}
 	_, err = io.WriteString(stdout, md.String())
 	return err
+}
+
+// parseDurations parses -durations: duration:weight, comma-separated ("":
+// none, the default mix).
+func parseDurations(s string) ([]DurationShare, error) {
+	var out []DurationShare
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		ds, ws, ok := strings.Cut(f, ":")
+		d, err := time.ParseDuration(ds)
+		if err != nil || d <= 0 || !ok {
+			return nil, fmt.Errorf("%q: want duration:weight", f)
+		}
+		w, err := strconv.ParseFloat(ws, 64)
+		if err != nil || w <= 0 {
+			return nil, fmt.Errorf("%q: want a positive weight", f)
+		}
+		out = append(out, DurationShare{Duration: d, Weight: w})
+	}
+	return out, nil
+}
+
+// meanDuration is the mean of mix (none: Config's default mix).
+func meanDuration(mix []DurationShare) time.Duration {
+	if len(mix) == 0 {
+		mix = Config{}.withDefaults().Durations
+	}
+	var sum, w float64
+	for _, d := range mix {
+		sum += float64(d.Duration) * d.Weight
+		w += d.Weight
+	}
+	return time.Duration(sum / w)
 }

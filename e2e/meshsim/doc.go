@@ -66,6 +66,20 @@
 //
 //	go run ./e2e/meshsim/cmd/meshsim -n 100 -rate 1000 -warmup 5s -window 20s -idle-window 15s -storm=false -tenants 0 -limited=false -shares shares
 //
+// To measure share overflows (the requests a share's circuit breaker
+// turns away, Envoy's immediate 503, while the bulkhead has room): -limit
+// gives every bulkhead that limit, -load sets the rate for that part of it
+// in flight (Little's law over -durations' mean), -poisson sends the
+// requests at exponential intervals, -skew sends that part of them to one
+// busy Envoy and -shift moves it to the next one every so long. A table
+// then gives per N the requests, those a share turned away, the Checks
+// (and those denied), the Envoys' reported requests in flight and the
+// shares they ran with at each load report (docs/performance.md, "Shares:
+// several Envoys on a small limit"):
+//
+//	go run ./e2e/meshsim/cmd/meshsim -n 2,5,10,20 -bulkheads 1 -limit 64 -load 0.5 -poisson -durations 10ms:50,30ms:30,100ms:20 \
+//	  -skew 0.5 -shift 5s -shares auto -tenants 0 -storm=false -limited=false -warmup 4s -window 15s
+//
 // Types are safe for concurrent use where their comments say so; a Mesh is
 // run by one goroutine and stopped by its context.
 package meshsim

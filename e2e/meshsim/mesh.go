@@ -93,6 +93,14 @@ type Config struct {
 	// breaker only. One target only (shares need one daemon).
 	Shares bool
 	Layer  string
+	// Poisson sends the requests at exponential intervals (a Poisson
+	// stream, every Envoy's part Poisson too) instead of evenly spaced.
+	Poisson bool
+	// Skew is the part of the requests sent to one busy Envoy, the others
+	// sharing the rest evenly (0: every Envoy alike); Shift moves the busy
+	// Envoy to the next one every Shift (0: Envoy 0 stays the busy one).
+	Skew  float64
+	Shift time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -207,6 +215,8 @@ type Mesh struct {
 
 	sharesWG   sync.WaitGroup // the agents' streams
 	stopShares context.CancelFunc
+
+	born time.Time // New's time: Config.Shift counts from it
 }
 
 // worker is one Envoy worker: its connections to the daemon replicas, its
@@ -239,7 +249,7 @@ func New(cfg Config) (*Mesh, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Mesh{cfg: cfg, t: t, Stats: &Stats{}, pinger: newPinger(), Caps: newCaps(cfg.Routes)}
+	m := &Mesh{cfg: cfg, t: t, Stats: &Stats{}, pinger: newPinger(), Caps: newCaps(cfg.Routes), born: time.Now()}
 	for _, r := range cfg.Routes {
 		m.routes.add(r, r.Weight)
 	}
@@ -264,7 +274,9 @@ func New(cfg Config) (*Mesh, error) {
 				m.Close()
 				return nil, err
 			}
-			m.agents = append(m.agents, newAgent(node, conn, t.nodeOf(node), cfg.Layer, m.Stats))
+			a := newAgent(node, conn, t.nodeOf(node), cfg.Layer, m.Stats)
+			a.idx, a.busy = e, m.busy
+			m.agents = append(m.agents, a)
 		}
 		for w := range cfg.Workers {
 			pl := cfg.Spread.place(e*cfg.Workers+w, len(cfg.Targets))
@@ -430,6 +442,7 @@ func (m *Mesh) Run(ctx, streamCtx context.Context, rate float64, d time.Duration
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	sent := 0
+	arrival := start // with Poisson: the next request's time
 	for {
 		select {
 		case <-ctx.Done():
@@ -440,13 +453,18 @@ func (m *Mesh) Run(ctx, streamCtx context.Context, rate float64, d time.Duration
 				return
 			}
 			due := int(rate * el.Seconds())
+			if m.cfg.Poisson {
+				for due = sent; !arrival.After(now); due++ {
+					arrival = arrival.Add(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
+				}
+			}
 			for ; sent < due; sent++ {
 				if m.outstanding.Load() >= int64(m.cfg.MaxOutstanding) {
 					m.Stats.Shed.Add(1)
 					continue
 				}
 				r := m.newRequest(rng, pick)
-				w := m.workers[rng.IntN(len(m.workers))]
+				w := m.pickWorker(rng, now)
 				m.outstanding.Add(1)
 				m.Stats.Issued.Add(1)
 				wg.Go(func() {
@@ -456,6 +474,32 @@ func (m *Mesh) Run(ctx, streamCtx context.Context, rate float64, d time.Duration
 			}
 		}
 	}
+}
+
+// pickWorker picks the worker of a request sent at now: any, or with
+// Config.Skew one of the busy Envoy's with that probability.
+func (m *Mesh) pickWorker(rng *rand.Rand, now time.Time) *worker {
+	n := m.cfg.Envoys
+	if m.cfg.Skew <= 0 || n < 2 {
+		return m.workers[rng.IntN(len(m.workers))]
+	}
+	e := m.busy(now)
+	if rng.Float64() >= m.cfg.Skew {
+		e = (e + 1 + rng.IntN(n-1)) % n
+	}
+	return m.workers[e*m.cfg.Workers+rng.IntN(m.cfg.Workers)]
+}
+
+// busy is the busy Envoy at now (Config.Skew, Config.Shift); -1 without
+// skew.
+func (m *Mesh) busy(now time.Time) int {
+	switch {
+	case m.cfg.Skew <= 0 || m.cfg.Envoys < 2:
+		return -1
+	case m.cfg.Shift <= 0:
+		return 0
+	}
+	return int(now.Sub(m.born)/m.cfg.Shift) % m.cfg.Envoys
 }
 
 func (m *Mesh) newRequest(rng *rand.Rand, routes *weighted[Route]) *request {

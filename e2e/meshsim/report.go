@@ -48,6 +48,9 @@ func (r *Results) Markdown(w io.Writer) {
 	if p.Shares != "" || p.IdleWindow > 0 {
 		costTable(w, p, r.Runs)
 	}
+	if p.Shares != "" && p.Limit > 0 {
+		overflowTable(w, p, r.Runs)
+	}
 	if len(r.Runs) >= 2 {
 		a, b := r.Runs[0], r.Runs[len(r.Runs)-1]
 		fmt.Fprintf(w, "\nFrom N = %d to N = %d: Check p99 %.2fx (goal <= 1.5x), release lag p99 %.2fx (goal <= 1.5x), "+
@@ -278,4 +281,91 @@ func (r *Results) SVG(w io.Writer) {
 		fmt.Fprintf(w, `<text x="%.0f" y="%.0f" text-anchor="middle">Envoys (log)</text>`+"\n", ox+pw/2, oy+ph-4)
 	}
 	fmt.Fprintln(w, "</svg>")
+}
+
+// overflowTable writes what the share clusters' circuit breakers turned
+// away (Envoy's immediate 503) against the requests, with the load the
+// Envoys reported and the shares they ran with (Plan.Limit).
+func overflowTable(w io.Writer, p Plan, runs []Result) {
+	skew := "every Envoy alike"
+	if p.Skew > 0 {
+		skew = fmt.Sprintf("one busy Envoy with %.0f%% of the requests", 100*p.Skew)
+		if p.Shift > 0 {
+			skew += fmt.Sprintf(", the next one every %v", p.Shift)
+		}
+	}
+	arrivals := "evenly spaced"
+	if p.Poisson {
+		arrivals = "Poisson"
+	}
+	fmt.Fprintf(w, "\nShare overflows, limit %d, load %.0f%% of it (%.0f requests/s, %s arrivals, durations %v), %s; "+
+		"in flight: the Envoys' load reports in the window, summed (mean and peak); shares: at each report, min / mean / max (strict: the reports that ran strict):\n\n",
+		p.Limit, 100*p.Load, p.Rate, arrivals, durationsOf(p.Durations), skew)
+	fmt.Fprintln(w, "| Envoys | requests | on a share | overflowed | overflowed % | Checks (denied) | busy Envoy: on a share / overflowed | in flight mean / peak | busy Envoy's share | the others' shares | strict reports |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|")
+	for _, x := range runs {
+		mean, peak := inFlight(x.Samples, x.Envoys)
+		busy := "-"
+		if p.Skew > 0 {
+			busy = fmt.Sprintf("%d / %d", x.BusyAdmitted+x.BusyOverflow, x.BusyOverflow)
+		}
+		strict := 0
+		for _, s := range x.Samples {
+			if s.Share < 0 {
+				strict++
+			}
+		}
+		fmt.Fprintf(w, "| %d | %d | %d | %d | %.3f%% | %d (%d) | %s | %.1f / %d | %s | %s | %d of %d |\n",
+			x.Envoys, x.Requests, x.SharesAdmitted+x.SharesOverflow, x.SharesOverflow, 100*float64(x.SharesOverflow)/math.Max(1, float64(x.Requests)),
+			x.Checks, x.Denied, busy, mean, peak, sharesOf(x.Samples, true, p.Skew > 0), sharesOf(x.Samples, false, p.Skew > 0), strict, len(x.Samples))
+	}
+}
+
+// inFlight is the mean and the peak of the Envoys' reported requests in
+// flight, summed over the Envoys: each Envoy reports once an interval, so
+// the k-th reports of the n Envoys make one round.
+func inFlight(samples []ShareSample, n int) (mean float64, peak int) {
+	if len(samples) == 0 {
+		return 0, 0
+	}
+	sum, seen, rounds := 0, map[int]int{}, map[int]int{}
+	for _, s := range samples {
+		sum += s.InFlight
+		rounds[seen[s.Envoy]] += s.InFlight
+		seen[s.Envoy]++
+	}
+	for _, r := range rounds {
+		peak = max(peak, r)
+	}
+	return float64(sum) * float64(n) / float64(len(samples)), peak
+}
+
+// sharesOf is the min / mean / max of the shares of the busy Envoy's
+// samples (busy) or the others' (with skew; without, every sample).
+func sharesOf(samples []ShareSample, busy, skew bool) string {
+	lo, hi, sum, k := math.MaxInt, 0, 0, 0
+	for _, s := range samples {
+		if s.Share < 0 || skew && s.Busy != busy || !skew && !busy {
+			continue
+		}
+		lo, hi, sum, k = min(lo, s.Share), max(hi, s.Share), sum+s.Share, k+1
+	}
+	if k == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d / %.1f / %d", lo, float64(sum)/float64(k), hi)
+}
+
+func durationsOf(mix []DurationShare) string {
+	if len(mix) == 0 {
+		mix = Config{}.withDefaults().Durations
+	}
+	var b strings.Builder
+	for i, d := range mix {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%g%% %v", d.Weight, d.Duration)
+	}
+	return b.String()
 }

@@ -57,6 +57,17 @@ type Plan struct {
 	// DaemonBin is the daemon binary run ("": cmd/bulkhead built from
 	// this module).
 	DaemonBin string `json:"daemon_binary,omitempty"`
+	// Limit, if positive, is every bulkhead's limit (instead of Limited's);
+	// Durations the request durations' mix (none: Config's default);
+	// Poisson, Skew and Shift as in Config.
+	Limit     int             `json:"limit,omitempty"`
+	Durations []DurationShare `json:"durations,omitempty"`
+	Poisson   bool            `json:"poisson,omitempty"`
+	Skew      float64         `json:"skew,omitempty"`
+	Shift     time.Duration   `json:"shift_ns,omitempty"`
+	// Load, if positive, is the load as a part of the limit: the mean
+	// requests in flight it sets Rate for (Little's law).
+	Load float64 `json:"load,omitempty"`
 }
 
 // Routes are the plan's bulkheads: with Limited, every fourth has a limit
@@ -69,6 +80,9 @@ func (p Plan) Routes() []Route {
 		r := Route{Bulkhead: fmt.Sprintf("bh-%03d", i)}
 		if p.Limited && i%4 == 0 {
 			r.Limit = 4
+		}
+		if p.Limit > 0 {
+			r.Limit = p.Limit
 		}
 		r.Shares = p.Shares
 		rs = append(rs, r)
@@ -129,6 +143,12 @@ type Result struct {
 	// and the Σ max_requests it last told, at the window's end.
 	SharesHeld  float64 `json:"shares_permits,omitempty"`
 	SharesLimit float64 `json:"shares_limit,omitempty"`
+	// Of the share requests, those of the busy Envoy (Plan.Skew); the
+	// Envoys' load reports in the window (ShareSample); the Checks denied.
+	BusyAdmitted int64         `json:"busy_shares_admitted,omitempty"`
+	BusyOverflow int64         `json:"busy_shares_overflowed,omitempty"`
+	Samples      []ShareSample `json:"share_samples,omitempty"`
+	Denied       int64         `json:"checks_denied"`
 	// WindowSeconds is the window's wall time (its load, then the
 	// requests in flight ending).
 	WindowSeconds float64 `json:"window_s"`
@@ -224,7 +244,7 @@ func (s *series) cluster(ctx context.Context, name string) (*cluster, error) {
 func (s *series) meshConfig(targets []string, n int) Config {
 	return Config{Targets: targets, Spread: s.plan.Spread, Envoys: n, Workers: s.plan.Workers, Routes: s.plan.Routes(),
 		Tenants: s.plan.Tenants, Priorities: []string{"", "", "critical", "best_effort"}, Seed: uint64(n), Ping: s.plan.Ping, SingleLog: s.plan.SingleLog,
-		Shares: s.plan.Shares != "", HealthCheck: s.plan.healthCheck()}
+		Shares: s.plan.Shares != "", HealthCheck: s.plan.healthCheck(), Durations: s.plan.Durations, Poisson: s.plan.Poisson, Skew: s.plan.Skew, Shift: s.plan.Shift}
 }
 
 // runN measures the daemons with n Envoys; with storm, the reconnect storm
@@ -284,7 +304,11 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	ok0, den0, err0, shed0, pings0 := m.Stats.ChecksOK.Load(), m.Stats.Denied.Load(), m.Stats.Errored.Load(), m.Stats.Shed.Load(), m.Pings()
 	hok0, hfail0 := m.Stats.HealthOK.Load(), m.Stats.HealthFailed.Load()
 	sh0, ov0, rtds0, lrs0 := m.Stats.SharesAdmitted.Load(), m.Stats.SharesOverflow.Load(), m.Stats.RTDSResponses.Load(), m.Stats.LRSReports.Load()
+	bsh0, bov0 := m.Stats.BusyAdmitted.Load(), m.Stats.BusyOverflow.Load()
+	_ = m.TakeShareSamples()
 	m.Run(ctx, streamCtx, s.plan.Rate, s.plan.Window)
+	res.Samples = m.TakeShareSamples()
+	res.BusyAdmitted, res.BusyOverflow = m.Stats.BusyAdmitted.Load()-bsh0, m.Stats.BusyOverflow.Load()-bov0
 	after, err := c.read(ctx)
 	if err != nil {
 		return res, nil, err
@@ -292,7 +316,8 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	wall := after.at.Sub(before.at)
 	lat := m.Stats.TakeCheckLatencies()
 	res.Admitted = m.Stats.ChecksOK.Load() - ok0
-	res.Checks = res.Admitted + m.Stats.Denied.Load() - den0
+	res.Denied = m.Stats.Denied.Load() - den0
+	res.Checks = res.Admitted + res.Denied
 	res.Errors = m.Stats.Errored.Load() - err0
 	res.Shed = m.Stats.Shed.Load() - shed0
 	res.Pings = m.Pings() - pings0

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +55,20 @@ type agent struct {
 	askedC   chan struct{}     // a new LRS answer (capacity 1)
 	gotLayer chan struct{}     // closed at the first layer
 	gotOnce  sync.Once
+
+	idx     int                 // the Envoy's index in the mesh
+	busy    func(time.Time) int // the busy Envoy's index at a time (Config.Skew)
+	samples []ShareSample       // one per load report, until TakeShareSamples
+}
+
+// ShareSample is what one Envoy ran with when it sent a load report: its
+// share of the bulkhead (-1: strict), the requests it had in flight under
+// it, and whether it was the busy Envoy (Config.Skew).
+type ShareSample struct {
+	Envoy    int  `json:"envoy"`
+	Share    int  `json:"share"`
+	InFlight int  `json:"in_flight"`
+	Busy     bool `json:"busy"`
 }
 
 func newAgent(node string, conn *grpc.ClientConn, ident *corev3.Node, layer string, stats *Stats) *agent {
@@ -255,7 +270,7 @@ func (a *agent) lrs(ctx context.Context) error {
 				tick = ticker.C
 			}
 		case now := <-tick:
-			if err := stream.Send(a.report(now.Sub(last))); err != nil {
+			if err := stream.Send(a.report(now, now.Sub(last))); err != nil {
 				return err
 			}
 			last = now
@@ -269,9 +284,10 @@ func (a *agent) lrs(ctx context.Context) error {
 // the last report. The simulated Envoys have no critical share route:
 // they leave its clusters out, as Envoy leaves out a cluster it does not
 // have.
-func (a *agent) report(interval time.Duration) *loadstats.LoadStatsRequest {
+func (a *agent) report(now time.Time, interval time.Duration) *loadstats.LoadStatsRequest {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.sampleLocked(now)
 	req := &loadstats.LoadStatsRequest{Node: a.ident}
 	critical := map[string]bool{}
 	for _, c := range a.asked {
@@ -296,6 +312,35 @@ func (a *agent) report(interval time.Duration) *loadstats.LoadStatsRequest {
 		a.issued[c], a.done[c], a.dropped[c] = 0, 0, 0
 	}
 	return req
+}
+
+// sampleLocked records what the agent runs with at now (ShareSample).
+func (a *agent) sampleLocked(now time.Time) {
+	for _, c := range a.asked {
+		b, ok := strings.CutSuffix(c, "_shares")
+		if !ok {
+			continue
+		}
+		s := ShareSample{Envoy: a.idx, Share: -1, InFlight: max(0, a.inflight[c]), Busy: a.busy != nil && a.busy(now) == a.idx}
+		live := !a.layerEnd.IsZero() && now.Before(a.layerEnd)
+		if v, ok := a.values[shares.StrictKey(b)]; live && ok && v < 100 {
+			s.Share = int(a.values[shares.ShareKey(c)])
+		}
+		a.samples = append(a.samples, s)
+	}
+}
+
+// TakeShareSamples returns every agent's samples since the last call
+// (ShareSample), and forgets them.
+func (m *Mesh) TakeShareSamples() []ShareSample {
+	var out []ShareSample
+	for _, a := range m.agents {
+		a.mu.Lock()
+		out = append(out, a.samples...)
+		a.samples = nil
+		a.mu.Unlock()
+	}
+	return out
 }
 
 // WaitShares waits until every agent applied a layer, or ctx ends.
@@ -330,11 +375,18 @@ func (m *Mesh) doShare(ctx context.Context, a *agent, r *request) (share, admitt
 	if share, admitted = a.route(r.bulkhead, r.start); !share {
 		return false, false
 	}
+	busy := m.busy(r.start) == a.idx
 	if !admitted {
 		m.Stats.SharesOverflow.Add(1) // Envoy's 503, x-envoy-overloaded
+		if busy {
+			m.Stats.BusyOverflow.Add(1)
+		}
 		return true, false
 	}
 	m.Stats.SharesAdmitted.Add(1)
+	if busy {
+		m.Stats.BusyAdmitted.Add(1)
+	}
 	m.Caps.enter(r.bulkhead)
 	t := time.NewTimer(r.duration)
 	select {

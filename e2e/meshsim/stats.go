@@ -21,8 +21,10 @@ type Stats struct {
 	// circuit breaker and those it overflowed (no Check either way), RTDS
 	// responses received, LRS reports sent, RTDS or LRS streams that failed.
 	SharesAdmitted, SharesOverflow atomic.Int64
-	RTDSResponses, LRSReports      atomic.Int64
-	SharesStreamErrors             atomic.Int64
+	// Of them, at the busy Envoy (Config.Skew).
+	BusyAdmitted, BusyOverflow atomic.Int64
+	RTDSResponses, LRSReports  atomic.Int64
+	SharesStreamErrors         atomic.Int64
 	// HealthOK and HealthFailed count the health Checks (Config.HealthCheck)
 	// answered SERVING, and those that failed, timed out or answered else.
 	HealthOK, HealthFailed atomic.Int64
