@@ -67,7 +67,8 @@ connection to one pod).
 The ledger guard. Permits of the in-memory ledger are per process, so two
 replicas would each enforce the full limit: more than one replica needs the
 Redis ledger. The values that set a daemon *_file key from a Secret must not
-also set that key by hand, and a top-level `ledger` (chart 0.1) has moved.
+also set that key by hand, a Redis Cluster has no Sentinel, and a top-level
+`ledger` (chart 0.1) has moved.
 */}}
 {{- define "bulkhead.checkLedger" -}}
 {{- $n := int .Values.replicaCount }}
@@ -83,6 +84,9 @@ also set that key by hand, and a top-level `ledger` (chart 0.1) has moved.
 {{- if not (or (get $redis "address") (dig "sentinel" "master" "" $redis)) }}
 {{- fail "config.ledger.backend is redis: set config.ledger.redis.address (host:port) or config.ledger.redis.sentinel (master and addresses)" }}
 {{- end }}
+{{- end }}
+{{- if and (get $redis "cluster") (or (dig "sentinel" "master" "" $redis) (dig "sentinel" "addresses" list $redis)) }}
+{{- fail "config.ledger.redis.cluster and config.ledger.redis.sentinel are both set: a Redis Cluster fails over by itself; set cluster with address (the cluster's configuration endpoint), or sentinel without cluster" }}
 {{- end }}
 {{- if and .Values.redis.passwordSecret.name (get $redis "password_file") }}
 {{- fail "config.ledger.redis.password_file and redis.passwordSecret are both set: the chart sets password_file from the Secret; remove one" }}
