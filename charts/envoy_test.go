@@ -118,10 +118,13 @@ func TestEnvoySnippetValidatesInEnvoy(t *testing.T) {
 			sort.Strings(names)
 			var routes []any
 			for _, name := range names {
-				if pair, ok := s.SharesRoutes[name]; ok {
-					// The snippet leaves the upstream's cluster to the user.
-					pair[0].(map[string]any)["route"].(map[string]any)["cluster"] = "upstream"
-					routes = append(routes, pair...)
+				if pairs, ok := s.SharesRoutes[name]; ok {
+					// The snippet leaves the upstream's cluster to the user
+					// (each pair's strict route).
+					for i := 0; i < len(pairs); i += 2 {
+						pairs[i].(map[string]any)["route"].(map[string]any)["cluster"] = "upstream"
+					}
+					routes = append(routes, pairs...)
 					continue
 				}
 				routes = append(routes, map[string]any{

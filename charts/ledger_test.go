@@ -1,6 +1,8 @@
 package charts
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -145,6 +147,12 @@ func TestLedgerVariants(t *testing.T) {
 					t.Errorf("password_file %q served by %q/%q", cfg.Ledger.Redis.PasswordFile, sec, key)
 				}
 			}},
+		{name: "redis cluster, 2 replicas", set: redis + ",replicaCount=2,config.ledger.redis.cluster=true",
+			check: func(t *testing.T, cfg *config.Config, _ corev1.PodSpec) {
+				if r := cfg.Ledger.Redis; !r.Cluster || r.Address != "redis:6379" || r.DB != 0 {
+					t.Errorf("ledger.redis %+v, want cluster through redis:6379", r)
+				}
+			}},
 		{name: "mutual TLS", set: redis + ",redis.tlsSecret.name=redis-mtls,redis.tlsSecret.certKey=tls.crt,redis.tlsSecret.keyKey=tls.key",
 			check: func(t *testing.T, cfg *config.Config, spec corev1.PodSpec) {
 				tls := cfg.Ledger.Redis.TLS
@@ -201,5 +209,45 @@ func TestRedisLedgerLocalShareDeprecated(t *testing.T) {
 	}
 	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], "ledger.on_unavailable: is deprecated") {
 		t.Errorf("warnings %q, want the deprecation of local_share", cfg.Warnings)
+	}
+}
+
+// Every ledger.* key the daemon accepts has a place in the values schema
+// (config.ledger, additionalProperties false), so a user can set it through
+// the chart: the schema refuses what it does not name.
+func TestSchemaNamesEveryLedgerKey(t *testing.T) {
+	// Keys the daemon accepts that the chart deliberately leaves out.
+	absent := map[string]string{
+		"ledger.local_share_for": "deprecated: accepted with a warning and without effect",
+	}
+	raw, err := os.ReadFile(filepath.Join(chartDir(t), "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type node struct {
+		Properties map[string]*node `json:"properties"`
+	}
+	var root node
+	if err := json.Unmarshal(raw, &root); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, key := range config.Keys() {
+		if !strings.HasPrefix(key, "ledger.") || absent[key] != "" {
+			continue
+		}
+		n++
+		at := root.Properties["config"]
+		for _, part := range strings.Split(key, ".") {
+			if at != nil {
+				at = at.Properties[part]
+			}
+		}
+		if at == nil {
+			t.Errorf("the daemon's %s has no place in values.schema.json (config.%s): the chart refuses it", key, key)
+		}
+	}
+	if n == 0 {
+		t.Fatal("config.Keys() lists no ledger.* key")
 	}
 }

@@ -1,6 +1,8 @@
 package charts
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,29 +22,54 @@ import (
 // configuration, decoded into Envoy's API types: with a bulkhead in mode
 // shares or auto, the runtime layer the daemon serves (RTDS, named
 // shares.DefaultLayer) and the load reports (LRS) on the Bulkhead cluster;
-// per such bulkhead a route pair (the strict route gated by
+// per such bulkhead a route pair per class (the strict route gated by
 // shares.StrictKey, then the share route to its share cluster with ext_authz
 // disabled and the timeout shares.max_request_duration) and its share
-// cluster (load reports on, circuit breakers at 0); for a bulkhead whose
-// priority (a chart-only key of values, the class its route sends) is
-// critical, the critical pair: shares.CriticalStrictKey and the critical
-// share cluster, shares.CriticalCluster of its shares.cluster. Each pair and
-// share cluster is what envoy/front-proxy.yaml.tmpl renders for a route of
-// that bulkhead and priority (checkTemplatePair). Without a bulkhead in
-// shares mode, none of it.
+// cluster (load reports on, circuit breakers at 0). The classes are the
+// chart-only shares.classes of values, or the one class of the bulkhead's
+// priority (a chart-only key, the class its route sends). The critical
+// class's pair has shares.CriticalStrictKey, the critical share cluster
+// (shares.CriticalCluster of its shares.cluster) and priority critical; the
+// normal class's the bulkhead's priority, normal in place of critical. With
+// both classes the critical pair comes first, on /<name>/critical. Each pair
+// and share cluster is what envoy/front-proxy.yaml.tmpl renders for a route
+// of that bulkhead, prefix and priority (checkTemplatePair). Without a
+// bulkhead in shares mode, none of it.
 func checkSharesPieces(t *testing.T, s snippet, cfg *config.Config, values map[string]map[string]any) {
 	t.Helper()
-	want := map[string]sharesPair{}
+	want := map[string][]sharesPair{}
+	pairs := 0
 	for name, b := range cfg.Bulkheads {
 		if b.Shares.Mode == shares.Strict || b.Connections != nil {
 			continue
 		}
 		priority, _ := values[name]["priority"].(string)
-		p := sharesPair{priority: priority, cluster: b.Shares.Cluster, key: shares.StrictKey(name)}
-		if p.priority == "critical" {
-			p.cluster, p.key = shares.CriticalCluster(p.cluster), shares.CriticalStrictKey(name)
+		classes := []string{"normal"}
+		if priority == "critical" {
+			classes = []string{"critical"}
 		}
-		want[name] = p
+		if sh, ok := values[name]["shares"].(map[string]any); ok && sh["classes"] != nil {
+			classes = nil
+			for _, c := range []string{"critical", "normal"} { // the critical pair first
+				if slices.Contains(sh["classes"].([]any), any(c)) {
+					classes = append(classes, c)
+				}
+			}
+		}
+		for _, c := range classes {
+			p := sharesPair{priority: priority, cluster: b.Shares.Cluster, key: shares.StrictKey(name), prefix: "/" + name}
+			switch {
+			case c == "critical":
+				p.priority, p.cluster, p.key = "critical", shares.CriticalCluster(p.cluster), shares.CriticalStrictKey(name)
+				if len(classes) > 1 {
+					p.prefix = "/" + name + "/critical"
+				}
+			case p.priority == "critical":
+				p.priority = "normal"
+			}
+			want[name] = append(want[name], p)
+			pairs++
+		}
 	}
 	if len(want) == 0 {
 		if s.LayeredRuntime != nil || s.ClusterManager != nil || s.SharesRoutes != nil || s.SharesClusters != nil {
@@ -50,9 +77,9 @@ func checkSharesPieces(t *testing.T, s snippet, cfg *config.Config, values map[s
 		}
 		return
 	}
-	if len(s.SharesRoutes) != len(want) || len(s.SharesClusters) != len(want) {
-		t.Fatalf("snippet: %d route pairs and %d share clusters, want one each per bulkhead in shares mode (%d)",
-			len(s.SharesRoutes), len(s.SharesClusters), len(want))
+	if len(s.SharesRoutes) != len(want) || len(s.SharesClusters) != pairs {
+		t.Fatalf("snippet: route pairs of %d bulkheads and %d share clusters, want %d and one per class of each (%d)",
+			len(s.SharesRoutes), len(s.SharesClusters), len(want), pairs)
 	}
 	bulkheadCluster := s.Clusters[0].(map[string]any)["name"].(string)
 	var rt bootstrapv3.LayeredRuntime
@@ -76,33 +103,13 @@ func checkSharesPieces(t *testing.T, s snippet, cfg *config.Config, values map[s
 	if lrs := cm.GetLoadStatsConfig().GetGrpcServices(); len(lrs) != 1 || lrs[0].GetEnvoyGrpc().GetClusterName() != bulkheadCluster {
 		t.Errorf("load_stats_config %v: want LRS to cluster %q", cm.GetLoadStatsConfig(), bulkheadCluster)
 	}
-	for name, w := range want {
-		pair := s.SharesRoutes[name]
-		if len(pair) != 2 {
-			t.Fatalf("%s: %d routes, want the strict and the share route", name, len(pair))
+	for name, ws := range want {
+		routes := s.SharesRoutes[name]
+		if len(routes) != 2*len(ws) {
+			t.Fatalf("%s: %d routes, want the strict and the share route of each class (%d)", name, len(routes), len(ws))
 		}
-		var strict, share routev3.Route
-		unmarshalProto(t, pair[0], &strict)
-		unmarshalProto(t, pair[1], &share)
-		f := strict.GetMatch().GetRuntimeFraction()
-		if f.GetRuntimeKey() != w.key || f.GetDefaultValue().GetNumerator() != 100 {
-			t.Errorf("%s: strict route's runtime_fraction %v: want key %q, default 100%%", name, f, w.key)
-		}
-		var per extauthzv3.ExtAuthzPerRoute
-		if err := strict.GetTypedPerFilterConfig()["envoy.filters.http.ext_authz"].UnmarshalTo(&per); err != nil ||
-			per.GetCheckSettings().GetContextExtensions()["bulkhead"] != name || per.GetCheckSettings().GetContextExtensions()["priority"] != w.priority {
-			t.Errorf("%s: strict route's ext_authz %v (%v): want it to name the bulkhead and priority %q", name, &per, err, w.priority)
-		}
-		if share.GetMatch().GetPrefix() != strict.GetMatch().GetPrefix() || share.GetMatch().GetRuntimeFraction() != nil {
-			t.Errorf("%s: share route match %v, want the strict route's prefix without a runtime fraction", name, share.GetMatch())
-		}
-		per.Reset()
-		if err := share.GetTypedPerFilterConfig()["envoy.filters.http.ext_authz"].UnmarshalTo(&per); err != nil || !per.GetDisabled() {
-			t.Errorf("%s: share route's ext_authz %v (%v): want it disabled", name, &per, err)
-		}
-		if r := share.GetRoute(); r.GetCluster() != w.cluster || r.GetTimeout().AsDuration() != cfg.Shares.MaxRequestDuration {
-			t.Errorf("%s: share route to %q, timeout %v: want %q and the daemon's shares.max_request_duration %v",
-				name, r.GetCluster(), r.GetTimeout().AsDuration(), w.cluster, cfg.Shares.MaxRequestDuration)
+		for i, w := range ws {
+			checkSnippetPair(t, name, w, cfg, routes[2*i:2*i+2])
 		}
 	}
 	got := map[string]*clusterv3.Cluster{}
@@ -117,19 +124,53 @@ func checkSharesPieces(t *testing.T, s snippet, cfg *config.Config, values map[s
 				cl.GetName(), shares.ShareKey(cl.GetName()))
 		}
 	}
-	for name, w := range want {
-		if got[w.cluster] == nil {
-			t.Errorf("%s: no share cluster %q", name, w.cluster)
-			continue
+	for name, ws := range want {
+		for i, w := range ws {
+			if got[w.cluster] == nil {
+				t.Errorf("%s: no share cluster %q", name, w.cluster)
+				continue
+			}
+			checkTemplatePair(t, name, w, cfg.Shares.MaxRequestDuration, s.SharesRoutes[name][2*i:2*i+2], got[w.cluster])
 		}
-		checkTemplatePair(t, name, w, cfg.Shares.MaxRequestDuration, s.SharesRoutes[name], got[w.cluster])
+	}
+}
+
+// checkSnippetPair checks one route pair of bulkhead name in the snippet
+// against w, decoded into Envoy's types.
+func checkSnippetPair(t *testing.T, name string, w sharesPair, cfg *config.Config, pair []any) {
+	t.Helper()
+	var strict, share routev3.Route
+	unmarshalProto(t, pair[0], &strict)
+	unmarshalProto(t, pair[1], &share)
+	if strict.GetMatch().GetPrefix() != w.prefix {
+		t.Errorf("%s: strict route's prefix %q, want %q", name, strict.GetMatch().GetPrefix(), w.prefix)
+	}
+	f := strict.GetMatch().GetRuntimeFraction()
+	if f.GetRuntimeKey() != w.key || f.GetDefaultValue().GetNumerator() != 100 {
+		t.Errorf("%s: strict route's runtime_fraction %v: want key %q, default 100%%", name, f, w.key)
+	}
+	var per extauthzv3.ExtAuthzPerRoute
+	if err := strict.GetTypedPerFilterConfig()["envoy.filters.http.ext_authz"].UnmarshalTo(&per); err != nil ||
+		per.GetCheckSettings().GetContextExtensions()["bulkhead"] != name || per.GetCheckSettings().GetContextExtensions()["priority"] != w.priority {
+		t.Errorf("%s: strict route's ext_authz %v (%v): want it to name the bulkhead and priority %q", name, &per, err, w.priority)
+	}
+	if share.GetMatch().GetPrefix() != strict.GetMatch().GetPrefix() || share.GetMatch().GetRuntimeFraction() != nil {
+		t.Errorf("%s: share route match %v, want the strict route's prefix without a runtime fraction", name, share.GetMatch())
+	}
+	per.Reset()
+	if err := share.GetTypedPerFilterConfig()["envoy.filters.http.ext_authz"].UnmarshalTo(&per); err != nil || !per.GetDisabled() {
+		t.Errorf("%s: share route's ext_authz %v (%v): want it disabled", name, &per, err)
+	}
+	if r := share.GetRoute(); r.GetCluster() != w.cluster || r.GetTimeout().AsDuration() != cfg.Shares.MaxRequestDuration {
+		t.Errorf("%s: share route to %q, timeout %v: want %q and the daemon's shares.max_request_duration %v",
+			name, r.GetCluster(), r.GetTimeout().AsDuration(), w.cluster, cfg.Shares.MaxRequestDuration)
 	}
 }
 
 // sharesPair is what a shares bulkhead's route pair in the snippet must
-// be: the class its strict route sends, its share cluster and the runtime
-// key that gates its strict route.
-type sharesPair struct{ priority, cluster, key string }
+// be: the class its strict route sends, its share cluster, the runtime
+// key that gates its strict route and the prefix both routes match.
+type sharesPair struct{ priority, cluster, key, prefix string }
 
 // checkTemplatePair checks the chart's route pair and share cluster of
 // bulkhead name against what envoy.Render writes for one route of that
@@ -141,7 +182,7 @@ type sharesPair struct{ priority, cluster, key string }
 // snippet leaves to the user).
 func checkTemplatePair(t *testing.T, name string, w sharesPair, maxRequest time.Duration, pair []any, cluster *clusterv3.Cluster) {
 	t.Helper()
-	r := envoy.Route{Name: "upstream", Prefix: "/" + name, Bulkhead: name, Priority: w.priority, Shares: true,
+	r := envoy.Route{Name: "upstream", Prefix: w.prefix, Bulkhead: name, Priority: w.priority, Shares: true,
 		Upstream: envoy.Endpoint{Host: "127.0.0.1", Port: 1}}
 	raw, err := envoy.Render(envoy.Params{Bulkhead: envoy.Endpoint{Host: "127.0.0.1", Port: 9001},
 		Routes: []envoy.Route{r}, SharesMaxRequest: maxRequest})
@@ -199,5 +240,54 @@ func checkTemplatePair(t *testing.T, name string, w sharesPair, maxRequest time.
 	want := &clusterv3.Cluster{Name: cluster.GetName(), LrsServer: tmplCluster.GetLrsServer(), CircuitBreakers: tmplCluster.GetCircuitBreakers()}
 	if tmplCluster.GetName() == "" || !proto.Equal(cluster, want) {
 		t.Errorf("%s: the chart's share cluster differs from the template's %q:\nchart:    %v\ntemplate: %v", name, r.SharesCluster(), cluster, want)
+	}
+}
+
+// bulkheads.<name>.shares.classes (chart only, never passed to the daemon)
+// renders a route pair and a share cluster per class, each checked against
+// the template's (checkSharesPieces); without it the bulkhead's priority
+// picks the one class.
+func TestSharesClasses(t *testing.T) {
+	d := newDecoder(t)
+	tests := []struct {
+		name     string
+		priority string
+		classes  []string
+		clusters []string // the share clusters rendered, in order
+	}{
+		{"both classes", "", []string{"normal", "critical"}, []string{"orders_shares_critical", "orders_shares"}},
+		{"both classes, priority critical", "critical", []string{"critical", "normal"}, []string{"orders_shares_critical", "orders_shares"}},
+		{"critical only", "", []string{"critical"}, []string{"orders_shares_critical"}},
+		{"priority critical", "critical", nil, []string{"orders_shares_critical"}},
+		{"priority best_effort", "best_effort", nil, []string{"orders_shares"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			set := []string{"--set", "bulkheads.orders.max_concurrent=20,bulkheads.orders.shares.mode=auto"}
+			values := map[string]any{"max_concurrent": 20, "shares": map[string]any{"mode": "auto"}}
+			if tc.priority != "" {
+				set = append(set, "--set", "bulkheads.orders.priority="+tc.priority)
+				values["priority"] = tc.priority
+			}
+			if tc.classes != nil {
+				set = append(set, "--set", "bulkheads.orders.shares.classes={"+strings.Join(tc.classes, ",")+"}")
+				var cs []any
+				for _, c := range tc.classes {
+					cs = append(cs, c)
+				}
+				values["shares"].(map[string]any)["classes"] = cs
+			}
+			ms := render(t, "", set...)
+			cfg := daemonConfig(t, d, ms) // pkg/config refuses unknown keys: classes must not reach it
+			s := renderedSnippet(t, d, ms)
+			checkSharesPieces(t, s, cfg, map[string]map[string]any{"orders": values})
+			var got []string
+			for _, c := range s.SharesClusters {
+				got = append(got, c.(map[string]any)["name"].(string))
+			}
+			if !slices.Equal(got, tc.clusters) {
+				t.Errorf("share clusters %v, want %v", got, tc.clusters)
+			}
+		})
 	}
 }

@@ -32,17 +32,21 @@ func TestBadValuesRefused(t *testing.T) {
 		"redis-password-twice.yaml":       {"config.ledger.redis.password_file and redis.passwordSecret are both set"},
 		"redis-tls-cert-without-key.yaml": {"/redis/tlsSecret/keyKey", "minLength"},
 		"redis-prefix-brace.yaml":         {"/config/ledger/redis/key_prefix", "does not match pattern"},
+		"redis-cluster-db.yaml":           {"/config/ledger/redis/db", "value must be 0"},
+		"redis-cluster-sentinel.yaml":     {"config.ledger.redis.cluster and config.ledger.redis.sentinel are both set"},
 		"istio-bad-access-log.yaml":       {"/istio/accessLog", "value must be one of 'envoyFilter', 'telemetry'"},
 		"istio-without-selector.yaml":     {"/bulkheads/catalog/istio", "missing property 'selector'"},
 		"heartbeat-interval-ms.yaml":      {"/config/leases/heartbeat_interval", "'500ms' does not match pattern"},
 		"node-grace.yaml":                 {"/config/leases", "additional properties 'node_grace' not allowed"},
 		"shares-with-redis.yaml":          {"bulkheads.search.shares.mode auto needs config.ledger.backend memory"},
 		"shares-max-request-ms.yaml":      {"/config/shares/max_request_duration", "'500ms' does not match pattern"},
+		"shares-classes-best-effort.yaml": {"/bulkheads/orders/shares/classes/0", "value must be one of 'normal', 'critical'"},
+		"shares-classes-strict.yaml":      {"bulkheads.orders.shares.classes renders share route pairs: it needs shares.mode shares or auto"},
 	}
 	// Refused by a template's fail, not by the schema.
 	templateFails := map[string]bool{
 		"replicas-2.yaml": true, "ledger-top-level.yaml": true, "redis-without-address.yaml": true, "redis-password-twice.yaml": true,
-		"shares-with-redis.yaml": true,
+		"shares-with-redis.yaml": true, "redis-cluster-sentinel.yaml": true, "shares-classes-strict.yaml": true,
 	}
 	files, err := filepath.Glob(filepath.Join("testdata", "bad", "*.yaml"))
 	if err != nil {

@@ -28,6 +28,11 @@ func (oneBulkhead) EachShares(each func(dependency string, strict bool, envoys, 
 	each("x", false, 1, 2, 2, 1, 0, 0)
 }
 
+func (oneBulkhead) EachSharesClass(each func(dependency string, priority bulkhead.Priority, envoys, held, limit, inFlight int)) {
+	each("x", bulkhead.Normal, 1, 2, 2, 1)
+	each("x", bulkhead.Critical, 0, 0, 0, 0)
+}
+
 // capture records the collectors registered on it, and registers them on
 // reg too.
 type capture struct {

@@ -31,6 +31,27 @@ func TestSharesCriticalRoute(t *testing.T) {
 		return m.runtimeInt("envoy-a", criticalKey) > 0 && m.runtimeInt("envoy-a", normalKey) > 0 &&
 			m.runtimeInt("envoy-a", shares.CriticalStrictKey("orders")) == 0
 	})
+	// The class series split the two shares as the Envoy holds them: one
+	// Envoy in each class, each class's limit what its runtime key says
+	// (read once the two shares differ, so that a swap of the classes
+	// shows), and the classes' permits adding up to bulkhead_shares_permits.
+	poll(t, ctx, "bulkhead_shares_class_* split envoy-a's two shares", func() bool {
+		sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+		defer scancel()
+		ms, err := testbed.Scrape(sctx, "http://"+m.http+"/metrics")
+		if err != nil {
+			return false
+		}
+		class := func(name, priority string) float64 {
+			return ms.Sum(name, map[string]string{"dependency": "orders", "priority": priority})
+		}
+		crit, normal := class("bulkhead_shares_class_permits", "critical"), class("bulkhead_shares_class_permits", "normal")
+		critShare, normalShare := m.runtimeInt("envoy-a", criticalKey), m.runtimeInt("envoy-a", normalKey)
+		return class("bulkhead_shares_class_envoys", "critical") == 1 && class("bulkhead_shares_class_envoys", "normal") == 1 &&
+			critShare != normalShare && int(class("bulkhead_shares_class_limit", "critical")) == critShare &&
+			int(class("bulkhead_shares_class_limit", "normal")) == normalShare &&
+			crit > 0 && normal > 0 && crit+normal == ms.Sum("bulkhead_shares_permits", orders)
+	})
 	criticalChecks := func() float64 {
 		return m.value("bulkhead_admitted_total", map[string]string{"dependency": "orders", "priority": "critical"})
 	}

@@ -38,6 +38,31 @@ catalog   requests  10     3       2       -           -           -           f
 `, "")
 }
 
+// The one-reading status names the shared ledger above the table, and
+// whether it admits from capacity leases or per request.
+func TestStatusLedger(t *testing.T) {
+	const table = `BULKHEAD  KIND      LIMIT  ACTIVE  QUEUED  ADMITTED/S  REJECTED/S  FAILURES/S  SOURCE
+auth      requests  1      0       0       -           -           -           file
+catalog   requests  10     3       2       -           -           -           file
+`
+	for _, tc := range []struct {
+		name   string
+		ledger admin.LedgerInfo
+		want   string
+	}{
+		{"memory", admin.LedgerInfo{Backend: "memory", State: "strict", Replicas: 1}, ""},
+		{"redis with capacity leases", admin.LedgerInfo{Backend: "redis", State: "strict", Replicas: 3, OnUnavailable: "fail_closed", CapacityLeases: true},
+			"ledger: redis, capacity leases, strict at this replica, 3 replicas, on_unavailable fail_closed\n"},
+		{"redis per request", admin.LedgerInfo{Backend: "redis", State: "unavailable", Replicas: 2, OnUnavailable: "fail_open"},
+			"ledger: redis, per request, unavailable at this replica, 2 replicas, on_unavailable fail_open\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnvWith(t, []admin.Option{admin.WithLedger(func() admin.LedgerInfo { return tc.ledger })})
+			check(t, "status --sample 0", e.ctl(t, "status", "--sample", "0"), 0, tc.want+table, "")
+		})
+	}
+}
+
 func TestGet(t *testing.T) {
 	e := newEnv(t)
 	check(t, "get", e.ctl(t, "get", "catalog"), 0, `NAME            catalog

@@ -33,6 +33,13 @@ type env struct {
 
 func newEnv(t *testing.T, authOpts ...admin.AuthOption) *env {
 	t.Helper()
+	return newEnvWith(t, nil, authOpts...)
+}
+
+// newEnvWith is newEnv with the admin server's options opts besides the
+// clock and the ledger.
+func newEnvWith(t *testing.T, opts []admin.Option, authOpts ...admin.AuthOption) *env {
+	t.Helper()
 	auth, err := admin.NewAuthenticator(authOpts...)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +58,7 @@ func newEnv(t *testing.T, authOpts ...admin.AuthOption) *env {
 		st.Outcomes = &admin.Outcomes{Success: 1, Failure: 1}
 		st.Tenants = 2
 	})
-	e.srv = admin.New(e.fake, auth, admintest.Logger(), admin.WithClock(e.clk), admin.WithLeases(e.ledger))
+	e.srv = admin.New(e.fake, auth, admintest.Logger(), append([]admin.Option{admin.WithClock(e.clk), admin.WithLeases(e.ledger)}, opts...)...)
 	e.addr = admintest.Start(t, e.srv)
 	return e
 }

@@ -46,7 +46,9 @@ func statusCmd() *command {
               draining)
 
 Rates are measured over --sample: status takes two readings that far apart.
---sample 0 takes one reading and prints no rates.`,
+--sample 0 takes one reading and prints no rates; with the Redis ledger it
+prints a line about the ledger above the table: capacity leases or per
+request, its state at this replica, the replicas and on_unavailable.`,
 		setup: func(fs *pflag.FlagSet) func(context.Context, *app, []string) error {
 			sample := fs.Duration("sample", time.Second, "time between the two readings rates are computed from (0: no rates)")
 			return func(ctx context.Context, a *app, args []string) error {
@@ -77,8 +79,12 @@ func (a *app) status(ctx context.Context, sample time.Duration) error {
 			return a.explain(err)
 		}
 		if l := resp.GetLedger(); l.GetBackend() == "redis" {
-			fmt.Fprintf(a.stdout, "ledger: redis, %s at this replica, %d replicas, on_unavailable %s\n",
-				l.GetState(), l.GetReplicas(), l.GetOnUnavailable())
+			path := "per request"
+			if l.GetCapacityLeases() {
+				path = "capacity leases"
+			}
+			fmt.Fprintf(a.stdout, "ledger: redis, %s, %s at this replica, %d replicas, on_unavailable %s\n",
+				path, l.GetState(), l.GetReplicas(), l.GetOnUnavailable())
 		}
 		return writeTable(a.stdout, frame{bulkheads: resp.GetBulkheads()}, nil)
 	}

@@ -50,6 +50,9 @@ type LedgerInfo struct {
 	State         string // strict or unavailable
 	Replicas      int
 	OnUnavailable string // with redis
+	// CapacityLeases: with redis, each replica admits from a capacity
+	// lease (ledger.redis.capacity_leases); false: every Check per request.
+	CapacityLeases bool
 }
 
 // WithLedger makes ListBulkheads say which ledger serves, as info reports

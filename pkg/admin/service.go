@@ -24,7 +24,8 @@ func (v *service) ListBulkheads(context.Context, *adminv1.ListBulkheadsRequest) 
 	resp := &adminv1.ListBulkheadsResponse{Bulkheads: v.list()}
 	if v.s.ledger != nil {
 		li := v.s.ledger()
-		resp.Ledger = &adminv1.Ledger{Backend: li.Backend, State: li.State, Replicas: int32(li.Replicas), OnUnavailable: li.OnUnavailable}
+		resp.Ledger = &adminv1.Ledger{Backend: li.Backend, State: li.State, Replicas: int32(li.Replicas), OnUnavailable: li.OnUnavailable,
+			CapacityLeases: li.CapacityLeases}
 	}
 	return resp, nil
 }

@@ -67,6 +67,9 @@ type LedgerView struct {
 	State         string `json:"state" yaml:"state"`
 	Replicas      int32  `json:"replicas" yaml:"replicas"`
 	OnUnavailable string `json:"on_unavailable,omitempty" yaml:"on_unavailable,omitempty"`
+	// CapacityLeases: with redis, each replica admits from a capacity lease
+	// (ledger.redis.capacity_leases); false with memory or per request.
+	CapacityLeases bool `json:"capacity_leases" yaml:"capacity_leases"`
 }
 
 // NewLedgerView converts l (nil gives nil).
@@ -74,7 +77,8 @@ func NewLedgerView(l *adminv1.Ledger) *LedgerView {
 	if l == nil {
 		return nil
 	}
-	return &LedgerView{Backend: l.GetBackend(), State: l.GetState(), Replicas: l.GetReplicas(), OnUnavailable: l.GetOnUnavailable()}
+	return &LedgerView{Backend: l.GetBackend(), State: l.GetState(), Replicas: l.GetReplicas(), OnUnavailable: l.GetOnUnavailable(),
+		CapacityLeases: l.GetCapacityLeases()}
 }
 
 // CountersView holds a bulkhead's counters.

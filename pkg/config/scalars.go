@@ -193,6 +193,17 @@ func envName(key string) string {
 	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
+// Keys returns the dotted keys of every setting outside bulkheads, in the
+// documented order (the Helm chart's tests check its values schema against
+// them).
+func Keys() []string {
+	keys := make([]string, len(scalars))
+	for i, s := range scalars {
+		keys[i] = s.key
+	}
+	return keys
+}
+
 // RestartOnly returns the dotted keys of the settings that take effect only
 // at start (listen.*, log.*, leases.sweep_interval, leases.heartbeat_*,
 // leases.recovery_window, leases.max_permits, ledger.*, admin.token_file and

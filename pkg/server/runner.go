@@ -459,5 +459,6 @@ func (r *Runner) ledgerInfo() admin.LedgerInfo {
 		return admin.LedgerInfo{Backend: config.LedgerMemory.String(), State: "strict", Replicas: 1}
 	}
 	return admin.LedgerInfo{Backend: config.LedgerRedis.String(), State: r.replica.Ledger.State().String(),
-		Replicas: r.replica.Ledger.Replicas(), OnUnavailable: r.cfg.Ledger.OnUnavailable.String()}
+		Replicas: r.replica.Ledger.Replicas(), OnUnavailable: r.cfg.Ledger.OnUnavailable.String(),
+		CapacityLeases: r.cfg.Ledger.Redis.CapacityLeases}
 }

@@ -102,12 +102,17 @@ func TestSharedLedgerOneLimitAcrossReplicas(t *testing.T) {
 				Name  string `json:"name"`
 				InUse int    `json:"in_use"`
 			} `json:"bulkheads"`
-			Ledger struct{ Backend, State string } `json:"ledger"`
+			Ledger struct {
+				Backend, State string
+				CapacityLeases *bool `json:"capacity_leases"`
+			} `json:"ledger"`
 		}
 		if json.NewDecoder(resp.Body).Decode(&list) != nil || len(list.Bulkheads) != 1 {
 			return false
 		}
-		return list.Ledger.Backend == "redis" && list.Ledger.State == "strict" && list.Bulkheads[0].InUse == 2
+		// capacity_leases: false in perRequestYAML, and the API says so.
+		return list.Ledger.Backend == "redis" && list.Ledger.State == "strict" && list.Ledger.CapacityLeases != nil &&
+			!*list.Ledger.CapacityLeases && list.Bulkheads[0].InUse == 2
 	})
 	// The release reaches the ledger through the other replica's stream.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -244,6 +249,9 @@ func TestLocalShareIsCapacityLeases(t *testing.T) {
 	waitStrict(t, rn)
 	if rn.r.replica.Capacity == nil {
 		t.Fatal("no capacity leases with on_unavailable local_share")
+	}
+	if li := rn.r.ledgerInfo(); !li.CapacityLeases || li.OnUnavailable != "fail_closed" {
+		t.Fatalf("the admin API's ledger: %+v, want capacity leases with fail_closed", li)
 	}
 	// A permit in use keeps the lease from being parked.
 	if tok, r := check(t, rn, "auth"); tok == "" || r != "" {

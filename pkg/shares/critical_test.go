@@ -1,6 +1,7 @@
 package shares
 
 import (
+	"strings"
 	"testing"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -142,5 +143,55 @@ func TestSwitchShrinksBothShares(t *testing.T) {
 	s.settle(map[string]int{"a": 0})
 	if in := s.reg.Get("orders").Snapshot().InUse; in != 0 {
 		t.Errorf("%d permits still held once a reported both shares drained", in)
+	}
+}
+
+// TestStatsSplitByClass: Stats counts each class's share cluster apart
+// (Normal, Critical), and its totals are their sums; the metrics export
+// both (EachShares, EachSharesClass).
+func TestStatsSplitByClass(t *testing.T) {
+	s := newSizingMeshWith(t, criticalSettings, "a", "b")
+	crit := criticalUnit("orders")
+	s.m.report(s.nodes["a"], reportBoth(2, 3)) // a has both routes
+	s.m.report(s.nodes["b"], report(1))        // b a normal route only
+	s.round()
+	want := func(u string) (c ClassStat) {
+		s.m.mu.Lock()
+		defer s.m.mu.Unlock()
+		for _, n := range s.nodes {
+			if sh := n.shares[u]; sh != nil && len(sh.held) > 0 {
+				c.Envoys++
+				c.Held += len(sh.held)
+				c.Limit += sh.limit
+				c.InFlight += n.inflight[sh.cluster]
+			}
+		}
+		return c
+	}
+	wn, wc := want("orders"), want(crit)
+	if wn.Envoys != 2 || wc.Envoys != 1 || wc.Held == 0 || wc.InFlight != 3 || wn.InFlight != 3 {
+		t.Fatalf("the fixture: normal %+v, critical %+v; want 2 Envoys with normal shares (3 in flight), 1 with a critical one (3 in flight)", wn, wc)
+	}
+	st := s.m.Stats()
+	if len(st) != 1 {
+		t.Fatalf("stats %+v, want orders only", st)
+	}
+	got := st[0]
+	if got.Normal != wn || got.Critical != wc {
+		t.Errorf("normal %+v, critical %+v; want %+v, %+v", got.Normal, got.Critical, wn, wc)
+	}
+	if got.Envoys != 2 || got.Held != wn.Held+wc.Held || got.Limit != wn.Limit+wc.Limit || got.InFlight != wn.InFlight+wc.InFlight {
+		t.Errorf("totals %+v, want 2 Envoys and the sums of %+v and %+v", got, wn, wc)
+	}
+	var classes []string
+	s.m.EachSharesClass(func(dep string, p bulkhead.Priority, envoys, held, limit, inFlight int) {
+		c := ClassStat{envoys, held, limit, inFlight}
+		if w := map[bulkhead.Priority]ClassStat{bulkhead.Normal: wn, bulkhead.Critical: wc}[p]; dep != "orders" || c != w {
+			t.Errorf("EachSharesClass(%s, %v) = %+v, want %+v", dep, p, c, w)
+		}
+		classes = append(classes, p.String())
+	})
+	if strings.Join(classes, ",") != "normal,critical" {
+		t.Errorf("EachSharesClass classes %v, want normal then critical", classes)
 	}
 }

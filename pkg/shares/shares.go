@@ -537,16 +537,29 @@ func release(ps []bulkhead.Permit) {
 	}
 }
 
-// Stat is one bulkhead's shares, for the metrics.
+// Stat is one bulkhead's shares, for the metrics: both classes together,
+// and each class apart.
 type Stat struct {
 	Bulkhead string
 	Mode     Mode
 	Strict   bool // running strict now (mode auto near the limit)
-	Envoys   int  // Envoys that hold part of it
+	Envoys   int  // Envoys that hold part of it (a share of either class)
 	Held     int  // permits held for shares
 	Limit    int  // Σ max_requests the Envoys were last told
 	InFlight int  // Σ requests the Envoys last reported in flight
 	Switches [2]uint64
+	// Normal is the shares of the normal share cluster (<cluster>),
+	// Critical those of the critical one (<cluster>_critical); Held, Limit
+	// and InFlight above are their sums.
+	Normal, Critical ClassStat
+}
+
+// ClassStat is one class's shares of a bulkhead.
+type ClassStat struct {
+	Envoys   int // Envoys that hold a share of this class
+	Held     int // permits held for this class's shares
+	Limit    int // Σ max_requests of this class's share cluster
+	InFlight int // Σ requests reported in flight on this class's share cluster
 }
 
 // Stats returns every bulkhead's shares, sorted by bulkhead.
@@ -558,32 +571,59 @@ func (m *Manager) Stats() []Stat {
 		st := m.states[name]
 		p, on := m.policies[name]
 		s := Stat{Bulkhead: name, Mode: p.Mode, Strict: !on || st.strict, Switches: st.switches}
+		classOf := func(critical bool) *ClassStat {
+			if critical {
+				return &s.Critical
+			}
+			return &s.Normal
+		}
 		for _, n := range m.nodes {
 			if n.held(name)+n.held(criticalUnit(name)) > 0 {
 				s.Envoys++
 			}
 			for _, u := range [...]string{name, criticalUnit(name)} {
+				c := classOf(u != name)
+				if n.held(u) > 0 {
+					c.Envoys++
+				}
 				if sh := n.shares[u]; sh != nil {
-					s.Held += len(sh.held)
-					s.Limit += sh.limit
-					s.InFlight += n.inflight[sh.cluster]
+					c.Held += len(sh.held)
+					c.Limit += sh.limit
+					c.InFlight += n.inflight[sh.cluster]
 				}
 			}
 		}
 		for _, o := range m.orphans {
-			if bulkheadOf(o.unit) == name {
-				s.Held += len(o.held)
+			if b, critical := unitOf(o.unit); b == name {
+				classOf(critical).Held += len(o.held)
 			}
 		}
+		s.Held = s.Normal.Held + s.Critical.Held
+		s.Limit = s.Normal.Limit + s.Critical.Limit
+		s.InFlight = s.Normal.InFlight + s.Critical.InFlight
 		out = append(out, s)
 	}
 	return out
 }
 
-// EachShares calls each with every bulkhead's Stat (metrics.SharesSource).
+// EachShares calls each with every bulkhead's Stat, both classes together
+// (metrics.SharesSource).
 func (m *Manager) EachShares(each func(dependency string, strict bool, envoys, held, limit, inFlight int, toStrict, toShares uint64)) {
 	for _, s := range m.Stats() {
 		each(s.Bulkhead, s.Strict, s.Envoys, s.Held, s.Limit, s.InFlight, s.Switches[0], s.Switches[1])
+	}
+}
+
+// EachSharesClass calls each with every bulkhead's Stat, once per class:
+// normal, then critical (metrics.SharesSource).
+func (m *Manager) EachSharesClass(each func(dependency string, priority bulkhead.Priority, envoys, held, limit, inFlight int)) {
+	for _, s := range m.Stats() {
+		for _, c := range [...]struct {
+			p bulkhead.Priority
+			s ClassStat
+		}{{bulkhead.Normal, s.Normal}, {bulkhead.Critical, s.Critical}} {
+			each(s.Bulkhead, c.p, c.s.Envoys, c.s.Held, c.s.Limit, c.s.InFlight)
+		}
 	}
 }
 

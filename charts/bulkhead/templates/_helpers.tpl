@@ -67,7 +67,9 @@ connection to one pod).
 The ledger guard. Permits of the in-memory ledger are per process, so two
 replicas would each enforce the full limit: more than one replica needs the
 Redis ledger. The values that set a daemon *_file key from a Secret must not
-also set that key by hand, and a top-level `ledger` (chart 0.1) has moved.
+also set that key by hand, a Redis Cluster has no Sentinel, and a top-level
+`ledger` (chart 0.1) has moved. Shares need the in-memory ledger, and a
+bulkhead's shares.classes (the snippet's route pairs) its shares mode.
 */}}
 {{- define "bulkhead.checkLedger" -}}
 {{- $n := int .Values.replicaCount }}
@@ -84,11 +86,19 @@ also set that key by hand, and a top-level `ledger` (chart 0.1) has moved.
 {{- fail "config.ledger.backend is redis: set config.ledger.redis.address (host:port) or config.ledger.redis.sentinel (master and addresses)" }}
 {{- end }}
 {{- end }}
+{{- if and (get $redis "cluster") (or (dig "sentinel" "master" "" $redis) (dig "sentinel" "addresses" list $redis)) }}
+{{- fail "config.ledger.redis.cluster and config.ledger.redis.sentinel are both set: a Redis Cluster fails over by itself; set cluster with address (the cluster's configuration endpoint), or sentinel without cluster" }}
+{{- end }}
 {{- if and .Values.redis.passwordSecret.name (get $redis "password_file") }}
 {{- fail "config.ledger.redis.password_file and redis.passwordSecret are both set: the chart sets password_file from the Secret; remove one" }}
 {{- end }}
 {{- if and .Values.redis.sentinelPasswordSecret.name (dig "sentinel" "password_file" "" $redis) }}
 {{- fail "config.ledger.redis.sentinel.password_file and redis.sentinelPasswordSecret are both set: the chart sets it from the Secret; remove one" }}
+{{- end }}
+{{- range $name, $b := .Values.bulkheads }}
+{{- if and (dig "shares" "classes" list $b) (or $b.connections (eq (dig "shares" "mode" "strict" $b) "strict")) }}
+{{- fail (printf "bulkheads.%s.shares.classes renders share route pairs: it needs shares.mode shares or auto on a request bulkhead (no connections)" $name) }}
+{{- end }}
 {{- end }}
 {{- if ne $backend "memory" }}
 {{- range $name, $b := .Values.bulkheads }}
@@ -189,30 +199,58 @@ a route pair and a share cluster in the Envoy snippet), or "" if none.
 {{- end }}
 
 {{/*
-The share cluster of a bulkhead's route in the Envoy snippet: its
-shares.cluster (default <name>_shares), and "_critical" after it when the
-bulkhead's priority is critical, the critical share cluster the daemon sizes
-apart (shares.CriticalCluster; envoy.Route.SharesCluster names the same).
-The argument is (list name bulkhead).
+The share classes of a bulkhead in the Envoy snippet, space-separated,
+critical first (its pair's match is the more specific one): shares.classes
+(chart only) when set, else the one class of its priority (critical, or
+normal for any other priority). Each class gets a route pair and a share
+cluster. The argument is a bulkhead.
+*/}}
+{{- define "bulkhead.sharesClasses" -}}
+{{- $classes := dig "shares" "classes" list . | default (list (eq (dig "priority" "" .) "critical" | ternary "critical" "normal")) }}
+{{- if has "critical" $classes }}critical {{ end }}
+{{- if has "normal" $classes }}normal{{ end }}
+{{- end }}
+
+{{/*
+The share cluster of a bulkhead's route pair of one class in the Envoy
+snippet: its shares.cluster (default <name>_shares), and "_critical" after it
+for the critical class, the critical share cluster the daemon sizes apart
+(shares.CriticalCluster; envoy.Route.SharesCluster names the same). The
+argument is (list name bulkhead class).
 */}}
 {{- define "bulkhead.sharesCluster" -}}
 {{- $name := index . 0 }}
 {{- $b := index . 1 }}
 {{- dig "shares" "cluster" (printf "%s_shares" $name) $b }}
-{{- if eq (dig "priority" "" $b) "critical" }}_critical{{ end }}
+{{- if eq (index . 2) "critical" }}_critical{{ end }}
 {{- end }}
 
 {{/*
-The runtime key that gates the strict route of a bulkhead's route pair:
-bulkhead.strict.<name>, or bulkhead.strict_critical.<name> when the
-bulkhead's priority is critical (shares.StrictKey, shares.CriticalStrictKey;
-envoy.Route.StrictKey). The argument is (list name bulkhead).
+The runtime key that gates the strict route of a bulkhead's route pair of one
+class: bulkhead.strict.<name>, or bulkhead.strict_critical.<name> for the
+critical class (shares.StrictKey, shares.CriticalStrictKey;
+envoy.Route.StrictKey). The argument is (list name bulkhead class).
 */}}
 {{- define "bulkhead.sharesStrictKey" -}}
 {{- $name := index . 0 }}
-{{- if eq (dig "priority" "" (index . 1)) "critical" }}bulkhead.strict_critical.{{ $name }}
+{{- if eq (index . 2) "critical" }}bulkhead.strict_critical.{{ $name }}
 {{- else }}bulkhead.strict.{{ $name }}
 {{- end }}
+{{- end }}
+
+{{/*
+The bulkhead as the strict route of its pair of one class sees it: priority
+critical for the critical class; for the normal class its own priority, or
+normal in place of critical (the normal share is not critical's), or none.
+The argument is (list bulkhead class); routeAuthz takes the result.
+*/}}
+{{- define "bulkhead.sharesPairBulkhead" -}}
+{{- $b := index . 0 }}
+{{- $p := eq (index . 1) "critical" | ternary "critical" (dig "priority" "" $b) }}
+{{- if and (eq (index . 1) "normal") (eq $p "critical") }}{{ $p = "normal" }}{{ end }}
+{{- $out := omit $b "priority" }}
+{{- if $p }}{{ $_ := set $out "priority" $p }}{{ end }}
+{{- toJson $out }}
 {{- end }}
 
 {{/*
@@ -242,11 +280,15 @@ envoy.filters.http.ext_authz:
       {{- end }}
 {{- end }}
 
-{{/* The daemon's bulkheads map: the values' map less the chart-only keys. */}}
+{{/* The daemon's bulkheads map: the values' map less the chart-only keys (shares.classes included). */}}
 {{- define "bulkhead.daemonBulkheads" -}}
 {{- $out := dict }}
 {{- range $name, $b := .Values.bulkheads }}
-{{- $_ := set $out $name (omit $b "critical" "priority" "istio") }}
+{{- $d := omit $b "critical" "priority" "istio" }}
+{{- if hasKey $b "shares" }}
+{{- $_ := set $d "shares" (omit $b.shares "classes") }}
+{{- end }}
+{{- $_ := set $out $name $d }}
 {{- end }}
 {{- toYaml $out }}
 {{- end }}

@@ -1068,8 +1068,13 @@ type Ledger struct {
 	// With redis: fail_closed or fail_open (a configuration's local_share,
 	// deprecated, reads fail_closed with capacity leases).
 	OnUnavailable string `protobuf:"bytes,4,opt,name=on_unavailable,json=onUnavailable,proto3" json:"on_unavailable,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// With redis: true when each replica admits from a capacity lease it
+	// holds from Redis (ledger.redis.capacity_leases, the default; also a
+	// configuration's deprecated local_share), false when every Check is
+	// decided per request in Redis. False with memory.
+	CapacityLeases bool `protobuf:"varint,5,opt,name=capacity_leases,json=capacityLeases,proto3" json:"capacity_leases,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Ledger) Reset() {
@@ -1128,6 +1133,13 @@ func (x *Ledger) GetOnUnavailable() string {
 		return x.OnUnavailable
 	}
 	return ""
+}
+
+func (x *Ledger) GetCapacityLeases() bool {
+	if x != nil {
+		return x.CapacityLeases
+	}
+	return false
 }
 
 type GetBulkheadRequest struct {
@@ -2135,12 +2147,13 @@ const file_bulkhead_admin_v1_admin_proto_rawDesc = "" +
 	"\x14ListBulkheadsRequest\"\x85\x01\n" +
 	"\x15ListBulkheadsResponse\x129\n" +
 	"\tbulkheads\x18\x01 \x03(\v2\x1b.bulkhead.admin.v1.BulkheadR\tbulkheads\x121\n" +
-	"\x06ledger\x18\x02 \x01(\v2\x19.bulkhead.admin.v1.LedgerR\x06ledger\"{\n" +
+	"\x06ledger\x18\x02 \x01(\v2\x19.bulkhead.admin.v1.LedgerR\x06ledger\"\xa4\x01\n" +
 	"\x06Ledger\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1a\n" +
 	"\breplicas\x18\x03 \x01(\x05R\breplicas\x12%\n" +
-	"\x0eon_unavailable\x18\x04 \x01(\tR\ronUnavailable\"(\n" +
+	"\x0eon_unavailable\x18\x04 \x01(\tR\ronUnavailable\x12'\n" +
+	"\x0fcapacity_leases\x18\x05 \x01(\bR\x0ecapacityLeases\"(\n" +
 	"\x12GetBulkheadRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"N\n" +
 	"\x13GetBulkheadResponse\x127\n" +
