@@ -244,7 +244,18 @@ func (l *Ledger) callAll(ctx context.Context, op admission.Op, s *redis.Script, 
 	return out
 }
 
-// pipeRuns sends runs of s (EVALSHA) in one pipeline.
+// firstErr is the first error among cmds (what a pipeline's Exec returns).
+func firstErr(cmds []*redis.Cmd) error {
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pipeRuns sends runs of s (EVALSHA) in one pipeline; the look (state.go)
+// and callAll share it.
 func (l *Ledger) pipeRuns(ctx context.Context, s *redis.Script, runs []scriptRun) []*redis.Cmd {
 	pipe := l.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(runs))

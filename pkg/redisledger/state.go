@@ -154,21 +154,18 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	cut := cutBy(deadline, start, l.cfg.Timeout*4)
-	pipe := l.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(names))
+	runs := make([]scriptRun, len(names))
 	for i, n := range names {
-		cmds[i] = l.sc.state.EvalSha(cctx, pipe, l.keysOf(n), l.stateArgs()...)
+		runs[i] = scriptRun{keys: l.keysOf(n), args: l.stateArgs()}
 	}
-	_, err := pipe.Exec(cctx)
+	cmds := l.pipeRuns(cctx, l.sc.state, runs)
+	err := firstErr(cmds)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// A Redis that restarted, or a new master: load and look again.
 		err = l.sc.state.Load(cctx, l.rdb).Err()
 		if err == nil {
-			pipe = l.rdb.Pipeline()
-			for i, n := range names {
-				cmds[i] = l.sc.state.EvalSha(cctx, pipe, l.keysOf(n), l.stateArgs()...)
-			}
-			_, err = pipe.Exec(cctx)
+			cmds = l.pipeRuns(cctx, l.sc.state, runs)
+			err = firstErr(cmds)
 		}
 	}
 	if err != nil && (ctx.Err() != nil || passed(cut)) {
