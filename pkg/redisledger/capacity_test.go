@@ -641,16 +641,23 @@ func TestCapacityParksQuietLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := a.inUse("catalog"); n != 0 {
-		t.Fatalf("the first Check after the quiet spell came from the parked lease (%d in use in it)", n)
+	// The first Check wakes the lease loop. Whether it is admitted by the
+	// per-request path or by the lease it woke depends on which comes
+	// first: the Check's wait for permits in transit (settled) or the
+	// round it started (under contention, the round; CI saw it). Either is
+	// right; what must hold is the lease granted again and the next Check
+	// taken from it.
+	fromLease := a.inUse("catalog")
+	if fromLease > 1 {
+		t.Fatalf("%d permits in use in a's lease after one Check", fromLease)
 	}
 	testkit.Eventually(t, "a lease granted again", func() bool { h, _, _, ok := f.leaseOf("park:", "a"); return ok && h > 0 })
 	second, err := a.Admit(context.Background(), capRequest(reg, bulkhead.Normal))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := a.inUse("catalog"); n != 1 {
-		t.Fatalf("a's lease has %d permits in use after its wake-up, want 1", n)
+	if n := a.inUse("catalog"); n != fromLease+1 {
+		t.Fatalf("a's lease has %d permits in use after its wake-up, want %d (the second Check from the lease)", n, fromLease+1)
 	}
 	for _, tok := range []string{first.Token, second.Token} {
 		if res := releaseSync(a, tok); res != permit.Released {
