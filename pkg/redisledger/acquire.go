@@ -62,6 +62,7 @@ func (l *Ledger) Acquire(ctx context.Context, r Request) (string, error) {
 	}
 	w := l.wake.add(token) // before the script: a wake-up may beat its answer
 	defer l.wake.remove(token)
+	l.calm.stir(r.Bulkhead) // a permit or a waiter in Redis: looked at each tick
 	res, err := l.call(ctx, r.Deadline, admission.OpAcquire, l.sc.acquire, l.keysOf(r.Bulkhead), l.acquireArgs(token, r, wait)...)
 	if err != nil {
 		// The script may have run, and granted or queued: give back what

@@ -183,6 +183,7 @@ func (l *Ledger) Renew(e admission.Entry, done admission.Done) {
 	if !l.serves(name, done) {
 		return
 	}
+	l.calm.stir(name) // a renewal may adopt a permit Redis did not count
 	l.RenewAsync(name, e.Token, l.cfg.Heartbeat.TTL, e.Node, done)
 }
 

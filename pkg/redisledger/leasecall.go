@@ -174,7 +174,7 @@ func (c *Capacity) apply(r *renewal, sent time.Time, ans leaseAnswer) bool {
 		ls.overflow.Add(r.over)
 		return false
 	}
-	if len(a) < 6 { // LEASE_STALE and LEASE_LOST answer 6, LEASE_HELD 7
+	if len(a) < 6 { // LEASE_STALE and LEASE_LOST answer 6, LEASE_HELD 7 or 10
 		c.ledger.log.Warn("capacity lease: the lease script's answer is malformed", "bulkhead", name, "answer", a)
 		ls.overflow.Add(r.over)
 		return false
@@ -197,6 +197,9 @@ func (c *Capacity) apply(r *renewal, sent time.Time, ans leaseAnswer) bool {
 		ls.target.Store(target)
 		ls.held.Store(held)
 		ls.waiters.Store(n(6) > 0)
+		if len(a) >= 10 {
+			c.ledger.leased(name, n(7), n(8), n(6), n(9))
+		}
 		c.setLocal(name, int(target), r.s)
 		return held > max(target, int64(c.inUse(name)))
 	}

@@ -94,6 +94,8 @@ type Ledger struct {
 	// Redis last reported them to the ticker (Global).
 	globalMu sync.Mutex
 	global   map[string]admission.Global
+	// calm decides which bulkheads the ticker looks at each tick (calm.go).
+	calm calm
 	// inLease, with capacity leases, is how many permits this replica's
 	// lease of a bulkhead has in use (NewCapacity sets it before the ledger
 	// serves; nil without leases).
@@ -122,15 +124,17 @@ func New(rdb redis.UniversalClient, cfg Config, obs permit.Observer, rec Recorde
 	}
 	l := &Ledger{rdb: rdb, cfg: cfg, sc: loadScripts(), obs: obs, rec: rec, log: log, wake: newWaiters(), kick: make(chan struct{}, 1),
 		jobs:   make(chan job, 4*maxBatch),
-		global: map[string]admission.Global{}}
+		global: map[string]admission.Global{}, calm: newCalm()}
 	l.state.Store(int32(admission.Unavailable)) // until Run has heard from Redis
 	l.replicas.Store(1)
 	return l
 }
 
 // Global returns bulkhead's state summed over every replica, as Redis
-// counted it at the ticker's last look (each Tick), and false until the
-// ticker has looked at it.
+// counted it at the ticker's last look, and false until the ticker has
+// looked at it. A bulkhead with something to do in Redis is looked at each
+// Tick; a calm one (calm.go) every lookEvery ticks, and each round its
+// capacity lease is renewed, if it holds one here.
 func (l *Ledger) Global(bulkhead string) (admission.Global, bool) {
 	l.globalMu.Lock()
 	defer l.globalMu.Unlock()

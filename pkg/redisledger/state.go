@@ -128,9 +128,13 @@ func (l *Ledger) tick(ctx context.Context, names func() []string) {
 	if l.state.CompareAndSwap(int32(admission.Unavailable), int32(admission.Strict)) {
 		l.rec.LedgerState(admission.Strict)
 		l.log.Info("redis ledger strict: redis answers")
+		// Whatever happened meanwhile (other replicas' grants, a Redis
+		// that lost its state) is seen at the next looks, of every
+		// bulkhead.
+		l.calm.stirAll()
 	}
 	if names != nil {
-		l.look(ctx, names()...)
+		l.look(ctx, l.calm.due(names())...)
 	}
 }
 
@@ -158,6 +162,7 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 	for i, n := range names {
 		runs[i] = scriptRun{keys: l.keysOf(n), args: l.stateArgs()}
 	}
+	gens := l.calm.gens(names)
 	cmds := l.pipeRuns(cctx, l.sc.state, runs)
 	err := firstErr(cmds)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -187,6 +192,11 @@ func (l *Ledger) look(ctx context.Context, names ...string) {
 		redisNow, _ := a[4].(int64)
 		l.expired(names[i], swept, redisNow)
 		l.setGlobal(names[i], admission.Global{InUse: n(0), Queued: [3]int{n(5), n(6), n(7)}, Recovering: n(3) > 0})
+		// Calm: nothing per request in use or waiting, no recovery,
+		// nothing expired (an older script's answer has no 9th element:
+		// never calm).
+		quiet := len(a) >= 9 && n(8) == 0 && n(1) == 0 && n(3) == 0 && len(swept) == 0
+		l.calm.looked(names[i], gens[i], quiet)
 	}
 }
 
@@ -217,6 +227,7 @@ func (l *Ledger) checkRunID(ctx context.Context, names func() []string) {
 	l.log.Warn("redis restarted or failed over (a master's run id is gone): it may have lost the last grants; "+
 		"every bulkhead pauses admissions for the recovery window while heartbeats adopt the running requests",
 		"gone_run_ids", gone)
+	l.calm.stirAll()
 	for _, n := range names() {
 		_, _ = l.call(ctx, time.Time{}, admission.OpReopen, l.sc.reopen, l.keysOf(n), ms(l.cfg.Recovery), ms(l.cfg.adopt()))
 	}

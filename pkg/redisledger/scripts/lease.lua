@@ -15,7 +15,9 @@
 --   9 the smallest lease the replica can use (its reserves leave a
 --     best_effort permit in it); a smaller target is 0
 -- Returns one answer per bulkhead, in order, each
--- {code, target, held, ms left, swept, now, waiters in the queue}: LEASE_HELD (the
+-- {code, target, held, ms left, swept, now, waiters in the queue, in use
+-- (per request and in the leases), per-request permits in use, recovering
+-- ms left}: LEASE_HELD (the
 -- replica admits alone up to target; held >= target is what Redis counts
 -- until the replica gives the rest back at its next call); LEASE_STALE (an
 -- older call of the replica, run late: nothing changed); LEASE_LOST (the
@@ -98,7 +100,9 @@ local function lease(replica, ttl, rcv, adp, now, a)
   end
   -- Capacity given back goes to the waiters first.
   if held < old.held then pump(now, '') end
-  return {LEASE_HELD, target, held, ttl, swept, now, num(redis.call('HGET', S, 'qlen'))}
+  -- The bulkhead's counts, as the ticker's look would find them (calm.go).
+  local g = redis.call('HMGET', S, 'qlen', 'inuse', 'lused', 'ru')
+  return {LEASE_HELD, target, held, ttl, swept, now, num(g[1]), num(g[2]) + num(g[3]), num(g[2]), math.max(num(g[4]) - now, 0)}
 end
 
 local replica, ttl, rcv, adp = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])

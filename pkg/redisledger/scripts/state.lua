@@ -1,7 +1,10 @@
 -- state.lua: the periodic look at a bulkhead: ends expired leases, puts the
 -- counts right (reconcile), serves the queue (a recovery window that ended,
 -- permits that expired), and returns {inuse (the capacity leases' use
--- included), queued, swept, recovering ms left, now, waiters of each class}.
+-- included), queued, swept, recovering ms left, now, waiters of each class,
+-- busy}: busy is the per-request permits in use and the waiters in tenants'
+-- compartments (0, with nothing queued, no recovery and nothing swept: the
+-- replica may look at the bulkhead less often; calm.go).
 -- ARGV: 1 recovery ms, 2 adopt ms.
 
 -- reconcile sets the counts to the sets they count, whatever made them
@@ -90,4 +93,5 @@ local st = redis.call('HMGET', S, 'inuse', 'qlen', 'ru', 'q1', 'q2', 'q3', 'luse
 local left = num(st[3]) - now
 if left < 0 then left = 0 end
 -- In use: the per-request permits and what the capacity leases use.
-return {num(st[1]) + num(st[7]), num(st[2]), swept, left, now, num(st[4]), num(st[5]), num(st[6])}
+local busy = num(st[1]) + redis.call('ZCARD', TW)
+return {num(st[1]) + num(st[7]), num(st[2]), swept, left, now, num(st[4]), num(st[5]), num(st[6]), busy}
