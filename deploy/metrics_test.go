@@ -187,6 +187,9 @@ func TestDashboardCoverage(t *testing.T) {
 		// Shares (pkg/shares).
 		"bulkhead_shares_permits", "bulkhead_shares_limit", "bulkhead_shares_in_flight",
 		"bulkhead_shares_envoys", "bulkhead_shares_mode", "bulkhead_shares_switches_total", "by (dependency, to)",
+		// Their class split (priority normal or critical).
+		"bulkhead_shares_class_permits", "bulkhead_shares_class_limit", "bulkhead_shares_class_in_flight",
+		"bulkhead_shares_class_envoys",
 		// Envoy's side.
 		"envoy_http_ext_authz_ok", "envoy_http_ext_authz_denied", "envoy_http_ext_authz_error",
 		"envoy_http_ext_authz_failure_mode_allowed", "envoy_cluster_upstream_rq_timeout",
