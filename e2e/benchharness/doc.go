@@ -35,7 +35,9 @@
 //     ledger, the calls to Redis per request (the daemons' counters and
 //     Redis's INFO commandstats, the periodic ticks apart; the capacity
 //     leases' calls per request and per second) and Redis's CPU (INFO cpu
-//     and /proc); with shares, the mode and the share at each window's end
+//     and /proc), per request also above the server's idle floor (its own
+//     CPU over redisproc.FloorWindow right after it started, before any
+//     daemon connected: a bare Redis's timers); with shares, the mode and the share at each window's end
 //     and its overflows (the daemon's bulkhead_shares_*, Envoy's /stats).
 //     Figures measured in
 //     several rounds are reported as their median with its spread;

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"strings"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisproc"
 )
 
 // Goal is one target of the issue, against this run's figures.
@@ -54,6 +56,22 @@ type Results struct {
 type ConfigInfo struct {
 	Name  string `json:"name"`
 	Title string `json:"title"`
+	// RedisIdleFloor is the configuration's redis-server's own CPU, idle,
+	// over redisproc.FloorWindow right after it started, before any daemon
+	// connected; nil with the in-memory ledger.
+	RedisIdleFloor *redisproc.Floor `json:"redis_idle_floor,omitempty"`
+}
+
+// redisIdleFloor is config's Redis idle floor, nil if it has none (the
+// in-memory ledger, or a results.json from before the harness measured
+// it).
+func (r *Results) redisIdleFloor(config string) *redisproc.Floor {
+	for _, c := range r.Configs {
+		if c.Name == config {
+			return c.RedisIdleFloor
+		}
+	}
+	return nil
 }
 
 // Machine is where the figures come from.

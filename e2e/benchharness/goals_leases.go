@@ -32,7 +32,8 @@ const (
 	// maxLeaseDaemonCPU: the daemons' CPU per request, of the in-memory
 	// daemon's.
 	maxLeaseDaemonCPU = 1.1
-	// maxLeaseRedisUs: Redis's CPU per request (its threads' counters), us.
+	// maxLeaseRedisUs: Redis's CPU per request (its threads' counters)
+	// above the bare server's idle floor, us.
 	maxLeaseRedisUs = 1.0
 )
 
@@ -159,19 +160,37 @@ func (r *Results) leaseDaemonCPUGoal(name, what string) Goal {
 	return g
 }
 
+// leaseRedisUsGoal is judged on Redis's CPU per request above the bare
+// redis-server's idle floor: the goal's own words are a marginal cost (one
+// Redis core carrying a million admissions a second), and a bare Redis's
+// timers (about 2 ms a second) are most of 1 us per request at this rate
+// whatever Bulkhead does. The daemons' periodic calls stay in the figure.
+// A results.json from before the floor was measured is judged on the
+// whole figure, which bounds the other from above.
 func (r *Results) leaseRedisUsGoal(name, what string) Goal {
 	g := Goal{Name: fmt.Sprintf("Redis CPU per request with capacity leases, %s, %s", what, atHalf),
-		Target: fmt.Sprintf("<= %.0f us per admitted request (the redis-server's threads' counters, median of the rounds; "+
-			"through Envoy only: this harness has no load driver without it)", maxLeaseRedisUs)}
+		Target: fmt.Sprintf("<= %.0f us per admitted request above the bare redis-server's idle floor (judged on that figure: "+
+			"the goal is what an admission costs Redis, a million a second on one core; the redis-server's threads' counters, "+
+			"median of the rounds; through Envoy only: this harness has no load driver without it)", maxLeaseRedisUs)}
 	rounds := r.openRounds(name, BaseCommon, lagLoad)
 	us := figureSpread(rounds, redisUs)
 	if us.Rounds == 0 {
 		return g
 	}
 	scripts := figureSpread(rounds, ledgerOf(func(c *LedgerCost) float64 { return c.ScriptUsPerRequest }))
-	g.Measured = fmt.Sprintf("%s us per request, of which running scripts %s us (commandstats); median [min-max] of %d rounds",
-		us.format("%.2f"), scripts.format("%.2f"), us.Rounds)
-	g.Met = verdict(us.Median <= maxLeaseRedisUs)
+	above := figureSpread(rounds, redisUsAboveIdle)
+	floor := r.redisIdleFloor(name)
+	if above.Rounds == 0 || floor == nil {
+		g.Measured = fmt.Sprintf("%s us per request in all, of which running scripts %s us (commandstats); median [min-max] of %d rounds",
+			us.format("%.2f"), scripts.format("%.2f"), us.Rounds)
+		g.Met = verdict(us.Median <= maxLeaseRedisUs)
+		g.Note = "no idle floor measured: judged on Redis's whole CPU per request, which bounds the figure above the floor from above"
+		return g
+	}
+	g.Measured = fmt.Sprintf("%s us per request above the idle floor (judged); %s us per request in all, of which running scripts "+
+		"%s us (commandstats); the floor: %.2f ms a second, over %.1f s before any daemon connected; median [min-max] of %d rounds",
+		above.format("%.2f"), us.format("%.2f"), scripts.format("%.2f"), floor.MsPerSecond(), floor.Window.Seconds(), above.Rounds)
+	g.Met = verdict(above.Median <= maxLeaseRedisUs)
 	return g
 }
 

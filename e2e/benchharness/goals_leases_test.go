@@ -3,6 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisproc"
 )
 
 // TestLeaseGoals: each goal of the capacity leases met with one replica
@@ -14,8 +17,10 @@ func TestLeaseGoals(t *testing.T) {
 			TicksPerSecond: map[string]float64{"state": 1, "replicas": 1, "lease": 1.5}, ScriptsPerRequest: scripts,
 			ScriptUsPerRequest: 0.25, CPUMsPer1k: cpuMsPer1k}
 	}
-	r := &Results{Configs: []ConfigInfo{{Name: Bulkhead}, {Name: RedisLeases}, {Name: RedisLeasesTwo}},
-		Plan: Plan{Fractions: []float64{lagLoad}}}
+	// Each bare redis-server used 2 ms of CPU a second on its own.
+	floor := &redisproc.Floor{Window: 3 * time.Second, CPU: 6 * time.Millisecond}
+	r := &Results{Configs: []ConfigInfo{{Name: Bulkhead}, {Name: RedisLeases, RedisIdleFloor: floor},
+		{Name: RedisLeasesTwo, RedisIdleFloor: floor}}, Plan: Plan{Fractions: []float64{lagLoad}}}
 	for round, v := range []struct{ mem, one, two, p99mem, p99one, daemonOne float64 }{
 		{7000, 6900, 5000, 2, 2.2, 52}, {6000, 5900, 4000, 3, 3.1, 49}, {6500, 6300, 4500, 2.5, 2.7, 53},
 	} {
@@ -24,16 +29,17 @@ func TestLeaseGoals(t *testing.T) {
 		mem := openPhase(Bulkhead, round+1, lagLoad, 300, 500, v.p99mem, nil)
 		mem.CPU["sidecar"] = CPUUse{UsPerRequest: 50}
 		// One replica: 0.004 calls per request, 2 ms of Redis CPU per
-		// 1,000 (0.8 us per request), its daemon's CPU 1.04x: every goal met.
+		// 1,000 (1.3 us per request, 0.8 above the idle floor: judged on
+		// that), its daemon's CPU 1.04x: every goal met.
 		one := openPhase(RedisLeases, round+1, lagLoad, 300, 500, v.p99one, nil)
 		one.Ledger = ledger(0.001, 0.001, 0.002, 0.002, 2)
-		one.CPU["sidecar"], one.CPU["redis"] = CPUUse{UsPerRequest: v.daemonOne}, CPUUse{UsPerRequest: 0.8}
+		one.CPU["sidecar"], one.CPU["redis"] = CPUUse{UsPerRequest: v.daemonOne}, CPUUse{UsPerRequest: 1.3, UsAboveIdle: ptr(0.8)}
 		// Two replicas: half the requests on the per-request path, Redis
-		// at 40 ms per 1,000 (30 us per request), the daemons' CPU 1.6x,
-		// p99 +1.5 ms: none met.
+		// at 40 ms per 1,000 (30 us per request, 29.5 above the floor),
+		// the daemons' CPU 1.6x, p99 +1.5 ms: none met.
 		two := openPhase(RedisLeasesTwo, round+1, lagLoad, 300, 500, 4, nil)
 		two.Ledger = ledger(0.5, 0.5, 0.004, 1, 40)
-		two.CPU["sidecar"], two.CPU["redis"] = CPUUse{UsPerRequest: 80}, CPUUse{UsPerRequest: 30}
+		two.CPU["sidecar"], two.CPU["redis"] = CPUUse{UsPerRequest: 80}, CPUUse{UsPerRequest: 30, UsAboveIdle: ptr(29.5)}
 		two.NonOK = 3
 		r.Phases = append(r.Phases, mem, one, two)
 	}
@@ -56,8 +62,11 @@ func TestLeaseGoals(t *testing.T) {
 		// Daemon CPU: 52 / 50 = 1.04x; 80 / 50 = 1.6x.
 		{"Daemon CPU per request with capacity leases, one replica, 50% of the common maximum", "met", "1.04x (52.0 [49.0-53.0] vs 50.0"},
 		{"Daemon CPU per request with capacity leases, two replicas, 50% of the common maximum", "NOT met", "1.60x"},
-		{"Redis CPU per request with capacity leases, one replica, 50% of the common maximum", "met", "0.80 [0.80-0.80] us per request"},
-		{"Redis CPU per request with capacity leases, two replicas, 50% of the common maximum", "NOT met", "30.00 [30.00-30.00] us per request"},
+		{"Redis CPU per request with capacity leases, one replica, 50% of the common maximum", "met",
+			"0.80 [0.80-0.80] us per request above the idle floor (judged); 1.30 [1.30-1.30] us per request in all, of which running " +
+				"scripts 0.25 [0.25-0.25] us (commandstats); the floor: 2.00 ms a second, over 3.0 s before any daemon connected"},
+		{"Redis CPU per request with capacity leases, two replicas, 50% of the common maximum", "NOT met",
+			"29.50 [29.50-29.50] us per request above the idle floor (judged); 30.00 [30.00-30.00] us per request in all"},
 	})
 	if g := goals["Redis calls per request with capacity leases, one replica, 50% of the common maximum"]; !strings.Contains(g.Measured,
 		"ticks apart: 1.50 [1.50-1.50] lease + 1.00 [1.00-1.00] state + 1.00 [1.00-1.00] replicas calls per second") {
@@ -79,7 +88,10 @@ func TestLeaseGoals(t *testing.T) {
 	}
 	md := b.String()
 	for _, want := range []string{"| lease / req |", "| lease / s |", "| lease call ms |",
-		"| bulkhead-redis-leases | 0.0010 | 0.0010 | 0.0000 | 0.0020 | 0 | 1.00 | 1.00 | 1.50 |"} {
+		"| bulkhead-redis-leases | 0.0010 | 0.0010 | 0.0000 | 0.0020 | 0 | 1.00 | 1.00 | 1.50 |",
+		"| Redis us / req (threads) | Redis us / req above idle floor | Redis cores |", "| 1.3 | 0.80 | 0.000 |",
+		"Idle floors (CPU a second of each bare redis-server, INFO used_cpu_sys+user): bulkhead-redis-leases 2.00 ms/s over 3.0 s, " +
+			"bulkhead-redis-leases-2 2.00 ms/s over 3.0 s."} {
 		if !strings.Contains(md, want) {
 			t.Errorf("results.md lacks %q:\n%s", want, md)
 		}
@@ -144,4 +156,58 @@ func TestLeaseNearGoal(t *testing.T) {
 	if g := (&Results{}).leaseNearGoal(); g.Met != nil || g.Measured != "" {
 		t.Errorf("without the near phase: %+v, want not measured", g)
 	}
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// TestLeaseRedisUsGoalWithoutFloor: a results.json from before the idle
+// floor was measured is judged on Redis's whole CPU per request, and says
+// so.
+func TestLeaseRedisUsGoalWithoutFloor(t *testing.T) {
+	for _, tt := range []struct {
+		us            float64
+		verdict, want string
+	}{{0.9, "met", "0.90 us per request in all"}, {1.3, "NOT met", "1.30 us per request in all"}} {
+		ph := openPhase(RedisLeases, 1, lagLoad, 300, 500, 2, nil)
+		ph.Ledger, ph.CPU["redis"] = &LedgerCost{ScriptUsPerRequest: 0.25}, CPUUse{UsPerRequest: tt.us}
+		r := &Results{Configs: []ConfigInfo{{Name: RedisLeases}}, Plan: Plan{Fractions: []float64{lagLoad}}, Phases: []Phase{ph}}
+		g := r.leaseRedisUsGoal(RedisLeases, "one replica")
+		if got := g.verdictText("met", "NOT met"); got != tt.verdict || !strings.HasPrefix(g.Measured, tt.want) ||
+			!strings.Contains(g.Note, "no idle floor measured") {
+			t.Errorf("%.1f us: %s %q (%s), want %s %q", tt.us, got, g.Measured, g.Note, tt.verdict, tt.want)
+		}
+	}
+}
+
+// TestUsAboveIdle: a window's CPU less the floor's rate over it, per
+// request.
+func TestUsAboveIdle(t *testing.T) {
+	floor := &redisproc.Floor{Window: 3 * time.Second, CPU: 6 * time.Millisecond}
+	for _, tt := range []struct {
+		name     string
+		floor    *redisproc.Floor
+		cpu      time.Duration
+		requests int64
+		want     *float64
+	}{
+		// 30 ms over 3 s, 6 of them the floor's: 24 ms over 10,000 requests.
+		{"above the floor", floor, 30 * time.Millisecond, 10000, ptr(2.4)},
+		{"below the floor", floor, 3 * time.Millisecond, 1000, ptr(-3)},
+		{"no floor", nil, 30 * time.Millisecond, 10000, nil},
+		{"no requests", floor, 30 * time.Millisecond, 0, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := usAboveIdle(tt.floor, tt.cpu, 3*time.Second, tt.requests)
+			if (got == nil) != (tt.want == nil) || got != nil && *got != *tt.want {
+				t.Errorf("usAboveIdle = %v, want %v", deref(got), deref(tt.want))
+			}
+		})
+	}
+}
+
+func deref(v *float64) any {
+	if v == nil {
+		return nil
+	}
+	return *v
 }

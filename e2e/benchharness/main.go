@@ -243,6 +243,11 @@ func runHarness(ctx context.Context, log *slog.Logger, o options, dir string, re
 	if err != nil {
 		return err
 	}
+	for _, st := range slices.Concat(e.stacks, e.heartbeat) {
+		if i := slices.IndexFunc(res.Configs, func(c ConfigInfo) bool { return c.Name == st.spec.Name }); i >= 0 {
+			res.Configs[i].RedisIdleFloor = st.floor
+		}
+	}
 	defer func() {
 		if d := e.sidecars[sidecarDaemon]; d != nil {
 			if _, peak, merr := memory(d.PID()); merr == nil {

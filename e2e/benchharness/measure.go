@@ -116,6 +116,24 @@ type CPUUse struct {
 	// a CPU (schedstat's timeslices) per request: wake-ups of its event
 	// loops, which a busy machine hardly changes, unlike CPU time.
 	RunsPerRequest float64 `json:"runs_per_request,omitempty"`
+	// UsAboveIdle is, of the Redis ledger's server (role "redis"),
+	// UsPerRequest less the server's idle floor over the window
+	// (ConfigInfo.RedisIdleFloor): what the daemons cost Redis, their
+	// periodic calls included, without what a bare Redis costs itself.
+	// nil for the other roles (and without a floor); negative when Redis
+	// used less than its floor's rate.
+	UsAboveIdle *float64 `json:"us_per_request_above_idle,omitempty"`
+}
+
+// usAboveIdle is cpu, a window's CPU of a process, less floor's rate over
+// the window, in microseconds per request; nil without a floor or
+// requests.
+func usAboveIdle(floor *redisproc.Floor, cpu, window time.Duration, requests int64) *float64 {
+	if floor == nil || requests <= 0 {
+		return nil
+	}
+	v := round3(float64(floor.Above(cpu, window)) / float64(time.Microsecond) / float64(requests))
+	return &v
 }
 
 // DaemonMemory is read from the daemon's own /metrics at a phase's end.
@@ -289,6 +307,9 @@ func (e *env) measure(ctx context.Context, st *stack, p Phase, load func(marker)
 			td := r[1].threads[role] - r[0].threads[role]
 			u.UsPerRequest = round3(float64(td) / float64(time.Microsecond) / float64(s.Requests))
 			u.RunsPerRequest = round3(float64(r[1].runs[role]-r[0].runs[role]) / float64(s.Requests))
+			if role == "redis" {
+				u.UsAboveIdle = usAboveIdle(st.floor, td, r[1].at.Sub(r[0].at), s.Requests)
+			}
 		}
 		p.CPU[role] = u
 	}

@@ -36,23 +36,40 @@ func writeRedis(b *strings.Builder, r *Results) {
 	p("from the leases cost); from Redis's INFO commandstats, the scripts it ran ")
 	p("(EVALSHA + EVAL) less the ticks', and the commands those scripts ran inside Redis (the ticks' included); Redis's CPU ")
 	p("per 1,000 requests from its INFO (used_cpu_sys + used_cpu_user) and from its threads' counters, and the time it spent ")
-	p("running scripts per request (commandstats usec of EVALSHA + EVAL; the rest of its CPU reads and answers the calls). ")
+	p("running scripts per request (commandstats usec of EVALSHA + EVAL; the rest of its CPU reads and answers the calls), ")
+	p("and its CPU per request from its threads' counters above its idle floor: the window's CPU less the floor's rate over the ")
+	p("window, per request (what the daemons cost Redis, their periodic calls included, without a bare Redis's own timers; ")
+	p("the floor is each redis-server's CPU right after it started, before any daemon connected: \"Idle floors\" below; ")
+	p("\"-\": none measured). ")
 	p("Nobody waits at these rates unless releases fall behind: the limit (%d) is far above the load's concurrency, so a ", limit)
 	p("PUBLISH or a ZRANGE in the window means permits piled up until arrivals queued. The near phase is the exception: its limit ")
 	p("is the closed loop's connections, and arrivals wait in Redis's queue for the permits that end.\n\n")
-	p("| phase | config | acquire / req | release / req | renew+leave / req | lease / req | failed calls | state / s | replicas / s | lease / s | Redis scripts / req | EVAL | in-script commands / req | PUBLISH / req | Redis CPU ms / 1k (INFO) | in scripts us / req | Redis us / req (threads) | Redis cores |\n")
-	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	var floors []string
+	for _, c := range r.Configs {
+		if f := c.RedisIdleFloor; f != nil {
+			floors = append(floors, fmt.Sprintf("%s %.2f ms/s over %.1f s", c.Name, f.MsPerSecond(), f.Window.Seconds()))
+		}
+	}
+	if len(floors) > 0 {
+		p("Idle floors (CPU a second of each bare redis-server, INFO used_cpu_sys+user): %s.\n\n", strings.Join(floors, ", "))
+	}
+	p("| phase | config | acquire / req | release / req | renew+leave / req | lease / req | failed calls | state / s | replicas / s | lease / s | Redis scripts / req | EVAL | in-script commands / req | PUBLISH / req | Redis CPU ms / 1k (INFO) | in scripts us / req | Redis us / req (threads) | Redis us / req above idle floor | Redis cores |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, ph := range phases {
 		c := ph.Ledger
 		pub := 0.0
 		if ph.Requests > 0 {
 			pub = float64(c.Commands["publish"]) / float64(ph.Requests)
 		}
-		p("| %s | %s | %.4f | %.4f | %.4f | %s | %d | %.2f | %.2f | %s | %.4f | %d | %.1f | %.3f | %.1f | %.1f | %.1f | %.3f |\n",
+		above := "-"
+		if v := ph.CPU["redis"].UsAboveIdle; v != nil {
+			above = fmt.Sprintf("%.2f", *v)
+		}
+		p("| %s | %s | %.4f | %.4f | %.4f | %s | %d | %.2f | %.2f | %s | %.4f | %d | %.1f | %.3f | %.1f | %.1f | %.1f | %s | %.3f |\n",
 			phaseName(*ph), ph.Config, c.PerRequest["acquire"], c.PerRequest["release"], c.PerRequest["renew"]+c.PerRequest["leave"],
 			leaseFigure(c.PerRequest, "%.4f"), c.Failed, c.TicksPerSecond["state"], c.TicksPerSecond["replicas"],
 			leaseFigure(c.TicksPerSecond, "%.2f"), c.ScriptsPerRequest, c.EvalCalls,
-			c.InScriptsPerRequest, pub, c.CPUMsPer1k, c.ScriptUsPerRequest, ph.CPU["redis"].UsPerRequest, ph.CPU["redis"].Cores)
+			c.InScriptsPerRequest, pub, c.CPUMsPer1k, c.ScriptUsPerRequest, ph.CPU["redis"].UsPerRequest, above, ph.CPU["redis"].Cores)
 	}
 	p("\nThe commands Redis ran in each window, per request (ticks' and the harness's own INFO included):\n\n")
 	for _, ph := range phases {

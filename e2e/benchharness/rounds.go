@@ -189,6 +189,16 @@ func redisUs(p *Phase) (float64, bool) {
 	return u.UsPerRequest, ok && u.UsPerRequest > 0
 }
 
+// redisUsAboveIdle is redisUs less the server's idle floor
+// (CPUUse.UsAboveIdle); none without a floor.
+func redisUsAboveIdle(p *Phase) (float64, bool) {
+	u, ok := p.CPU["redis"]
+	if !ok || u.UsAboveIdle == nil || u.UsPerRequest <= 0 {
+		return 0, false
+	}
+	return *u.UsAboveIdle, true
+}
+
 // allCPUUs is the CPU per request of every process of the configuration
 // (Envoy, sidecar, harness), from /proc/PID/stat (ms per 1,000 requests
 // = us per request).

@@ -13,12 +13,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bulkhead-mesh/bulkhead/envoy"
 	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc"
 	"github.com/bulkhead-mesh/bulkhead/pkg/redisproc"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
+	"golang.org/x/sync/errgroup"
 )
 
 // env is everything the run starts: one upstream, the sidecars, and one
@@ -34,10 +36,12 @@ type env struct {
 	// sidecars by configSpec.sidecar; only those some configuration calls.
 	sidecars map[string]*child
 	// replicas are the further daemon replicas of a sidecar on the Redis
-	// ledger (configSpec.redisReplicas > 1), redis its redis-server; both
-	// by configSpec.sidecar.
+	// ledger (configSpec.redisReplicas > 1), redis its redis-server, floors
+	// that server's own idle CPU (measured before any daemon connected);
+	// all by configSpec.sidecar.
 	replicas map[string][]*child
 	redis    map[string]*redisproc.Server
+	floors   map[string]redisproc.Floor
 	stacks   []*stack // the configurations of the closed and open loops
 	// heartbeat are the heartbeat phase's pair (on, off), or none.
 	heartbeat []*stack
@@ -50,9 +54,11 @@ type stack struct {
 	addr  string // Envoy's listener, host:port
 	side  *child // nil when Envoy calls no sidecar
 	// more are the further daemon replicas behind the same Envoy, redis
-	// the ledger's server (nil with the in-memory ledger).
+	// the ledger's server (nil with the in-memory ledger) and floor its
+	// idle floor (nil with the in-memory ledger).
 	more  []*child
 	redis *redisproc.Server
+	floor *redisproc.Floor
 	log   *os.File
 }
 
@@ -84,7 +90,7 @@ func (s *stack) metricsURLs() []string {
 func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin, baseline string, delay time.Duration, conns int,
 	specs, heartbeat []configSpec) (_ *env, err error) {
 	e := &env{log: log, dir: dir, envoyBin: envoyBin, baseline: baseline, conns: conns, sidecars: map[string]*child{},
-		replicas: map[string][]*child{}, redis: map[string]*redisproc.Server{}}
+		replicas: map[string][]*child{}, redis: map[string]*redisproc.Server{}, floors: map[string]redisproc.Floor{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.stop())
@@ -105,18 +111,29 @@ func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin, baseline str
 	if e.upstream, err = newUpstream(delay); err != nil {
 		return nil, err
 	}
+	// Every redis-server first, then their idle floors, together, before
+	// any daemon connects.
+	for _, spec := range slices.Concat(specs, heartbeat) {
+		if spec.redisReplicas == 0 || e.redis[spec.sidecar] != nil {
+			continue
+		}
+		rs, err := redisproc.Start(ctx, dir, spec.Name)
+		if err != nil {
+			return nil, err
+		}
+		e.redis[spec.sidecar] = rs
+		log.Info("redis-server up", "config", spec.Name, "addr", rs.Addr())
+	}
+	if err := e.measureFloors(ctx); err != nil {
+		return nil, err
+	}
 	for _, spec := range slices.Concat(specs, heartbeat) {
 		if spec.sidecar == "" || e.sidecars[spec.sidecar] != nil {
 			continue
 		}
 		redisAddr := ""
-		if spec.redisReplicas > 0 {
-			rs, err := redisproc.Start(ctx, dir, spec.Name)
-			if err != nil {
-				return nil, err
-			}
-			e.redis[spec.sidecar], redisAddr = rs, rs.Addr()
-			log.Info("redis-server up", "config", spec.Name, "addr", rs.Addr())
+		if rs := e.redis[spec.sidecar]; rs != nil {
+			redisAddr = rs.Addr()
 		}
 		if e.sidecars[spec.sidecar], err = e.startSidecar(ctx, spec, 0, redisAddr); err != nil {
 			return nil, err
@@ -146,6 +163,36 @@ func startEnv(ctx context.Context, log *slog.Logger, dir, envoyBin, baseline str
 		log.Info("configuration up", "config", spec.Name, "envoy", st.addr)
 	}
 	return e, nil
+}
+
+// measureFloors measures every redis-server's idle floor
+// (redisproc.FloorWindow), all in the same window, into e.floors.
+func (e *env) measureFloors(ctx context.Context) error {
+	if len(e.redis) == 0 {
+		return nil
+	}
+	e.log.Info("redis-servers idle, before any daemon connects", "window", redisproc.FloorWindow)
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	for sidecar, rs := range e.redis {
+		g.Go(func() error {
+			f, err := rs.IdleFloor(gctx, redisproc.FloorWindow)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			e.floors[sidecar] = f
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for sidecar, f := range e.floors {
+		e.log.Info("redis-server idle floor", "sidecar", sidecar, "cpu_ms_per_s", round3(f.MsPerSecond()))
+	}
+	return nil
 }
 
 // startSidecar starts the gRPC server spec calls: a no-op server, or
@@ -181,6 +228,9 @@ func (e *env) startSidecar(ctx context.Context, spec configSpec, i int, redisAdd
 // the caller stops it.
 func (e *env) startStack(ctx context.Context, spec configSpec, up envoy.Endpoint) (*stack, error) {
 	st := &stack{spec: spec, side: e.sidecars[spec.sidecar], more: e.replicas[spec.sidecar], redis: e.redis[spec.sidecar]}
+	if f, ok := e.floors[spec.sidecar]; ok {
+		st.floor = &f
+	}
 	var side envoy.Endpoint
 	var more []envoy.Endpoint
 	if st.side != nil {

@@ -41,7 +41,11 @@
 // window the replicas' calls to Redis by operation
 // (bulkhead_ledger_calls_total), the scripts Redis ran (INFO
 // commandstats: EVALSHA and EVAL) and its CPU (INFO cpu) per admitted
-// request, and the share admitted from capacity leases. Far from every
+// request, in all and above the bare Redis's own floor (its CPU a second
+// over redisproc.FloorWindow after it started, before any daemon did:
+// its timers, taken off over the window; the daemons' idle ticks stay
+// in), Redis's CPU a second while the daemons idled before the load and
+// bare, and the share admitted from capacity leases. Far from every
 // limit (-limited=false) and without tenant compartments (-tenants 0,
 // which hold no lease), the three ledgers compare as (make meshsim-ledger):
 //

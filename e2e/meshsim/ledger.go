@@ -54,12 +54,16 @@ func (l Ledger) yaml(redisAddr string) string {
 type cluster struct {
 	daemons []*Daemon
 	redis   *redisproc.Server // nil with LedgerMemory
+	// floor is the redis-server's own CPU, bare: measured after it started,
+	// before the daemons did (zero with LedgerMemory).
+	floor redisproc.Floor
 }
 
 // startCluster starts replicas daemons of bin, each in a folder of its own
 // under dir (replica-0...), with the configuration cfg renders for its gRPC
 // address and the ledger section; with a shared ledger, a redis-server
-// (named name) first.
+// (named name) first, and its idle floor (redisproc.FloorWindow) before
+// any daemon starts.
 func startCluster(ctx context.Context, bin, dir, name string, replicas int, ledger Ledger,
 	cfg func(grpcAddr, ledgerYAML string) string) (_ *cluster, err error) {
 	c := &cluster{}
@@ -71,6 +75,9 @@ func startCluster(ctx context.Context, bin, dir, name string, replicas int, ledg
 	redisAddr := ""
 	if ledger.shared() {
 		if c.redis, err = redisproc.Start(ctx, dir, name); err != nil {
+			return nil, err
+		}
+		if c.floor, err = c.redis.IdleFloor(ctx, redisproc.FloorWindow); err != nil {
 			return nil, err
 		}
 		redisAddr = c.redis.Addr()
@@ -258,6 +265,12 @@ type LedgerCost struct {
 	// RedisCPUPerAdmitted is Redis's CPU (INFO used_cpu_sys +
 	// used_cpu_user) per admitted request, in microseconds.
 	RedisCPUPerAdmitted float64 `json:"redis_cpu_us_per_admitted"`
+	// RedisCPUAboveBare is RedisCPUPerAdmitted less the bare Redis's own
+	// CPU over the window (RedisBareCPU's rate): what the daemons cost
+	// Redis, their periodic calls (ticks, leases) included, without the
+	// timers any Redis runs. Negative when Redis used less than its bare
+	// rate.
+	RedisCPUAboveBare float64 `json:"redis_cpu_us_per_admitted_above_bare"`
 	// RedisCPUPer1k is Redis's CPU per 1,000 requests answered, in
 	// milliseconds.
 	RedisCPUPer1k float64 `json:"redis_cpu_ms_per_1k_requests"`
@@ -268,12 +281,16 @@ type LedgerCost struct {
 	// daemons ran without load (their ticks, Redis's own): the floor under
 	// RedisCPUPer1k, which a low rate divides by few requests.
 	RedisIdleCPU float64 `json:"redis_idle_cpu_ms_per_s"`
+	// RedisBareCPU is Redis's CPU in milliseconds a second before the
+	// daemons started (redisproc.IdleFloor): its own timers alone, the
+	// part of RedisIdleCPU that is not Bulkhead's.
+	RedisBareCPU float64 `json:"redis_bare_cpu_ms_per_s"`
 }
 
 // ledgerCost is the shared ledger's cost between two readings over
-// admitted requests of checks answered; nil without Redis's figures or
-// admissions.
-func ledgerCost(before, after reading, admitted, checks int64) *LedgerCost {
+// admitted requests of checks answered, Redis's bare floor taken off for
+// RedisCPUAboveBare; nil without Redis's figures or admissions.
+func ledgerCost(before, after reading, admitted, checks int64, floor redisproc.Floor) *LedgerCost {
 	if before.redis == nil || after.redis == nil || admitted <= 0 {
 		return nil
 	}
@@ -289,8 +306,11 @@ func ledgerCost(before, after reading, admitted, checks int64) *LedgerCost {
 	c.Failed = failedCalls(after.scrape) - failedCalls(before.scrape)
 	c.ScriptsPerAdmitted = float64(after.redis.Scripts()-before.redis.Scripts()) / n
 	c.ScriptUsPerAdmitted = float64(after.redis.ScriptUsec()-before.redis.ScriptUsec()) / n
-	cpu := float64((after.redis.CPU - before.redis.CPU).Nanoseconds())
+	d := after.redis.CPU - before.redis.CPU
+	cpu := float64(d.Nanoseconds())
 	c.RedisCPUPerAdmitted = cpu / 1e3 / n
+	c.RedisBareCPU = floor.MsPerSecond()
+	c.RedisCPUAboveBare = float64(floor.Above(d, after.at.Sub(before.at)).Nanoseconds()) / 1e3 / n
 	if checks > 0 {
 		c.RedisCPUPer1k = cpu / 1e6 / (float64(checks) / 1000)
 	}

@@ -521,9 +521,17 @@ bulkhead_ledger_lease_admitted_total{dependency="b"} 7
 	before := reading{at: at, scrape: scrape{replica(100, 10, 0, 50), replica(100, 0, 1, 0)}, redis: info(300, 2, time.Second)}
 	after := reading{at: at.Add(20 * time.Second), scrape: scrape{replica(140, 30, 0, 550), replica(160, 10, 3, 450)},
 		redis: info(450, 2, 1010*time.Millisecond)}
-	c := ledgerCost(before, after, 1000, 1010)
+	// The bare Redis: 0.6 ms over 3 s, 0.2 ms a second: 4 ms of the
+	// window's 10 ms.
+	c := ledgerCost(before, after, 1000, 1010, redisproc.Floor{Window: 3 * time.Second, CPU: 600 * time.Microsecond})
 	if c == nil {
 		t.Fatal("ledgerCost = nil")
+	}
+	if !near(c.RedisBareCPU, 0.2) || !near(c.RedisCPUAboveBare, 6) {
+		t.Errorf("bare Redis %g ms/s, Redis CPU above it %g us per admitted; want 0.2, 6", c.RedisBareCPU, c.RedisCPUAboveBare)
+	}
+	if c := ledgerCost(before, after, 1000, 1010, redisproc.Floor{}); c.RedisBareCPU != 0 || !near(c.RedisCPUAboveBare, 10) {
+		t.Errorf("no floor: bare Redis %g ms/s, Redis CPU above it %g us per admitted; want 0, 10 (all of it)", c.RedisBareCPU, c.RedisCPUAboveBare)
 	}
 	// lease: 40 + 60, release: 20 + 10 + 2 timeouts.
 	want := map[string]float64{"lease": 0.1, "release": 0.032}
@@ -537,7 +545,8 @@ bulkhead_ledger_lease_admitted_total{dependency="b"} 7
 	if r := redisCPURate(before, after); !near(r, 0.5) {
 		t.Errorf("redisCPURate = %g ms/s, want 0.5", r)
 	}
-	if ledgerCost(reading{scrape: before.scrape}, reading{scrape: after.scrape}, 1000, 1000) != nil || ledgerCost(before, after, 0, 0) != nil {
+	if ledgerCost(reading{scrape: before.scrape}, reading{scrape: after.scrape}, 1000, 1000, redisproc.Floor{}) != nil ||
+		ledgerCost(before, after, 0, 0, redisproc.Floor{}) != nil {
 		t.Error("a cost without Redis's figures or without admissions")
 	}
 }
@@ -548,7 +557,11 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-9*math.Max(1, math.Abs(
 // shared ledger only.
 func TestMarkdownLedgerTable(t *testing.T) {
 	run := Result{Envoys: 100, Admitted: 20000, Checks: 20000, Ledger: &LedgerCost{Calls: map[string]float64{"lease": 0.01, "release": 0.5},
-		CallsPerAdmitted: 0.51, ScriptsPerAdmitted: 0.6, RedisCPUPerAdmitted: 12.5, RedisCPUPer1k: 12.5, FromLeases: 1}}
+		CallsPerAdmitted: 0.51, ScriptsPerAdmitted: 0.6, RedisCPUPerAdmitted: 12.5, RedisCPUAboveBare: 10.1, RedisCPUPer1k: 12.5,
+		RedisIdleCPU: 9, RedisBareCPU: 2.4, FromLeases: 1}}
+	// A results.json from before the bare floor was measured.
+	old := run
+	old.Envoys, old.Ledger = 1000, &LedgerCost{Calls: map[string]float64{}, RedisCPUPerAdmitted: 12.5, RedisCPUAboveBare: 0}
 	tests := []struct {
 		plan Plan
 		want []string
@@ -557,10 +570,12 @@ func TestMarkdownLedgerTable(t *testing.T) {
 		{Plan{Ledger: LedgerMemory, Replicas: 1, Limited: true}, []string{"every fourth limited to 4", "one daemon on the in-memory ledger"},
 			[]string{"The shared ledger"}},
 		{Plan{Ledger: LedgerLeases, Replicas: 2, Spread: SpreadRequest}, []string{"none limited", "2 daemon replicas on the Redis ledger with capacity leases",
-			"| 100 | 20000 | 0.5100 | release 0.5000, lease 0.0100 | 0 | 0.6000 | 0.00 us | 12.50 us | 12.50 ms | 0.00 ms/s | 100.0% |"}, nil},
+			"| 100 | 20000 | 0.5100 | release 0.5000, lease 0.0100 | 0 | 0.6000 | 0.00 us | 12.50 us | 10.10 us | 12.50 ms | 9.00 ms/s | 2.40 ms/s | 100.0% |",
+			"| 1000 | 20000 | 0.0000 | none | 0 | 0.0000 | 0.00 us | 12.50 us | - | 0.00 ms | 0.00 ms/s | - | 0.0% |",
+			"| Redis CPU per admitted request | above the bare floor | Redis CPU per 1,000 requests | Redis CPU idle | bare Redis idle |"}, nil},
 	}
 	for _, tt := range tests {
-		r := &Results{Plan: tt.plan, Runs: []Result{run}}
+		r := &Results{Plan: tt.plan, Runs: []Result{run, old}}
 		var b strings.Builder
 		r.Markdown(&b)
 		for _, s := range tt.want {

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisproc"
 )
 
 // Markdown writes the results as the tables of docs/performance.md.
@@ -153,19 +155,26 @@ func costTable(w io.Writer, p Plan, runs []Result) {
 // Redis by operation, the scripts Redis ran and its CPU.
 func ledgerTable(w io.Writer, runs []Result) {
 	fmt.Fprintln(w, "\nThe shared ledger in the window (every replica; Redis's figures from its INFO; Redis CPU idle: while the daemons "+
-		"ran before the load, per second):")
+		"ran before the load, per second; bare Redis idle: the redis-server alone, per second, over "+
+		fmt.Sprintf("%.0f s", redisproc.FloorWindow.Seconds())+" after it started, before the daemons did; above the bare floor: "+
+		"Redis's CPU in the window less the bare rate over the window, per admitted request, the daemons' own idle ticks still in it):")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| Envoys | admitted | Redis calls per admitted request | by operation | failed calls | Redis scripts per admitted request | Redis time in scripts per admitted request | Redis CPU per admitted request | Redis CPU per 1,000 requests | Redis CPU idle | admitted from leases |")
-	fmt.Fprintln(w, "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| Envoys | admitted | Redis calls per admitted request | by operation | failed calls | Redis scripts per admitted request | Redis time in scripts per admitted request | Redis CPU per admitted request | above the bare floor | Redis CPU per 1,000 requests | Redis CPU idle | bare Redis idle | admitted from leases |")
+	fmt.Fprintln(w, "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, x := range runs {
 		l := x.Ledger
 		if l == nil {
-			fmt.Fprintf(w, "| %d | %d | - | - | - | - | - | - | - | - | - |\n", x.Envoys, x.Admitted)
+			fmt.Fprintf(w, "| %d | %d | - | - | - | - | - | - | - | - | - | - | - |\n", x.Envoys, x.Admitted)
 			continue
 		}
-		fmt.Fprintf(w, "| %d | %d | %.4f | %s | %.0f | %.4f | %.2f us | %.2f us | %.2f ms | %.2f ms/s | %.1f%% |\n", x.Envoys, x.Admitted,
-			l.CallsPerAdmitted, byOp(l.Calls), l.Failed, l.ScriptsPerAdmitted, l.ScriptUsPerAdmitted, l.RedisCPUPerAdmitted, l.RedisCPUPer1k,
-			l.RedisIdleCPU, 100*l.FromLeases)
+		// A results.json from before the bare floor was measured has none.
+		above, bare := "-", "-"
+		if l.RedisBareCPU > 0 {
+			above, bare = fmt.Sprintf("%.2f us", l.RedisCPUAboveBare), fmt.Sprintf("%.2f ms/s", l.RedisBareCPU)
+		}
+		fmt.Fprintf(w, "| %d | %d | %.4f | %s | %.0f | %.4f | %.2f us | %.2f us | %s | %.2f ms | %.2f ms/s | %s | %.1f%% |\n", x.Envoys, x.Admitted,
+			l.CallsPerAdmitted, byOp(l.Calls), l.Failed, l.ScriptsPerAdmitted, l.ScriptUsPerAdmitted, l.RedisCPUPerAdmitted, above,
+			l.RedisCPUPer1k, l.RedisIdleCPU, bare, 100*l.FromLeases)
 	}
 }
 

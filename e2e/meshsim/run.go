@@ -346,7 +346,7 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	res.SharesHeld, res.SharesLimit = am.sum("bulkhead_shares_permits"), am.sum("bulkhead_shares_limit")
 	res.Caps = m.Caps.Report()
 	res.EntriesDropped = m.Stats.EntriesDropped.Load()
-	if res.Ledger = ledgerCost(before, after, res.Admitted, res.Checks); res.Ledger != nil {
+	if res.Ledger = ledgerCost(before, after, res.Admitted, res.Checks, c.floor); res.Ledger != nil {
 		res.Ledger.RedisIdleCPU = redisCPURate(started, idle)
 	}
 	s.log.Info("measured", "envoys", n, "rss_mib", res.RSS>>20, "goroutines", res.Goroutines, "streams", res.Streams,
@@ -357,7 +357,8 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	if l := res.Ledger; l != nil {
 		s.log.Info("ledger", "envoys", n, "calls_per_admitted", l.CallsPerAdmitted, "by_op", l.Calls, "failed", l.Failed,
 			"scripts_per_admitted", l.ScriptsPerAdmitted, "script_us_per_admitted", l.ScriptUsPerAdmitted, "redis_cpu_us_per_admitted", l.RedisCPUPerAdmitted,
-			"redis_cpu_ms_per_1k", l.RedisCPUPer1k, "from_leases", l.FromLeases, "redis_idle_cpu_ms_per_s", l.RedisIdleCPU)
+			"redis_cpu_us_per_admitted_above_bare", l.RedisCPUAboveBare, "redis_cpu_ms_per_1k", l.RedisCPUPer1k,
+			"from_leases", l.FromLeases, "redis_idle_cpu_ms_per_s", l.RedisIdleCPU, "redis_bare_cpu_ms_per_s", l.RedisBareCPU)
 	}
 	var st *Storm
 	if storm {

@@ -1,6 +1,7 @@
 package redisproc
 
 import (
+	"context"
 	"maps"
 	"os"
 	"os/exec"
@@ -91,6 +92,19 @@ func TestStart(t *testing.T) {
 	s, err := Start(t.Context(), t.TempDir(), "test")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Idle, before any client: its own timers, at most a fraction of a core.
+	f, err := s.IdleFloor(t.Context(), 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Window < 200*time.Millisecond || f.CPU < 0 || f.CPU > f.Window {
+		t.Errorf("IdleFloor = %+v, want a window of 200 ms or more and a CPU within it", f)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if f, err := s.IdleFloor(ctx, time.Hour); err == nil {
+		t.Errorf("IdleFloor with a cancelled context = %+v, want an error", f)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	if err := rdb.Eval(t.Context(), "return redis.call('TIME')", nil).Err(); err != nil {
