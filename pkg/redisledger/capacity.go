@@ -17,12 +17,14 @@ import (
 // The capacity leases' timing (doc.go, "Capacity leases").
 const (
 	// leaseTicks is a capacity lease's length in ticks: renewed each tick,
-	// it outlives two lost renewals.
+	// it outlives two lost renewals. Far from the limit Redis grants twice
+	// that (lease.lua's FAR_LEASE), renewed each leaseTicks ticks while
+	// the replica's demand holds (steady).
 	leaseTicks = 3
 	// driftDivisor sets the drift margin: a replica stops admitting from
-	// its lease TTL/driftDivisor (1%) before its end by its own monotonic
-	// clock, twenty times the largest rate error NTP lets a clock have
-	// (500 ppm).
+	// its lease its length/driftDivisor (1%) before its end by its own
+	// monotonic clock, twenty times the largest rate error NTP lets a
+	// clock have (500 ppm).
 	driftDivisor = 100
 	// renewGapDivisor bounds how often a give-back or a recall can make the
 	// lease loop call Redis: at most each Tick/renewGapDivisor.
@@ -51,11 +53,13 @@ type Capacity struct {
 	clock  clock.Clock
 	base   time.Time // the lease ends are kept as durations since base
 	ttl    time.Duration
-	margin time.Duration
 	held   sync.Map // bulkhead name -> *capLease
 	kick   chan struct{}
 	// idleRounds: see the constant (tests shorten it).
 	idleRounds int
+	// eachRound: renew every lease each round, steady or not (the tests
+	// of the rounds' calls).
+	eachRound bool
 
 	// want is the local registry's settings (the lease loop's only).
 	want map[string]bulkhead.Settings
@@ -76,6 +80,13 @@ type capLease struct {
 	waiters atomic.Bool
 	// epoch and seq number the calls (lease loop only).
 	epoch, seq int64
+	// far: the last answer granted the lease far from the limit, for
+	// longer (lease.lua's FAR_LEASE); sent: the settings the last call
+	// reported; skipped: the most in use over the rounds that skipped
+	// their call since (steady). The lease loop's only.
+	far     bool
+	sent    bulkhead.Settings
+	skipped int
 	// idle counts the rounds in a row with nothing of the lease in use and
 	// no Check wanting it (lease loop only, park); parked: given back for
 	// that (or never wanted), no call until a Check wants it (set by the
@@ -113,7 +124,6 @@ func NewCapacity(l *Ledger, next admission.Ledger, leases *permit.Memory, opts .
 	}
 	c.base = c.clock.Now()
 	c.ttl = leaseTicks * l.cfg.Tick
-	c.margin = c.ttl / driftDivisor
 	// No adoption of unknown tokens here: those are Redis's (Renew).
 	c.mem = admission.NewMemory(c.local, leases, permit.Heartbeat{Interval: l.cfg.Heartbeat.Interval, TTL: l.cfg.Heartbeat.TTL},
 		admission.WithClock(c.clock))

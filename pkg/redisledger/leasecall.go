@@ -103,6 +103,7 @@ func (c *Capacity) prepare(r *renewal) {
 	peak := max(r.peak, used)
 	need := max(size, used)
 	ls.seq++
+	ls.sent = r.s
 	r.over = ls.overflow.Swap(0)
 	r.args = [leaseArgs]any{ls.epoch, ls.seq, need, used, peak, r.over, r.s.MaxConcurrent, boolArg(r.leaving), smallestLease(r.s)}
 }
@@ -188,11 +189,14 @@ func (c *Capacity) apply(r *renewal, sent time.Time, ans leaseAnswer) bool {
 		// what is in use here.
 		ls.epoch, ls.seq = ls.epoch+1, 0
 		ls.end.Store(0)
+		ls.far = false
 		c.setLocal(name, 0, r.s)
 		return true
 	case leaseHeld:
 		target, held := n(1), n(2)
-		end := sent.Add(time.Duration(n(3))*time.Millisecond - c.margin)
+		life := time.Duration(n(3)) * time.Millisecond
+		end := sent.Add(life - life/driftDivisor)
+		ls.far = len(a) >= 11 && n(10) == 1
 		ls.end.Store(int64(end.Sub(c.base)))
 		ls.target.Store(target)
 		ls.held.Store(held)

@@ -36,7 +36,8 @@ func manyRegistry(t *testing.T, n int, s bulkhead.Settings) *bulkhead.Registry {
 
 // roundCapacity is a capacity-lease backend whose lease loop does not run:
 // the test calls its rounds (round) itself, on a ledger one tick made
-// strict (calls of at most timeout).
+// strict (calls of at most timeout). Each round renews every lease, steady
+// or not (steady has tests of its own).
 func (f *fixture) roundCapacity(timeout time.Duration) *Capacity {
 	f.t.Helper()
 	l := f.alone(Config{Prefix: "test:", Replica: "a", Timeout: timeout, Heartbeat: capHeartbeat, Tick: time.Second})
@@ -46,7 +47,9 @@ func (f *fixture) roundCapacity(timeout time.Duration) *Capacity {
 func newRoundCapacity(t *testing.T, l *Ledger) *Capacity {
 	leases := permit.NewMemory(clock.Real{})
 	t.Cleanup(func() { leases.Close(permit.Shutdown) })
-	return NewCapacity(l, NewFallback(l, admission.FailClosed, nopFallbackRecorder{}), leases)
+	c := NewCapacity(l, NewFallback(l, admission.FailClosed, nopFallbackRecorder{}), leases)
+	c.eachRound = true
+	return c
 }
 
 // leaseCalls returns the lease calls recorded, and how many failed.

@@ -64,6 +64,11 @@ func (c *Capacity) round(ctx context.Context, reg *bulkhead.Registry) {
 		if c.park(ls, name, &leaving, peak) {
 			continue
 		}
+		if c.steady(ls, name, s, leaving, peak) {
+			ls.skipped = max(ls.skipped, peak)
+			continue
+		}
+		peak, ls.skipped = max(peak, ls.skipped), 0
 		moving := make(chan struct{})
 		ls.moving.Store(&moving)
 		due = append(due, &renewal{name: name, ls: ls, s: s, leaving: leaving, peak: peak, holdsNone: holdsNone, moving: &moving})
@@ -112,6 +117,36 @@ func (c *Capacity) park(ls *capLease, name string, leaving *bool, peak int) bool
 		*leaving = true
 	}
 	return false
+}
+
+// steady reports whether this round may skip the call for bulkhead name's
+// lease ls (settings s, peak: the most in use since the last round): Redis
+// granted it far from the limit, for longer (lease.lua's FAR_LEASE), and
+// by this replica's clock it has more than a whole ordinary lease (c.ttl)
+// still to run, so that a round later it is still live with time for its
+// call; and nothing asks for a call: the settings are those the last
+// call sent, the lease is not leaving, nothing of it waits to go back,
+// Redis's queue had no waiter (a recall sets it), no Check found it full
+// (overflow), and the most in use since the last call is at most half the
+// target (the lease covers twice its replica's demand far from the
+// limit, so more means demand grew). Far from the limit a lease is thus
+// renewed every leaseTicks ticks while its demand holds, not each tick: a
+// third of the lease calls' Redis CPU (docs/redis.md, "Far from the limit,
+// renewed rarely"). The cost: a replica that dies holds its far lease's
+// capacity for up to twice as long (6 ticks), where nobody wants it.
+func (c *Capacity) steady(ls *capLease, name string, s bulkhead.Settings, leaving bool, peak int) bool {
+	if c.eachRound || !ls.far || leaving || ls.sent != s || ls.waiters.Load() || ls.overflow.Load() > 0 {
+		return false
+	}
+	target := ls.target.Load()
+	if ls.held.Load() != target || ls.moving.Load() != nil {
+		return false
+	}
+	if left := time.Duration(ls.end.Load()) - c.clock.Now().Sub(c.base); left <= c.ttl {
+		return false
+	}
+	_, used := c.localState(name)
+	return 2*int64(max(peak, used, ls.skipped)) <= target
 }
 
 // giveBack returns every lease when Run ends, in one round of calls: the

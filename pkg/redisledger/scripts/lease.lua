@@ -17,7 +17,8 @@
 -- Returns one answer per bulkhead, in order, each
 -- {code, target, held, ms left, swept, now, waiters in the queue, in use
 -- (per request and in the leases), per-request permits in use, recovering
--- ms left}: LEASE_HELD (the
+-- ms left, far (1: granted far from the limit, for FAR_LEASE ttls)}:
+-- LEASE_HELD (the
 -- replica admits alone up to target; held >= target is what Redis counts
 -- until the replica gives the rest back at its next call); LEASE_STALE (an
 -- older call of the replica, run late: nothing changed); LEASE_LOST (the
@@ -29,6 +30,11 @@
 -- the stored one: a client that retried after a lost answer) answers as the
 -- first run and changes nothing; the held count is set, never added to.
 local LEASE_ARGS = 9
+-- A lease granted far from the limit lasts FAR_LEASE times the ttl: the
+-- replica then renews it about once every FAR_LEASE ttls' worth of ticks
+-- less one ttl while its demand holds (capacity.go, steady), and at once
+-- when its demand grows, Redis's queue has waiters, or it gives back.
+local FAR_LEASE = 2
 
 local function lease(replica, ttl, rcv, adp, now, a)
   local epoch, seq = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
@@ -64,6 +70,7 @@ local function lease(replica, ttl, rcv, adp, now, a)
   -- the other leases.
   local avail = limit - inreq - others
   local target
+  local far = false
   if leaving then
     target = 0
   elseif queued == 0 and now >= num(st[5]) and inreq + 2 * wanted <= limit then
@@ -72,6 +79,7 @@ local function lease(replica, ttl, rcv, adp, now, a)
     -- free for per-request grants and for replicas that start).
     local n = redis.call('HLEN', CL)
     if not cur then n = n + 1 end
+    far = true
     target = 2 * want + math.floor((limit - inreq - 2 * wanted) / (2 * n))
     -- Far from the limit a lease does not shrink by less than half: a
     -- demand that wavers costs no give-back call.
@@ -88,7 +96,9 @@ local function lease(replica, ttl, rcv, adp, now, a)
   -- Never below what the replica may have in use: a smaller target is the
   -- replica's new local limit, and it gives back the rest at its next call.
   local held = math.max(target, need)
-  local exp = now + ttl
+  local life = ttl
+  if far and target > 0 then life = FAR_LEASE * ttl end
+  local exp = now + life
   if leaving and held == 0 then
     end_capacity(replica)
   else
@@ -102,7 +112,7 @@ local function lease(replica, ttl, rcv, adp, now, a)
   if held < old.held then pump(now, '') end
   -- The bulkhead's counts, as the ticker's look would find them (calm.go).
   local g = redis.call('HMGET', S, 'qlen', 'inuse', 'lused', 'ru')
-  return {LEASE_HELD, target, held, ttl, swept, now, num(g[1]), num(g[2]) + num(g[3]), num(g[2]), math.max(num(g[4]) - now, 0)}
+  return {LEASE_HELD, target, held, life, swept, now, num(g[1]), num(g[2]) + num(g[3]), num(g[2]), math.max(num(g[4]) - now, 0), far and 1 or 0}
 end
 
 local replica, ttl, rcv, adp = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
