@@ -129,9 +129,11 @@
 // reported, this replica's own as of now), and within a lease by its own
 // reserves (fractions of k): approximate across replicas, exact for one.
 //
-// A lease lasts leaseTicks (3) ticks on Redis's clock. The replica stops
+// A lease lasts leaseTicks (3) ticks on Redis's clock, twice that when
+// granted far from the limit (renewed every leaseTicks ticks while its
+// replica's demand holds: steady). The replica stops
 // admitting from it at its own monotonic clock's reading when it sent the
-// call that set it, plus the lease, less a drift margin of 1% (20 times the
+// call that set it, plus the lease, less a drift margin of 1% of it (20 times the
 // 500 ppm a clock under NTP may run off): its end comes before Redis's,
 // whatever the network delay, as long as the clocks' rates differ by less
 // than 1%; no synchronised clocks are needed. Redis reclaims a lease only
