@@ -52,7 +52,7 @@ func (s *Server) released(st *stream, e *entry, lease permit.Lease, res permit.R
 			s.rec.HeartbeatProblem(permit.EndedAfterExpiry)
 			// Its request ran until now: a node that heartbeats sent
 			// periodic entries within the last TTL, this one's or others'.
-			if !s.heartbeats(st, s.clock.Now().Add(-s.heartbeat.TTL)) {
+			if since := s.clock.Now().Add(-s.heartbeat.TTL); !s.heartbeats(st, since) && s.heardAll(since) {
 				s.silent.Mark(st.node, permit.EndedAfterExpiry, lease, 0)
 			}
 		}
@@ -79,7 +79,8 @@ func (s *Server) released(st *stream, e *entry, lease permit.Lease, res permit.R
 	if up, ok := e.upstream(); ok {
 		s.rec.ReleaseLag(lease.Bulkhead, max(0, held-up))
 	}
-	if s.heartbeat.On() && lease.Renewed.IsZero() && held >= s.heartbeat.SilentAfter() && !s.heartbeats(st, lease.Acquired) {
+	if s.heartbeat.On() && lease.Renewed.IsZero() && held >= s.heartbeat.SilentAfter() && !s.heartbeats(st, lease.Acquired) &&
+		s.heardAll(lease.Acquired) {
 		s.rec.HeartbeatProblem(permit.NoPeriodic)
 		s.silent.Mark(st.node, permit.NoPeriodic, lease, held)
 	}
@@ -97,6 +98,12 @@ func (s *Server) unavailable(st *stream) {
 // node on any stream (its heartbeat logger's) at or after t.
 func (s *Server) heartbeats(st *stream, t time.Time) bool {
 	return st.sawPeriodic || s.nodes != nil && s.nodes.since(st.node, t)
+}
+
+// heardAll reports whether this replica heard every periodic entry of its
+// permits since t (WithHearing): only then is one never renewed evidence.
+func (s *Server) heardAll(t time.Time) bool {
+	return s.hearsAll == nil || !t.Before(s.hearsAll())
 }
 
 // renewed records what the renewal of a periodic entry did.

@@ -371,3 +371,43 @@ func TestHeartbeatStalledStreamResumes(t *testing.T) {
 	}
 	e.end(t, release, tok)
 }
+
+// A replica that could not hear every periodic entry (its shared ledger
+// was out of reach: Envoy's entries went to other replicas, and none could
+// be forwarded to it) takes a permit it held across that spell, never
+// renewed, or one that expired within a TTL of it, as no evidence: the node
+// is not marked silent (chaos seed 21 saw it marked, its next Checks
+// given the 60 s lease, and one whose end entry was lost held for 40 s).
+// A permit granted after the spell is evidence again.
+func TestHeartbeatSilenceNeedsHearingAll(t *testing.T) {
+	e := newHBEnv(t, hb)
+	e.clk.Advance(time.Hour)
+	hearsAll := e.clk.Now()
+	e.srv.hearsAll = func() time.Time { return hearsAll }
+	st := &stream{node: "envoy-1"}
+
+	tok := e.grant(t, time.Minute, "envoy-1")
+	e.clk.Advance(time.Second)
+	hearsAll = e.clk.Now() // an outage ended here, a second into the request
+	e.clk.Advance(4 * time.Second)
+	e.end(t, st, tok)
+	if e.silent.Silent("envoy-1") || e.rec.otherCount("problem:no_periodic_entries") != 0 {
+		t.Fatal("a permit held across the outage, never renewed, marked its node silent")
+	}
+	tok = e.grant(t, hb.TTL, "envoy-1")
+	e.clk.Advance(2500 * time.Millisecond)
+	hearsAll = e.clk.Now() // another outage ended here
+	e.clk.Advance(2500 * time.Millisecond)
+	e.ledger.Sweep()
+	e.end(t, st, tok) // expired, its end 2.5 s after the outage: within a TTL of it
+	if e.silent.Silent("envoy-1") {
+		t.Fatal("an expiry within a TTL of the outage marked its node silent")
+	}
+
+	tok = e.grant(t, time.Minute, "envoy-1")
+	e.clk.Advance(5 * time.Second)
+	e.end(t, st, tok)
+	if !e.silent.Silent("envoy-1") || e.rec.otherCount("problem:no_periodic_entries") != 1 {
+		t.Fatal("a permit granted after the outage, never renewed, did not mark its node silent")
+	}
+}

@@ -50,6 +50,9 @@ type Server struct {
 	silent    *permit.SilentNodes // nil: silent nodes are not remembered
 	calls     Calls               // nil: no one
 	nodes     *heardNodes         // the nodes that send periodic entries; nil with heartbeats off
+	// hearsAll: since when this replica hears every periodic entry of its
+	// permits (nil: always; WithHearing).
+	hearsAll func() time.Time
 }
 
 var _ alsv3.AccessLogServiceServer = (*Server)(nil)
@@ -67,6 +70,14 @@ func WithHeartbeat(h permit.Heartbeat) Option {
 // WithSilentNodes sets where nodes that send no periodic entries are
 // remembered (and logged once); default: nowhere (still counted).
 func WithSilentNodes(n *permit.SilentNodes) Option { return func(s *Server) { s.silent = n } }
+
+// WithHearing sets since when this replica hears every periodic entry of
+// the permits it holds (the shared ledger's HearsAllSince: entries that
+// went to other replicas while it could not reach Redis never reached it).
+// A permit held before then, or an expiry within a TTL of it, says nothing
+// of whether its node sends periodic entries. Default: it always heard
+// them.
+func WithHearing(since func() time.Time) Option { return func(s *Server) { s.hearsAll = since } }
 
 // WithClock sets the clock that times release lags; it must be the
 // ledger's (default: real).

@@ -81,7 +81,10 @@ type Ledger struct {
 	wake *waiters
 	keys sync.Map // bulkhead name -> []string
 
-	state    atomic.Int32 // admission.State
+	state atomic.Int32 // admission.State
+	// strictAt is when the ledger last became strict (unix ns; 0: never),
+	// for HearsAllSince.
+	strictAt atomic.Int64
 	replicas atomic.Int32 // live replicas, last seen (at least 1)
 	kick     chan struct{}
 	jobs     chan job // releases and renewals for the batcher

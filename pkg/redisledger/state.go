@@ -20,6 +20,20 @@ func (l *Ledger) State() admission.State { return admission.State(l.state.Load()
 // Strict, not in Unavailable.
 func (l *Ledger) Reachable() bool { return l.State() != admission.Unavailable }
 
+// HearsAllSince returns since when this replica hears every periodic
+// entry of the permits it holds: since it last became strict, or now while
+// it is not. While Redis does not answer, a replica's access-log streams
+// are closed (Envoy sends its entries to other replicas) and the entries
+// that reach another replica cannot be forwarded to it, so a permit it
+// held across an outage may have run with periodic entries it never
+// heard: no evidence that its Envoy sends none (accesslog's silent nodes).
+func (l *Ledger) HearsAllSince() time.Time {
+	if l.State() != admission.Strict {
+		return time.Now()
+	}
+	return time.Unix(0, l.strictAt.Load())
+}
+
 // Replicas returns the number of live replicas Redis last reported (at
 // least 1).
 func (l *Ledger) Replicas() int { return int(l.replicas.Load()) }
@@ -126,6 +140,7 @@ func (l *Ledger) tick(ctx context.Context, names func() []string) {
 		l.rec.LedgerReplicas(int(n))
 	}
 	if l.state.CompareAndSwap(int32(admission.Unavailable), int32(admission.Strict)) {
+		l.strictAt.Store(time.Now().UnixNano())
 		l.rec.LedgerState(admission.Strict)
 		l.log.Info("redis ledger strict: redis answers")
 		// Whatever happened meanwhile (other replicas' grants, a Redis

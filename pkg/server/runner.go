@@ -160,6 +160,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 			return nil, err
 		}
 		m.UseGlobal(r.replica.Ledger)
+		alsOpts = append(alsOpts, accesslog.WithHearing(r.replica.Ledger.HearsAllSince))
 		if c := r.replica.Capacity; c != nil {
 			if err := metrics.RegisterCapacity(r.promReg, c); err != nil {
 				return nil, err
