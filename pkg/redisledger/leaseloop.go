@@ -131,9 +131,10 @@ func (c *Capacity) park(ls *capLease, name string, leaving *bool, peak int) bool
 // target (the lease covers twice its replica's demand far from the
 // limit, so more means demand grew). Far from the limit a lease is thus
 // renewed every leaseTicks ticks while its demand holds, not each tick: a
-// third of the lease calls' Redis CPU (docs/redis.md, "Far from the limit,
-// renewed rarely"). The cost: a replica that dies holds its far lease's
-// capacity for up to twice as long (6 ticks), where nobody wants it.
+// third of the lease calls' Redis CPU (docs/redis.md, "Calm bulkheads, and
+// far from the limit, renewed rarely"). The cost: a replica that dies
+// holds its far lease's capacity for up to twice as long (6 ticks), while
+// the bulkhead is far from its limit.
 func (c *Capacity) steady(ls *capLease, name string, s bulkhead.Settings, leaving bool, peak int) bool {
 	if c.eachRound || !ls.far || leaving || ls.sent != s || ls.waiters.Load() || ls.overflow.Load() > 0 {
 		return false
