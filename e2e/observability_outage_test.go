@@ -18,6 +18,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/deploy/monitoring"
 	"github.com/bulkhead-mesh/bulkhead/envoy"
+	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
 )
 
 // envoyOutageSeries are the Envoy stats that move only when Envoy gets no
@@ -46,6 +47,13 @@ bulkheads:
 `,
 		envoy: func(p *envoy.Params) { p.FailureModeAllow = true },
 	})
+	// The outage's Checks reach the daemon when it resumes, after Envoy gave
+	// up on them: grpc-go reads each Check with a fresh deadline (its
+	// grpc-timeout is relative) and may grant it before it reads the
+	// stream's reset. No access log carries those tokens: their permits
+	// come back by their heartbeat lease (3 s) and the sweep, which the
+	// leak check waits for (a make test run saw 2 held after 2 s).
+	fs.settle = permit.DefaultHeartbeatTTL + 2*time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	prom := startPrometheus(t, ctx, promBin, fs.httpAddr, fs.envoy.AdminAddr(), filepath.Join(root, rulesFile))
