@@ -47,9 +47,7 @@ func newCalm() calm { return calm{quiet: map[string]bool{}, stirs: map[string]ui
 func (c *calm) stir(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.quiet[name] {
-		delete(c.quiet, name)
-	}
+	delete(c.quiet, name)
 	c.stirs[name]++
 }
 

@@ -59,6 +59,17 @@ func (f *fixture) ticks() int {
 	return f.rec.calls[admission.OpReplicas]
 }
 
+// afterItsLook waits until l's ticker is at the tick that looked at calm
+// bulkhead name: its next look is lookEvery ticks away.
+func afterItsLook(t *testing.T, l *Ledger, name string) {
+	t.Helper()
+	testkit.Eventually(t, "the tick of "+name+"'s look", func() bool {
+		l.calm.mu.Lock()
+		defer l.calm.mu.Unlock()
+		return (spread(name)+l.calm.round)%lookEvery == 0
+	})
+}
+
 // A replica looks at a calm bulkhead once every lookEvery ticks, not each
 // tick: Redis runs the tick's replicas script and about a fifth of the
 // bulkheads' state scripts (10 bulkheads each tick before).
@@ -102,11 +113,7 @@ func TestStirredBulkheadLookedEachTick(t *testing.T) {
 	testkit.Eventually(t, "orders calm", func() bool { return a.calm.isCalm("orders") })
 	// Right after the tick that looked at it: without the stir, its next
 	// look would be lookEvery ticks away.
-	testkit.Eventually(t, "the tick of orders' look", func() bool {
-		a.calm.mu.Lock()
-		defer a.calm.mu.Unlock()
-		return (spread("orders")+a.calm.round)%lookEvery == 0
-	})
+	afterItsLook(t, a, "orders")
 
 	s := settings(2, 2, time.Second)
 	tok, err := a.Acquire(ctx, req("orders", s, bulkhead.Normal))
@@ -153,11 +160,7 @@ func TestCalmBulkheadCountedByItsLease(t *testing.T) {
 	a := f.capacity(t, capSpec{id: "a", prefix: "calm:", reg: reg})
 	testkit.Eventually(t, "a holds a lease", func() bool { h, _, _, ok := f.leaseOf("calm:", "a"); return ok && h > 0 })
 	testkit.Eventually(t, "catalog calm", func() bool { return a.ledger.calm.isCalm("catalog") })
-	testkit.Eventually(t, "the tick of catalog's look", func() bool {
-		a.ledger.calm.mu.Lock()
-		defer a.ledger.calm.mu.Unlock()
-		return (spread("catalog")+a.ledger.calm.round)%lookEvery == 0
-	})
+	afterItsLook(t, a.ledger, "catalog")
 	var tokens []string
 	for range 3 {
 		ad, err := a.Admit(context.Background(), capRequest(reg, bulkhead.Normal))
