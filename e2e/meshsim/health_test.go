@@ -201,8 +201,24 @@ func TestMeshHealthChecks(t *testing.T) {
 			sl.mu.Lock()
 			conns := sl.conns
 			sl.mu.Unlock()
-			if len(conns) != envoys*workers+wantHealth {
-				t.Errorf("the daemon accepted %d connections, want %d", len(conns), envoys*workers+wantHealth)
+			// The connections that carried calls: one per worker and one per
+			// Envoy for its health checks. A connection that carried none is
+			// an attempt grpc-go gave up on (its handshake took longer than
+			// its 1 s connect timeout on a loaded machine: make unit saw 10
+			// accepted for 9) and dialled again; logged, not counted.
+			called, idle := 0, 0
+			for _, c := range conns {
+				if f := c.frames(t); len(f.paths) > 0 {
+					called++
+				} else {
+					idle++
+				}
+			}
+			if called != envoys*workers+wantHealth {
+				t.Errorf("the daemon accepted %d connections that carried calls, want %d", called, envoys*workers+wantHealth)
+			}
+			if idle > 0 {
+				t.Logf("%d accepted connections carried no call (connection attempts given up and dialled again)", idle)
 			}
 			healthConns, authzConns := 0, 0
 			for i, c := range conns {
