@@ -181,6 +181,12 @@ func TestMeshHealthChecks(t *testing.T) {
 			m.Run(ctx, ctx, 300, 200*time.Millisecond)
 			if tt.health > 0 {
 				testkit.Eventually(t, "3 health Checks on each Envoy's health-check connection", func() bool { return hv.each(3, envoys) })
+				// The daemon answers before the Envoy counts the answer: wait
+				// for the Envoys' count too (under -race with two more copies
+				// beside it, 8 of 9 were counted at the first reading).
+				testkit.Eventually(t, "the Envoys counted their health Checks' answers", func() bool {
+					return m.Stats.HealthOK.Load()+m.Stats.HealthFailed.Load() >= 3*envoys
+				})
 			}
 			testkit.Eventually(t, "every end entry received", func() bool {
 				d.mu.Lock()
