@@ -58,7 +58,7 @@ type capSpec struct {
 
 // capacity starts the replica sp until the test ends; it waits until the
 // ledger is strict.
-func (f *fixture) capacity(t *testing.T, sp capSpec) capReplica {
+func (f *fixture) capacity(t testing.TB, sp capSpec) capReplica {
 	t.Helper()
 	rdb, timeout, tick, hb, reg, prefix, id := sp.rdb, sp.timeout, sp.tick, sp.hb, sp.reg, sp.prefix, sp.id
 	if rdb == nil {

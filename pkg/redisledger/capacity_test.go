@@ -19,7 +19,7 @@ import (
 
 var capHeartbeat = permit.Heartbeat{Interval: time.Second, TTL: 3 * time.Second}
 
-func capRegistry(t *testing.T, s bulkhead.Settings) *bulkhead.Registry {
+func capRegistry(t testing.TB, s bulkhead.Settings) *bulkhead.Registry {
 	t.Helper()
 	reg := bulkhead.NewRegistry()
 	if _, err := reg.Apply(map[string]bulkhead.Settings{"catalog": s}); err != nil {

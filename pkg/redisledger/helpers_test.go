@@ -91,14 +91,14 @@ func (o *fakeObs) count(src permit.Source) int {
 // long pole of make unit. Those that time a fault to within a few hundred
 // milliseconds (grace, deadlines) stay serial.
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	redis *testkit.Redis
 	rdb   *redis.Client
 	rec   *fakeRec
 	obs   *fakeObs
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	srv := testkit.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})

@@ -44,7 +44,7 @@ func (f *fixture) roundCapacity(timeout time.Duration) *Capacity {
 	return newRoundCapacity(f.t, l)
 }
 
-func newRoundCapacity(t *testing.T, l *Ledger) *Capacity {
+func newRoundCapacity(t testing.TB, l *Ledger) *Capacity {
 	leases := permit.NewMemory(clock.Real{})
 	t.Cleanup(func() { leases.Close(permit.Shutdown) })
 	c := NewCapacity(l, NewFallback(l, admission.FailClosed, nopFallbackRecorder{}), leases)
