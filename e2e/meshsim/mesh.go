@@ -540,6 +540,8 @@ func (m *Mesh) do(ctx, streamCtx context.Context, w *worker, r *request) bool {
 		// A limited bulkhead's Checks wait in its queue: their latency is
 		// the limiter's, not the daemon's cost.
 		m.Stats.checkLatency.add(now.Sub(r.start))
+	} else {
+		m.Stats.limitedLatency.add(now.Sub(r.start))
 	}
 	if resp.GetStatus().GetCode() != 0 {
 		m.Stats.Denied.Add(1)

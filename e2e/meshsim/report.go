@@ -15,7 +15,10 @@ import (
 func (r *Results) Markdown(w io.Writer) {
 	p := r.Plan
 	limited := "every fourth limited to 4"
-	if !p.Limited {
+	switch {
+	case p.Limit > 0:
+		limited = fmt.Sprintf("each limited to %d", p.Limit)
+	case !p.Limited:
 		limited = "none limited"
 	}
 	fmt.Fprintf(w, "Run of %s (load average at the start %s): %d workers per Envoy, %.0f Checks/s in all, "+
@@ -43,6 +46,12 @@ func (r *Results) Markdown(w io.Writer) {
 			fmt.Fprintf(w, " %d Envoys, %d health Checks answered SERVING in the window, %d failed or timed out;", x.Envoys, x.HealthChecks, x.HealthFailed)
 		}
 		fmt.Fprintf(w, " PINGs per second in all (every connection): %s.\n", pingRates(r.Runs))
+	}
+	for _, x := range r.Runs {
+		if x.LimitedP99 > 0 {
+			fmt.Fprintf(w, "\nChecks of the bulkheads with a limit, from sending to the answer (the table's Check p50 / p99 leaves them out: their queue waits are the limiter's), N = %d: p50 / p99 %.2f / %.2f ms.\n",
+				x.Envoys, x.LimitedP50, x.LimitedP99)
+		}
 	}
 	if p.Ledger.shared() {
 		ledgerTable(w, r.Runs)

@@ -108,13 +108,16 @@ type Result struct {
 	NextGC float64 `json:"next_gc_bytes"`
 	// ByCreator counts the daemon's goroutines by creator at the end of
 	// the run (after the storm, if any): from its SIGQUIT traceback.
-	ByCreator      []Count   `json:"goroutines_by_creator,omitempty"`
-	Checks         int64     `json:"checks"` // answered in the window
-	Admitted       int64     `json:"admitted"`
-	Errors         int64     `json:"check_errors"`
-	Shed           int64     `json:"not_sent_at_bound"`
-	CheckP50       float64   `json:"check_p50_ms"`
-	CheckP99       float64   `json:"check_p99_ms"`
+	ByCreator []Count `json:"goroutines_by_creator,omitempty"`
+	Checks    int64   `json:"checks"` // answered in the window
+	Admitted  int64   `json:"admitted"`
+	Errors    int64   `json:"check_errors"`
+	Shed      int64   `json:"not_sent_at_bound"`
+	CheckP50  float64 `json:"check_p50_ms"`
+	CheckP99  float64 `json:"check_p99_ms"`
+	// Of the bulkheads with a limit (-limit, -limited): queueing included.
+	LimitedP50     float64   `json:"check_limited_p50_ms"`
+	LimitedP99     float64   `json:"check_limited_p99_ms"`
 	LagP99         float64   `json:"release_lag_p99_ms"`
 	Lags           float64   `json:"release_lags"`
 	CPUPerRequest  float64   `json:"cpu_us_per_request"` // daemon CPU over the window / Checks answered
@@ -296,7 +299,7 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	}
 	m.Run(ctx, streamCtx, s.plan.Rate, s.plan.Warmup)
 
-	_ = m.Stats.TakeCheckLatencies()
+	_, _ = m.Stats.TakeCheckLatencies(), m.Stats.TakeLimitedLatencies()
 	before, err := c.read(ctx)
 	if err != nil {
 		return res, nil, err
@@ -324,6 +327,8 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	res.HealthChecks, res.HealthFailed = m.Stats.HealthOK.Load()-hok0, m.Stats.HealthFailed.Load()-hfail0
 	res.CheckP50 = ms(quantile(lat, 0.50))
 	res.CheckP99 = ms(quantile(lat, 0.99))
+	limLat := m.Stats.TakeLimitedLatencies()
+	res.LimitedP50, res.LimitedP99 = ms(quantile(limLat, 0.50)), ms(quantile(limLat, 0.99))
 	const lagName = "bulkhead_permit_release_lag_seconds"
 	lag, lags := after.scrape.histogram(lagName).quantileSince(before.scrape.histogram(lagName), 0.99)
 	res.LagP99, res.Lags = lag*1000, lags

@@ -29,10 +29,13 @@ type Stats struct {
 	// answered SERVING, and those that failed, timed out or answered else.
 	HealthOK, HealthFailed atomic.Int64
 	checkLatency           samples // OK and denied Checks, from sending to the answer
-	timeline               timeline
-	errMu                  sync.Mutex
-	errCodes               map[string]int64  // Errored by gRPC code
-	errSample              map[string]string // the first message of each code
+	// limitedLatency: the same for bulkheads with a limit, whose Checks
+	// may wait in the queue (the limiter's wait, not only the daemon's cost).
+	limitedLatency samples
+	timeline       timeline
+	errMu          sync.Mutex
+	errCodes       map[string]int64  // Errored by gRPC code
+	errSample      map[string]string // the first message of each code
 }
 
 func (s *Stats) checkError(code, msg string) {
@@ -111,6 +114,9 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 
 // TakeCheckLatencies returns the Check latencies since the last call, sorted.
 func (s *Stats) TakeCheckLatencies() []time.Duration { return s.checkLatency.take() }
+
+// TakeLimitedLatencies is TakeCheckLatencies for bulkheads with a limit.
+func (s *Stats) TakeLimitedLatencies() []time.Duration { return s.limitedLatency.take() }
 
 // timeline counts Check answers in 100 ms buckets from its start, for an
 // hour at most (later answers are not counted).
