@@ -157,9 +157,9 @@ func checkSnippetPair(t *testing.T, name string, w sharesPair, cfg *config.Confi
 	if share.GetMatch().GetPrefix() != strict.GetMatch().GetPrefix() || share.GetMatch().GetRuntimeFraction() != nil {
 		t.Errorf("%s: share route match %v, want the strict route's prefix without a runtime fraction", name, share.GetMatch())
 	}
-	per.Reset()
-	if err := share.GetTypedPerFilterConfig()["envoy.filters.http.ext_authz"].UnmarshalTo(&per); err != nil || !per.GetDisabled() {
-		t.Errorf("%s: share route's ext_authz %v (%v): want it disabled", name, &per, err)
+	var off routev3.FilterConfig
+	if err := share.GetTypedPerFilterConfig()["envoy.filters.http.ext_authz"].UnmarshalTo(&off); err != nil || !off.GetDisabled() {
+		t.Errorf("%s: share route's ext_authz %v (%v): want it disabled by a FilterConfig (left out of the filter chain)", name, &off, err)
 	}
 	if r := share.GetRoute(); r.GetCluster() != w.cluster || r.GetTimeout().AsDuration() != cfg.Shares.MaxRequestDuration {
 		t.Errorf("%s: share route to %q, timeout %v: want %q and the daemon's shares.max_request_duration %v",
