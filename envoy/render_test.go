@@ -176,7 +176,7 @@ func TestRenderedShape(t *testing.T) {
 				}
 				per := dig(t, routes[i], "typed_per_filter_config", "envoy.filters.http.ext_authz").(map[string]any)
 				if r.Unguarded {
-					if per["disabled"] != true || per["check_settings"] != nil {
+					if per["disabled"] != true || per["@type"] != "type.googleapis.com/envoy.config.route.v3.FilterConfig" {
 						t.Errorf("unguarded route %d: %v", i, per)
 					}
 					continue
