@@ -24,7 +24,7 @@ func TestBadValuesRefused(t *testing.T) {
 		"bad-priority.yaml":               {"/bulkheads/catalog/priority", "value must be one of 'critical', 'normal', 'best_effort'"},
 		"deny-status-200.yaml":            {"/config/authz/deny_status", "minimum: got 200, want 400"},
 		"bad-unknown-policy.yaml":         {"/config/authz/unknown_bulkhead", "value must be one of 'deny', 'allow', 'default'"},
-		"listen-in-config.yaml":           {"/config", "additional properties 'listen' not allowed"},
+		"listen-in-config.yaml":           {"/config/listen", "additional properties 'grpc' not allowed"},
 		"admin-without-token.yaml":        {"/admin/tokenSecret/name", "minLength"},
 		"ledger-top-level.yaml":           {"ledger: moved to config.ledger.backend"},
 		"ledger-backend-etcd.yaml":        {"/config/ledger/backend", "value must be one of 'memory', 'redis'"},

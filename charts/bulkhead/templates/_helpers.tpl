@@ -117,11 +117,53 @@ bulkhead's shares.classes (the snippet's route pairs) its shares mode.
 {{- define "bulkhead.redisSecretDir" -}}/var/run/bulkhead/redis{{- end }}
 
 {{/*
+grpcTLS and the snippet's envoy.tls agree: with the snippet on, an Envoy
+made from it connects the way the daemon listens.
+*/}}
+{{- define "bulkhead.checkGRPCTLS" -}}
+{{- $t := .Values.envoy.tls }}
+{{- if ne (empty $t.certFile) (empty $t.keyFile) }}
+{{- fail "envoy.tls.certFile and envoy.tls.keyFile: set both (the Envoy's client certificate for mutual TLS) or neither" }}
+{{- end }}
+{{- if .Values.envoy.snippet.enabled }}
+{{- if and .Values.grpcTLS.secret.name (not $t.caFile) }}
+{{- fail "grpcTLS.secret.name is set but envoy.tls.caFile is empty: Envoys made from the chart's snippet would connect in plaintext to a TLS listener; set envoy.tls.caFile (the CA that signed the daemon's certificate)" }}
+{{- end }}
+{{- if and $t.caFile (not .Values.grpcTLS.secret.name) }}
+{{- fail "envoy.tls.caFile is set but grpcTLS.secret.name is empty: the daemon would listen in plaintext; set grpcTLS.secret.name" }}
+{{- end }}
+{{- if and .Values.grpcTLS.secret.clientCAKey (not $t.certFile) }}
+{{- fail "grpcTLS.secret.clientCAKey requires a client certificate (mutual TLS): set envoy.tls.certFile and envoy.tls.keyFile" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Where the Deployment mounts grpcTLS.secret. */}}
+{{- define "bulkhead.grpcTLSDir" -}}/var/run/bulkhead/grpc-tls{{- end }}
+
+{{/*
+The daemon's listen keys beyond the addresses: config.listen, and
+grpc_tls from grpcTLS.secret (the files the Deployment mounts).
+*/}}
+{{- define "bulkhead.listenExtra" -}}
+{{- $l := deepCopy (.Values.config.listen | default dict) }}
+{{- with .Values.grpcTLS.secret }}
+{{- if .name }}
+{{- $dir := include "bulkhead.grpcTLSDir" $ }}
+{{- $tls := dict "cert_file" (printf "%s/%s" $dir .certKey) "key_file" (printf "%s/%s" $dir .keyKey) }}
+{{- with .clientCAKey }}{{ $_ := set $tls "client_ca_file" (printf "%s/%s" $dir .) }}{{ end }}
+{{- $_ := set $l "grpc_tls" $tls }}
+{{- end }}
+{{- end }}
+{{- if $l }}{{ toYaml $l }}{{ end }}
+{{- end }}
+
+{{/*
 The daemon's settings: config, with the ledger's *_file keys pointed at the
 Secrets of `redis:` (mounted by the Deployment under redisSecretDir).
 */}}
 {{- define "bulkhead.daemonConfig" -}}
-{{- $c := deepCopy (.Values.config | default dict) }}
+{{- $c := omit (deepCopy (.Values.config | default dict)) "listen" }}
 {{- $r := .Values.redis }}
 {{- if or $r.passwordSecret.name $r.sentinelPasswordSecret.name $r.tlsSecret.name }}
 {{- $dir := include "bulkhead.redisSecretDir" . }}
