@@ -123,3 +123,23 @@ func TestGRPCListenerTLSRefused(t *testing.T) {
 		t.Errorf("listen.grpc_tls %+v, want TLS without a client CA", tls)
 	}
 }
+
+// TestAdminTLS: admin.tlsSecret (with admin.enabled) backs the daemon's
+// admin.tls files; without admin.enabled the chart refuses it.
+func TestAdminTLS(t *testing.T) {
+	d := newDecoder(t)
+	ms := render(t, "", "--set", "bulkheads.catalog.max_concurrent=10,admin.enabled=true,admin.tokenSecret.name=admin-token,"+
+		"admin.tlsSecret.name=admin-tls,admin.tlsSecret.clientCAKey=ca.crt")
+	tls := daemonConfig(t, d, ms).Admin.TLS
+	spec := decodeAs[*appsv1.Deployment](t, d, find(ms, "Deployment", "")[0]).Spec.Template.Spec
+	for _, f := range []struct{ path, key string }{{tls.CertFile, "tls.crt"}, {tls.KeyFile, "tls.key"}, {tls.ClientCAFile, "ca.crt"}} {
+		if sec, k := mountedSecret(spec, f.path); sec != "admin-tls" || k != f.key {
+			t.Errorf("admin.tls file %q served by %q/%q, want admin-tls/%s", f.path, sec, k, f.key)
+		}
+	}
+	out, err := helm(t, "template", "rel", chartDir(t), "--namespace", "mesh", "--kube-version", kubeVersion,
+		"--set", "bulkheads.catalog.max_concurrent=10,admin.tlsSecret.name=admin-tls")
+	if err == nil || !strings.Contains(out, "admin.tlsSecret.name is set but admin.enabled is false") {
+		t.Errorf("helm template: err %v, want admin.tlsSecret without admin.enabled refused:\n%s", err, out)
+	}
+}

@@ -221,7 +221,7 @@ func TestSchemaNamesEveryConfigKey(t *testing.T) {
 	absent := map[string]string{
 		"ledger.local_share_for": "deprecated: accepted with a warning and without effect",
 		"listen.grpc_tls.":       "the chart writes the TLS files from grpcTLS.secret",
-		"admin.":                 "the chart writes token_file from admin.tokenSecret; the admin listener's TLS is not offered by the chart",
+		"admin.":                 "the chart writes token_file from admin.tokenSecret and tls.* from admin.tlsSecret",
 	}
 	// Keys the chart writes itself (exact): the addresses, from ports.*.
 	own := map[string]bool{"listen.grpc": true, "listen.http": true, "listen.admin": true}

@@ -138,7 +138,24 @@ made from it connects the way the daemon listens.
 {{- end }}
 {{- end }}
 
-{{/* Where the Deployment mounts grpcTLS.secret. */}}
+{{/* Where the Deployment mounts grpcTLS.secret and admin.tlsSecret. */}}
+{{- define "bulkhead.adminTLSDir" -}}/var/run/bulkhead/admin-tls{{- end }}
+
+{{/* admin.tls from admin.tlsSecret (with admin.enabled): the daemon's keys, or "". */}}
+{{- define "bulkhead.adminTLS" -}}
+{{- with .Values.admin.tlsSecret }}
+{{- if .name }}
+{{- if not $.Values.admin.enabled }}
+{{- fail "admin.tlsSecret.name is set but admin.enabled is false: the admin listener is on the pod's loopback; set admin.enabled (with admin.tokenSecret) or leave admin.tlsSecret.name empty" }}
+{{- end }}
+{{- $dir := include "bulkhead.adminTLSDir" $ }}
+{{- $tls := dict "cert_file" (printf "%s/%s" $dir .certKey) "key_file" (printf "%s/%s" $dir .keyKey) }}
+{{- with .clientCAKey }}{{ $_ := set $tls "client_ca_file" (printf "%s/%s" $dir .) }}{{ end }}
+{{- toYaml $tls }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{- define "bulkhead.grpcTLSDir" -}}/var/run/bulkhead/grpc-tls{{- end }}
 
 {{/*
