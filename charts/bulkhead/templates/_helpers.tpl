@@ -139,6 +139,7 @@ made from it connects the way the daemon listens.
 {{- end }}
 
 {{/* Where the Deployment mounts grpcTLS.secret and admin.tlsSecret. */}}
+{{- define "bulkhead.grpcTLSDir" -}}/var/run/bulkhead/grpc-tls{{- end }}
 {{- define "bulkhead.adminTLSDir" -}}/var/run/bulkhead/admin-tls{{- end }}
 
 {{/* admin.tls from admin.tlsSecret (with admin.enabled): the daemon's keys, or "". */}}
@@ -155,8 +156,6 @@ made from it connects the way the daemon listens.
 {{- end }}
 {{- end }}
 {{- end }}
-
-{{- define "bulkhead.grpcTLSDir" -}}/var/run/bulkhead/grpc-tls{{- end }}
 
 {{/*
 The daemon's listen keys beyond the addresses: config.listen, and
