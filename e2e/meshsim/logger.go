@@ -8,6 +8,9 @@ import (
 	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	protocodec "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -20,7 +23,7 @@ import (
 // and keeps at most maxPending entries waiting. Safe for concurrent use.
 type logger struct {
 	client   alsv3.AccessLogServiceClient
-	ident    *alsv3.StreamAccessLogsMessage_Identifier
+	ident    func() []byte // the first message's identifier field (templates.identifierField)
 	flush    time.Duration // 0: every entry is sent at once
 	maxBytes int
 	stats    *Stats
@@ -94,16 +97,24 @@ func (l *logger) send(ctx context.Context, entries []*datav3.HTTPAccessLogEntry)
 		default:
 		}
 	}
+	var first []byte // the stream's first message, encoded: its identifier, then msg
 	if l.stream == nil {
 		if ctx.Err() != nil {
 			l.stats.EntriesDropped.Add(int64(len(entries)))
 			return
 		}
+		body, err := proto.Marshal(msg)
+		if err != nil {
+			l.stats.EntriesDropped.Add(int64(len(entries)))
+			l.stats.StreamErrors.Add(1)
+			return
+		}
+		first = append(l.ident(), body...)
 		ctx, cancel := context.WithCancel(ctx)
 		// Envoy's pool waits for a connection as long as its
 		// connect_timeout; then the entries are lost.
 		t := time.AfterFunc(time.Second, cancel)
-		stream, err := l.client.StreamAccessLogs(ctx, grpc.WaitForReady(true))
+		stream, err := l.client.StreamAccessLogs(ctx, grpc.WaitForReady(true), grpc.ForceCodecV2(encodedCodec{}))
 		if !t.Stop() || err != nil {
 			cancel()
 			l.stats.EntriesDropped.Add(int64(len(entries)))
@@ -119,9 +130,14 @@ func (l *logger) send(ctx context.Context, entries []*datav3.HTTPAccessLogEntry)
 			_ = stream.RecvMsg(new(alsv3.StreamAccessLogsResponse))
 		}()
 		l.stats.StreamsOpened.Add(1)
-		msg.Identifier = l.ident
 	}
-	if err := l.stream.Send(msg); err != nil {
+	var err error
+	if first != nil {
+		err = l.stream.SendMsg(encoded(first))
+	} else {
+		err = l.stream.Send(msg)
+	}
+	if err != nil {
 		l.cancel()
 		l.stream, l.cancel = nil, nil
 		l.stats.EntriesDropped.Add(int64(len(entries)))
@@ -147,3 +163,24 @@ func (l *logger) close() {
 		l.stream, l.cancel = nil, nil
 	}
 }
+
+// encoded is a message already in its protobuf encoding, which
+// encodedCodec sends as it is (a stream's first message: its identifier's
+// encoding is built, not marshalled; templates.identifierField).
+type encoded []byte
+
+// encodedCodec is grpc-go's proto codec, but for encoded.
+type encodedCodec struct{}
+
+func (encodedCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if b, ok := v.(encoded); ok {
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	return encoding.GetCodecV2(protocodec.Name).Marshal(v)
+}
+
+func (encodedCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return encoding.GetCodecV2(protocodec.Name).Unmarshal(data, v)
+}
+
+func (encodedCodec) Name() string { return protocodec.Name }

@@ -293,11 +293,11 @@ func New(cfg Config) (*Mesh, error) {
 				wk.authz = append(wk.authz, authv3.NewAuthorizationClient(conn))
 			}
 			wk.release = &logger{client: alsv3.NewAccessLogServiceClient(wk.conns[pl.release]),
-				ident: t.identifier(node, t.release), stats: m.Stats}
+				ident: func() []byte { return t.identifierField(node, t.release) }, stats: m.Stats}
 			wk.heartbeat = wk.release
 			if !cfg.SingleLog {
 				wk.heartbeat = &logger{client: alsv3.NewAccessLogServiceClient(wk.conns[pl.heartbeat]),
-					ident: t.identifier(node, t.heartbeat), stats: m.Stats, flush: cfg.HeartbeatFlush, maxBytes: cfg.HeartbeatBytes}
+					ident: func() []byte { return t.identifierField(node, t.heartbeat) }, stats: m.Stats, flush: cfg.HeartbeatFlush, maxBytes: cfg.HeartbeatBytes}
 			}
 		}
 	}

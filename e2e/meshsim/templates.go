@@ -12,6 +12,7 @@ import (
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -35,6 +36,7 @@ type templates struct {
 	periodic  *datav3.HTTPAccessLogEntry
 	release   string // the release log's log_name
 	heartbeat string // the heartbeat log's log_name
+	nodeRest  []byte // node's encoding without its id and cluster (identifierField)
 }
 
 var loadTemplates = sync.OnceValues(func() (*templates, error) {
@@ -63,8 +65,46 @@ var loadTemplates = sync.OnceValues(func() (*templates, error) {
 	if t.node == nil || t.end == nil || t.periodic == nil || t.release == "" || t.heartbeat == "" {
 		return nil, fmt.Errorf("captures/: want a node, an end and a periodic entry and two log names")
 	}
+	rest, err := proto.Marshal(t.nodeOf(""))
+	if err != nil {
+		return nil, fmt.Errorf("captures/: the node: %w", err)
+	}
+	t.nodeRest = rest
 	return &t, nil
 })
+
+// identifierField is the encoding of a stream's first message's
+// identifier field (StreamAccessLogsMessage field 1) for node's logger
+// name: what proto.Marshal makes of identifier(node, name), built from the
+// captured node's encoding (nodeRest) rather than marshalled again. The
+// node is 61 KB whose extensions list costs proto.Marshal about 170 us,
+// once per stream: 3.4 s of the simulator's CPU when 5,000 Envoys open
+// their 20,000 streams, all at once in a reconnect storm. A message's
+// encoding is its fields' in any order, so the stream's first message is
+// this followed by the encoding of its entries.
+func (t *templates) identifierField(node, name string) []byte {
+	n := len(t.nodeRest) + 2*len(node) + 32
+	b := make([]byte, 0, n+len(name)+32)
+	b = protowire.AppendTag(b, 1, protowire.BytesType) // StreamAccessLogsMessage.identifier
+	b = protowire.AppendVarint(b, uint64(identifierSize(node, name, len(t.nodeRest))))
+	b = protowire.AppendTag(b, 1, protowire.BytesType) // Identifier.node
+	b = protowire.AppendVarint(b, uint64(nodeSize(node, len(t.nodeRest))))
+	b = protowire.AppendTag(b, 1, protowire.BytesType) // Node.id
+	b = protowire.AppendString(b, node)
+	b = protowire.AppendTag(b, 2, protowire.BytesType) // Node.cluster
+	b = protowire.AppendString(b, node)
+	b = append(b, t.nodeRest...)
+	b = protowire.AppendTag(b, 2, protowire.BytesType) // Identifier.log_name
+	return protowire.AppendString(b, name)
+}
+
+func nodeSize(node string, rest int) int {
+	return 2*(protowire.SizeTag(1)+protowire.SizeBytes(len(node))) + rest
+}
+
+func identifierSize(node, name string, rest int) int {
+	return protowire.SizeTag(1) + protowire.SizeBytes(nodeSize(node, rest)) + protowire.SizeTag(2) + protowire.SizeBytes(len(name))
+}
 
 // identifier is the first message's identifier of a stream of node's
 // logger name: the captured node, its id and cluster replaced (the rest,
