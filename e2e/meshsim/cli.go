@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -56,8 +57,22 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 	load := fs.Float64("load", 0, "the load as a part of -limit (0.25: a quarter): sets -rate to it by Little's law over the durations' mean")
 	skew := fs.Float64("skew", 0, "the part of the requests sent to one busy Envoy, the others sharing the rest (0: every Envoy alike)")
 	shift := fs.Duration("shift", 0, "with -skew, the busy Envoy moves to the next one every this long (0: never)")
+	cpuProfile := fs.String("cpuprofile", "", "write the simulator's own CPU profile to this file (what limits it at large N)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "meshsim: -cpuprofile:", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "meshsim: -cpuprofile:", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
 	}
 	mix, err := parseDurations(*durations)
 	if err != nil {
