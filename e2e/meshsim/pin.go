@@ -110,12 +110,12 @@ type Affinity struct {
 	Threads int      `json:"threads"`
 }
 
-// String is "CPUs 1 (all 14 threads)", or each list for threads that differ.
+// String is "1 (all 14 threads)", or each list, for threads that differ.
 func (a Affinity) String() string {
 	if len(a.Lists) == 1 {
-		return fmt.Sprintf("CPUs %s (all %d threads)", a.Lists[0], a.Threads)
+		return fmt.Sprintf("%s (all %d threads)", a.Lists[0], a.Threads)
 	}
-	return fmt.Sprintf("CPUs %s (%d threads, not all alike)", strings.Join(a.Lists, " / "), a.Threads)
+	return fmt.Sprintf("%s (%d threads, not all alike)", strings.Join(a.Lists, " / "), a.Threads)
 }
 
 // threadCPUs reads the affinity of every thread of process pid

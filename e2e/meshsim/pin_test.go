@@ -81,7 +81,7 @@ func TestPinSelf(t *testing.T) {
 	if err != nil {
 		t.Fatalf("helper: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "affinity: CPUs 0 (all ") {
+	if !strings.Contains(string(out), "affinity: 0 (all ") {
 		t.Errorf("want every thread on CPU 0:\n%s", out)
 	}
 }

@@ -396,14 +396,14 @@ func durationsOf(mix []DurationShare) string {
 func pinning(w io.Writer, p Plan, runs []Result) {
 	where := func(want string, a *Affinity) string {
 		if want == "" {
-			want = "any CPU"
+			want = "unpinned"
 		} else {
 			want = "pinned to CPUs " + want
 		}
 		if a == nil {
 			return want
 		}
-		return want + ", " + a.String()
+		return want + " (read back: " + a.String() + ")"
 	}
 	fmt.Fprintln(w)
 	for _, x := range runs {
