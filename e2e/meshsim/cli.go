@@ -59,7 +59,7 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 	daemonCPUs := fs.String("daemon-cpus", "", "the CPUs the daemons run on, a taskset -c list (0, 0-1, 0,2): "+
 		"each daemon under taskset, every thread of it there (not the calibration's daemon; \"\": any)")
 	simCPUs := fs.String("sim-cpus", "", "the CPUs the simulator runs on, a taskset -c list: it runs itself again under taskset, "+
-		"with its other children (redis-server, Envoy) (\"\": any)")
+		"with its other children (redis-server, Envoy); the daemons on every CPU without -daemon-cpus (\"\": any)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -64,6 +64,19 @@ func sameCPUs(a, b string) bool {
 	return errX == nil && errY == nil && slices.Equal(x, y)
 }
 
+// onlineCPUs is the machine's CPUs, as the kernel lists them.
+func onlineCPUs() (string, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrPin, err)
+	}
+	cpus := strings.TrimSpace(string(b))
+	if !validCPUs(cpus) {
+		return "", fmt.Errorf("%w: /sys/devices/system/cpu/online: %q", ErrPin, cpus)
+	}
+	return cpus, nil
+}
+
 // pinned is the command that runs name with args on cpus ("": unpinned).
 func pinned(cpus, name string, args ...string) *exec.Cmd {
 	if cpus == "" {

@@ -105,3 +105,13 @@ func TestPinSelfHelper(t *testing.T) {
 	}
 	t.Logf("affinity: %v", a)
 }
+
+func TestOnlineCPUs(t *testing.T) {
+	cpus, err := onlineCPUs()
+	if err != nil {
+		t.Skip("no /sys:", err)
+	}
+	if list, _ := parseCPUList(cpus); !slices.Contains(list, 0) {
+		t.Errorf("online CPUs %q: want CPU 0 among them", cpus)
+	}
+}

@@ -71,7 +71,8 @@ type Plan struct {
 	Load float64 `json:"load,omitempty"`
 	// DaemonCPUs and SimCPUs, if set, are the CPUs the daemons and the
 	// simulator run on (taskset -c lists; pin.go). Children the simulator
-	// starts other than the daemons (redis-server, Envoy) run on SimCPUs.
+	// starts other than the daemons (redis-server, Envoy) run on SimCPUs;
+	// with SimCPUs and no DaemonCPUs, the daemons run on every CPU.
 	DaemonCPUs string `json:"daemon_cpus,omitempty"`
 	SimCPUs    string `json:"simulator_cpus,omitempty"`
 }
@@ -258,7 +259,15 @@ func (s *series) config(grpcAddr, ledger string) string {
 
 // cluster starts the plan's daemons for the run name (and their Redis).
 func (s *series) cluster(ctx context.Context, name string) (*cluster, error) {
-	return startCluster(ctx, s.bin, s.dir, name, max(1, s.plan.Replicas), s.plan.Ledger, s.config, OnCPUs(s.plan.DaemonCPUs))
+	cpus := s.plan.DaemonCPUs
+	if cpus == "" && s.plan.SimCPUs != "" {
+		// A child inherits the simulator's CPUs: unpinned is every CPU.
+		var err error
+		if cpus, err = onlineCPUs(); err != nil {
+			return nil, err
+		}
+	}
+	return startCluster(ctx, s.bin, s.dir, name, max(1, s.plan.Replicas), s.plan.Ledger, s.config, OnCPUs(cpus))
 }
 
 func (s *series) meshConfig(targets []string, n int) Config {
