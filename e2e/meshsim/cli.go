@@ -57,22 +57,13 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 	load := fs.Float64("load", 0, "the load as a part of -limit (0.25: a quarter): sets -rate to it by Little's law over the durations' mean")
 	skew := fs.Float64("skew", 0, "the part of the requests sent to one busy Envoy, the others sharing the rest (0: every Envoy alike)")
 	shift := fs.Duration("shift", 0, "with -skew, the busy Envoy moves to the next one every this long (0: never)")
+	daemonCPUs := fs.String("daemon-cpus", "", "the CPUs the daemons run on, a taskset -c list (0, 0-1, 0,2): "+
+		"each daemon under taskset, every thread of it there (not the calibration's daemon; \"\": any)")
+	simCPUs := fs.String("sim-cpus", "", "the CPUs the simulator runs on, a taskset -c list: it runs itself again under taskset, "+
+		"with its other children (redis-server, Envoy); the daemons on every CPU without -daemon-cpus (\"\": any)")
 	cpuProfile := fs.String("cpuprofile", "", "write the simulator's own CPU profile to this file (what limits it at large N)")
 	if err := fs.Parse(args); err != nil {
 		return 2
-	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "meshsim: -cpuprofile:", err)
-			return 2
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(os.Stderr, "meshsim: -cpuprofile:", err)
-			return 2
-		}
-		defer pprof.StopCPUProfile()
 	}
 	mix, err := parseDurations(*durations)
 	if err != nil {
@@ -90,7 +81,8 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 		Window: *window, PrimeRate: *prime, Storm: *storm, StormBurst: *burst, Steady: *steady, SteadyN: *steadyN, Ping: *ping, Health: *health, SingleLog: *singleLog,
 		RecoveryWindow: defaultRecoveryWindow, Limited: *limited, Ledger: Ledger(*ledger), Replicas: *replicas, Spread: Spread(*spread),
 		Shares: *sharesMode, IdleWindow: *idleWindow, DaemonBin: *daemonBin,
-		Limit: *limit, Durations: mix, Poisson: *poisson, Skew: *skew, Shift: *shift, Load: *load}
+		Limit: *limit, Durations: mix, Poisson: *poisson, Skew: *skew, Shift: *shift, Load: *load,
+		DaemonCPUs: *daemonCPUs, SimCPUs: *simCPUs}
 	if cmd == "calibrate" {
 		plan.Storm = false
 	} else {
@@ -106,6 +98,28 @@ func runMain(ctx context.Context, log *slog.Logger, cmd string, fs *flag.FlagSet
 	if err := plan.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "meshsim:", err)
 		return 2
+	}
+	if err := pinSelf(plan.SimCPUs); err != nil {
+		fmt.Fprintln(os.Stderr, "meshsim:", err)
+		return 1
+	}
+	// After pinSelf: it may run the simulator again under taskset.
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "meshsim: -cpuprofile:", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "meshsim: -cpuprofile:", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if plan.SimCPUs != "" {
+		a, err := threadCPUs(os.Getpid())
+		log.Info("the simulator is pinned", "cpus", plan.SimCPUs, "threads", a, "err", err)
 	}
 	if plan.Ledger == LedgerLeases && plan.Tenants > 0 {
 		log.Warn("a bulkhead with tenant compartments holds no capacity lease: -tenants 0 compares the leases")
@@ -198,6 +212,10 @@ func (p Plan) check() error {
 		return fmt.Errorf("%w: -replicas %d on the in-memory ledger: each replica would keep its own count (-ledger redis or leases)", ErrConfig, p.Replicas)
 	case p.Replicas > 1 && p.Storm:
 		return fmt.Errorf("%w: the storm restarts one daemon: -storm=false with -replicas %d", ErrConfig, p.Replicas)
+	case !validCPUs(p.DaemonCPUs):
+		return fmt.Errorf("%w: -daemon-cpus %q: want a CPU list as taskset -c takes it (0, 0-1, 0,2)", ErrConfig, p.DaemonCPUs)
+	case !validCPUs(p.SimCPUs):
+		return fmt.Errorf("%w: -sim-cpus %q: want a CPU list as taskset -c takes it (0, 0-1, 0,2)", ErrConfig, p.SimCPUs)
 	case p.Shares == "":
 	case p.Shares != shares.Shares.String() && p.Shares != shares.Auto.String():
 		return fmt.Errorf("%w: -shares %q: want shares or auto (or none)", ErrConfig, p.Shares)

@@ -97,6 +97,7 @@ const EnvDaemonGODEBUG = "MESHSIM_DAEMON_GODEBUG"
 // killed if this process dies.
 type Daemon struct {
 	bin, dir, cfg string
+	cpus          string // the CPUs it runs on ("": any)
 	cmd           *exec.Cmd
 	done          chan struct{} // closed once reaped
 	waitErr       error
@@ -104,10 +105,21 @@ type Daemon struct {
 	GRPC, HTTP    string    // addresses
 }
 
+// DaemonOption configures StartDaemon.
+type DaemonOption func(*Daemon)
+
+// OnCPUs runs the daemon on cpus, a CPU list as taskset -c takes it ("":
+// any CPU): under taskset, which execs it, so every thread of it (and of
+// the daemon it starts again on Restart) runs there.
+func OnCPUs(cpus string) DaemonOption { return func(d *Daemon) { d.cpus = cpus } }
+
 // StartDaemon writes cfg into dir and runs bin with it; it returns once
 // the daemon wrote its addresses.
-func StartDaemon(ctx context.Context, bin, dir, cfg string) (*Daemon, error) {
+func StartDaemon(ctx context.Context, bin, dir, cfg string, opts ...DaemonOption) (*Daemon, error) {
 	d := &Daemon{bin: bin, dir: dir, cfg: filepath.Join(dir, "bulkhead.yaml")}
+	for _, o := range opts {
+		o(d)
+	}
 	if err := os.WriteFile(d.cfg, []byte(cfg), 0o600); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDaemon, err)
 	}
@@ -121,7 +133,7 @@ func (d *Daemon) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrDaemon, err)
 	}
-	d.cmd = exec.Command(d.bin, "--config", d.cfg, "--address-file", addrFile)
+	d.cmd = pinned(d.cpus, d.bin, "--config", d.cfg, "--address-file", addrFile)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	if v := os.Getenv(EnvDaemonGODEBUG); v != "" {
 		d.cmd.Env = append(os.Environ(), "GODEBUG="+v)
@@ -177,8 +189,12 @@ func (d *Daemon) Restart(ctx context.Context) error {
 	return d.start(ctx)
 }
 
-// PID is the running daemon's process id.
+// PID is the running daemon's process id (taskset's, which became the
+// daemon, when pinned).
 func (d *Daemon) PID() int { return d.cmd.Process.Pid }
+
+// Affinity is where the daemon's threads may run, from /proc.
+func (d *Daemon) Affinity() (Affinity, error) { return threadCPUs(d.PID()) }
 
 // Kill kills the daemon's process group and reaps it.
 func (d *Daemon) Kill() {

@@ -84,6 +84,15 @@
 //	go run ./e2e/meshsim/cmd/meshsim -n 2,5,10,20 -bulkheads 1 -limit 64 -load 0.5 -poisson -durations 10ms:50,30ms:30,100ms:20 \
 //	  -skew 0.5 -shift 5s -shares auto -tenants 0 -storm=false -limited=false -warmup 4s -window 15s
 //
+// On a small machine the simulator's load shares the daemon's CPUs;
+// -daemon-cpus and -sim-cpus give each CPUs of its own (taskset -c lists;
+// the simulator runs itself again under taskset, each daemon is started
+// under it, so every thread of each is pinned). Each window's end reads
+// every thread's Cpus_allowed_list and the simulator's own CPU into the
+// results (docs/performance.md, "The daemon on a core of its own"):
+//
+//	go run ./e2e/meshsim/cmd/meshsim -daemon-cpus 0 -sim-cpus 1 -n 10,1000,5000 -rate 500 -warmup 5s -window 20s
+//
 // Types are safe for concurrent use where their comments say so; a Mesh is
 // run by one goroutine and stopped by its context.
 package meshsim

@@ -63,9 +63,9 @@ type cluster struct {
 // under dir (replica-0...), with the configuration cfg renders for its gRPC
 // address and the ledger section; with a shared ledger, a redis-server
 // (named name) first, and its idle floor (redisproc.FloorWindow) before
-// any daemon starts.
+// any daemon starts. opts apply to every daemon.
 func startCluster(ctx context.Context, bin, dir, name string, replicas int, ledger Ledger,
-	cfg func(grpcAddr, ledgerYAML string) string) (_ *cluster, err error) {
+	cfg func(grpcAddr, ledgerYAML string) string, opts ...DaemonOption) (_ *cluster, err error) {
 	c := &cluster{}
 	defer func() {
 		if err != nil {
@@ -91,7 +91,7 @@ func startCluster(ctx context.Context, bin, dir, name string, replicas int, ledg
 		if err != nil {
 			return nil, err
 		}
-		d, err := StartDaemon(ctx, bin, rdir, cfg(addr, ledger.yaml(redisAddr)))
+		d, err := StartDaemon(ctx, bin, rdir, cfg(addr, ledger.yaml(redisAddr)), opts...)
 		if err != nil {
 			return nil, err
 		}

@@ -40,6 +40,7 @@ func (r *Results) Markdown(w io.Writer) {
 			x.Envoys, conns, x.Streams, mib(x.RSS), x.RSSPerEnvoy()/1024, x.Goroutines, x.GoroutinesPerStream(),
 			x.CheckP50, x.CheckP99, x.LagP99, x.CPUPerRequest, x.CPUShare, caps)
 	}
+	pinning(w, p, r.Runs)
 	if h := p.healthCheck(); h > 0 {
 		fmt.Fprintf(w, "\nEach Envoy health-checks each daemon every %v on a connection of its own (\"+ N health\"):", h)
 		for _, x := range r.Runs {
@@ -386,4 +387,28 @@ func durationsOf(mix []DurationShare) string {
 		fmt.Fprintf(&b, "%g%% %v", d.Weight, d.Duration)
 	}
 	return b.String()
+}
+
+// pinning writes where the daemon and the simulator ran (-daemon-cpus,
+// -sim-cpus, as read from /proc at each window's end), the simulator's own
+// CPU, and how the priming went: a simulator at its CPUs' end is the
+// run's limit, not the daemon.
+func pinning(w io.Writer, p Plan, runs []Result) {
+	where := func(want string, a *Affinity) string {
+		if want == "" {
+			want = "unpinned"
+		} else {
+			want = "pinned to CPUs " + want
+		}
+		if a == nil {
+			return want
+		}
+		return want + " (read back: " + a.String() + ")"
+	}
+	fmt.Fprintln(w)
+	for _, x := range runs {
+		fmt.Fprintf(w, "- N = %d: the daemon %s; the simulator %s, its own CPU in the window %.2f cores; "+
+			"after the priming %d access-log streams open, %d priming Checks failed.\n",
+			x.Envoys, where(p.DaemonCPUs, x.DaemonAffinity), where(p.SimCPUs, x.SimAffinity), x.SimCPUShare, x.PrimedStreams, x.PrimeErrors)
+	}
 }

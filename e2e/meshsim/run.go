@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -68,6 +69,12 @@ type Plan struct {
 	// Load, if positive, is the load as a part of the limit: the mean
 	// requests in flight it sets Rate for (Little's law).
 	Load float64 `json:"load,omitempty"`
+	// DaemonCPUs and SimCPUs, if set, are the CPUs the daemons and the
+	// simulator run on (taskset -c lists; pin.go). Children the simulator
+	// starts other than the daemons (redis-server, Envoy) run on SimCPUs;
+	// with SimCPUs and no DaemonCPUs, the daemons run on every CPU.
+	DaemonCPUs string `json:"daemon_cpus,omitempty"`
+	SimCPUs    string `json:"simulator_cpus,omitempty"`
 }
 
 // Routes are the plan's bulkheads: with Limited, every fourth has a limit
@@ -159,6 +166,17 @@ type Result struct {
 	CPUPerEnvoy float64 `json:"cpu_us_per_envoy_s"`
 	// Idle is the idle window's figures (Plan.IdleWindow), if any.
 	Idle *Idle `json:"idle,omitempty"`
+	// PrimedStreams are the access-log streams open once the priming
+	// requests were answered, PrimeErrors the Checks that failed while
+	// they ran (each tried up to 3 times).
+	PrimedStreams int64 `json:"primed_streams"`
+	PrimeErrors   int64 `json:"prime_check_errors"`
+	// SimCPUShare is the simulator's own CPU in the window, in cores.
+	SimCPUShare float64 `json:"simulator_cpu_cores"`
+	// DaemonAffinity (the first replica's) and SimAffinity are where the
+	// threads may run, read at the window's end.
+	DaemonAffinity *Affinity `json:"daemon_affinity,omitempty"`
+	SimAffinity    *Affinity `json:"simulator_affinity,omitempty"`
 }
 
 // Idle is a window with every Envoy connected and no requests.
@@ -241,7 +259,15 @@ func (s *series) config(grpcAddr, ledger string) string {
 
 // cluster starts the plan's daemons for the run name (and their Redis).
 func (s *series) cluster(ctx context.Context, name string) (*cluster, error) {
-	return startCluster(ctx, s.bin, s.dir, name, max(1, s.plan.Replicas), s.plan.Ledger, s.config)
+	cpus := s.plan.DaemonCPUs
+	if cpus == "" && s.plan.SimCPUs != "" {
+		// A child inherits the simulator's CPUs: unpinned is every CPU.
+		var err error
+		if cpus, err = onlineCPUs(); err != nil {
+			return nil, err
+		}
+	}
+	return startCluster(ctx, s.bin, s.dir, name, max(1, s.plan.Replicas), s.plan.Ledger, s.config, OnCPUs(cpus))
 }
 
 func (s *series) meshConfig(targets []string, n int) Config {
@@ -289,7 +315,9 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	if err := s.startShares(ctx, streamCtx, m); err != nil {
 		return res, nil, err
 	}
+	primeErr0 := m.Stats.Errored.Load()
 	s.prime(ctx, streamCtx, m, s.plan.PrimeRate, 3)
+	res.PrimedStreams, res.PrimeErrors = m.Stats.StreamsOpened.Load(), m.Stats.Errored.Load()-primeErr0
 	s.log.Info("streams primed", "envoys", n, "opened", m.Stats.StreamsOpened.Load(), "stream_errors", m.Stats.StreamErrors.Load(),
 		"check_errors", m.Stats.ErrorCodes(), "denied", m.Stats.Denied.Load(), "entries_dropped", m.Stats.EntriesDropped.Load())
 	if s.plan.IdleWindow > 0 {
@@ -309,7 +337,15 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 	sh0, ov0, rtds0, lrs0 := m.Stats.SharesAdmitted.Load(), m.Stats.SharesOverflow.Load(), m.Stats.RTDSResponses.Load(), m.Stats.LRSReports.Load()
 	bsh0, bov0 := m.Stats.BusyAdmitted.Load(), m.Stats.BusyOverflow.Load()
 	_ = m.TakeShareSamples()
+	self0, err := procUsage(os.Getpid())
+	if err != nil {
+		return res, nil, err
+	}
 	m.Run(ctx, streamCtx, s.plan.Rate, s.plan.Window)
+	self1, err := procUsage(os.Getpid())
+	if err != nil {
+		return res, nil, err
+	}
 	res.Samples = m.TakeShareSamples()
 	res.BusyAdmitted, res.BusyOverflow = m.Stats.BusyAdmitted.Load()-bsh0, m.Stats.BusyOverflow.Load()-bov0
 	after, err := c.read(ctx)
@@ -340,7 +376,14 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 		res.CPUPerRequest = float64(cpu.Microseconds()) / float64(res.Requests)
 	}
 	res.CPUShare = cpu.Seconds() / wall.Seconds()
+	res.SimCPUShare = (self1.CPU - self0.CPU).Seconds() / wall.Seconds()
 	res.WindowSeconds = wall.Seconds()
+	if a, err := c.daemons[0].Affinity(); err == nil {
+		res.DaemonAffinity = &a
+	}
+	if a, err := threadCPUs(os.Getpid()); err == nil {
+		res.SimAffinity = &a
+	}
 	res.CPUPerEnvoy = float64(cpu.Microseconds()) / wall.Seconds() / float64(n)
 	am := after.scrape
 	res.RSS, res.Goroutines = after.usage.RSS, am.value("go_goroutines")
@@ -358,7 +401,8 @@ func (s *series) runN(ctx context.Context, n int, storm bool) (Result, *Storm, e
 		"check_p99_ms", res.CheckP99, "lag_p99_ms", res.LagP99, "cpu_us", res.CPUPerRequest, "checks", res.Checks,
 		"cpu_us_per_envoy_s", res.CPUPerEnvoy, "shares_admitted", res.SharesAdmitted, "shares_overflowed", res.SharesOverflow,
 		"rtds_responses", res.RTDSResponses, "lrs_reports", res.LRSReports, "shares_stream_errors", m.Stats.SharesStreamErrors.Load(),
-		"pings", res.Pings, "health_connections", res.HealthConnections, "health_checks", res.HealthChecks, "health_failed", res.HealthFailed)
+		"pings", res.Pings, "health_connections", res.HealthConnections, "health_checks", res.HealthChecks, "health_failed", res.HealthFailed,
+		"simulator_cpu_cores", res.SimCPUShare, "daemon_affinity", res.DaemonAffinity, "simulator_affinity", res.SimAffinity)
 	if l := res.Ledger; l != nil {
 		s.log.Info("ledger", "envoys", n, "calls_per_admitted", l.CallsPerAdmitted, "by_op", l.Calls, "failed", l.Failed,
 			"scripts_per_admitted", l.ScriptsPerAdmitted, "script_us_per_admitted", l.ScriptUsPerAdmitted, "redis_cpu_us_per_admitted", l.RedisCPUPerAdmitted,
