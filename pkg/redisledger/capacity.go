@@ -63,6 +63,71 @@ type Capacity struct {
 
 	// want is the local registry's settings (the lease loop's only).
 	want map[string]bulkhead.Settings
+	// shares hands the leases' permits to Envoys as shares (nil: none).
+	shares atomic.Pointer[sharesHolder]
+}
+
+// Shares is what hands a lease's permits to Envoys as shares (package
+// shares' Manager over Local): an Envoy's circuit breaker admits within
+// its share with no word to this replica, and may go on doing so for
+// Keep after the replica's last word (its runtime layer's TTL, then its
+// share route's timeout). So every lease call of a bulkhead that may back
+// shares asks Redis to keep the lease counted that much longer than the
+// replica admits from it (lease.lua's keep), and the lease reports its
+// shares' permits as what their Envoys use (LeaseUse), not as the
+// capacity handed out: a share's idle headroom is no demand.
+type Shares interface {
+	// Keep is how long after the replica's last word an Envoy may use a
+	// share of bulkhead name: 0 when the bulkhead hands out none and
+	// holds none.
+	Keep(name string) time.Duration
+	// LeaseUse returns the permits held for bulkhead name's shares and
+	// what their Envoys use of them (in flight, and what their circuit
+	// breakers turned away).
+	LeaseUse(name string) (held, used int)
+}
+
+type sharesHolder struct{ Shares }
+
+// SetShares makes s the holder of shares over the leases (Local); call it
+// before the lease loop hands any out (Backs says whether it may).
+func (c *Capacity) SetShares(s Shares) { c.shares.Store(&sharesHolder{s}) }
+
+// Local is the registry of the limiters sized to the leases, from which
+// shares are held (package shares' Limiters).
+func (c *Capacity) Local() *bulkhead.Registry { return c.local }
+
+// Backs reports whether the lease of bulkhead name may back shares now:
+// it is live by this replica's clock, and the call that set its end asked
+// Redis to keep it at least keep after that end. A share pushed before the
+// end is then counted in Redis until the Envoy can no longer use it,
+// whether or not this replica ever speaks again.
+func (c *Capacity) Backs(name string, keep time.Duration) bool {
+	v, ok := c.held.Load(name)
+	if !ok {
+		return false
+	}
+	b := v.(*capLease).backing.Load()
+	return b != nil && int64(c.clock.Now().Sub(c.base)) < b.end && b.keep >= keep
+}
+
+// backing is a lease's end (since Capacity.base, as capLease.end) and how
+// long after it Redis keeps the lease.
+type backing struct {
+	end  int64
+	keep time.Duration
+}
+
+// Far reports whether Redis granted bulkhead name's lease far from the
+// limit at its last call (lease.lua: no waiter, no recovery window, and
+// the mesh's demand at most half the limit), and the lease is live.
+func (c *Capacity) Far(name string) bool {
+	v, ok := c.held.Load(name)
+	if !ok {
+		return false
+	}
+	ls := v.(*capLease)
+	return ls.isFar.Load() && c.live(ls)
 }
 
 // capLease is this replica's capacity lease of one bulkhead.
@@ -72,6 +137,10 @@ type capLease struct {
 	end atomic.Int64
 	// target is the local limit; held what Redis counts (>= target).
 	target, held atomic.Int64
+	// backing is the end the last answer set and the keep (lease.lua) of
+	// its call, together (Backs); isFar is far, for other goroutines (Far).
+	backing atomic.Pointer[backing]
+	isFar   atomic.Bool
 	// overflow counts the admissions the lease had no room for since the
 	// last call (demand, reported with it).
 	overflow atomic.Int64

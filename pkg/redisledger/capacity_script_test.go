@@ -25,7 +25,7 @@ type leaseBulkhead struct {
 }
 
 func leaseArgsOf(name string, epoch, seq, need, used, peak int) leaseBulkhead {
-	return leaseBulkhead{name, [leaseArgs]any{epoch, seq, need, used, peak, 0, 10, "0", 1}}
+	return leaseBulkhead{name, [leaseArgs]any{epoch, seq, need, used, peak, 0, 10, "0", 1, 0}}
 }
 
 // leaseBatchCall runs the lease script for replica once, for every bulkhead
@@ -202,4 +202,33 @@ func TestLeaseBatchMismatchRefused(t *testing.T) {
 	if f.leasedOf("catalog") != 0 {
 		t.Fatalf("leased %d after a refused call", f.leasedOf("catalog"))
 	}
+}
+
+// A lease that backs shares (keep > 0) is counted keep after its end:
+// the replica admits from it for its life (the answer's ms left, the same
+// when the call runs again), Redis reclaims it only keep later (an Envoy
+// may use a share that long after the replica's last word).
+func TestLeaseKeptAfterItsEnd(t *testing.T) {
+	f := newFixture(t)
+	l := f.idle()
+	b := leaseArgsOf("catalog", 1, 1, 0, 0, 2)
+	b.args[9] = 700
+	a := f.leaseBatchCall(l, "a", 300, b)[0]
+	// Far from the limit: twice the ttl (FAR_LEASE), and not the keep.
+	life := a[3].(int64)
+	if a[0].(int64) != leaseHeld || life != 600 {
+		t.Fatalf("answer %v: want held, 600 ms left (the keep is Redis's alone)", a)
+	}
+	if again := f.leaseBatchCall(l, "a", 300, b)[0]; again[3].(int64) > life {
+		t.Fatalf("the call run again: %d ms left, more than the lease's %d", again[3], life)
+	}
+	end := a[5].(int64) + life
+	testkit.Eventually(t, "the lease reclaimed", func() bool {
+		l.look(context.Background(), "catalog")
+		return f.leased() == 0
+	})
+	if now := f.redisNow(); now <= end+700 {
+		t.Fatalf("reclaimed by %d, %d ms after its end: want after its keep, 700 ms", now, now-end)
+	}
+	f.counts("catalog")
 }

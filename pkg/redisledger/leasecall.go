@@ -19,7 +19,7 @@ const (
 	leaseBatch = 64
 	// leaseArgs is how many arguments the lease script takes per bulkhead
 	// (LEASE_ARGS in lease.lua), after leaseHead shared ones.
-	leaseArgs = 9
+	leaseArgs = 10
 	leaseHead = 4
 )
 
@@ -45,6 +45,7 @@ type renewal struct {
 	// if the call fails). again: the last answer asks for another call.
 	args  [leaseArgs]any
 	over  int64
+	keep  time.Duration
 	again bool
 }
 
@@ -102,10 +103,30 @@ func (c *Capacity) prepare(r *renewal) {
 	size, used := c.localState(r.name)
 	peak := max(r.peak, used)
 	need := max(size, used)
+	// Demand counts a share's permits as what its Envoys use (Shares); need
+	// counts them all: the lease never falls below what is handed out.
+	r.keep = 0
+	if h := c.shares.Load(); h != nil {
+		r.keep = h.Keep(r.name)
+		used, peak = c.shareDemand(h, r.name, used, peak)
+	}
 	ls.seq++
 	ls.sent = r.s
 	r.over = ls.overflow.Swap(0)
-	r.args = [leaseArgs]any{ls.epoch, ls.seq, need, used, peak, r.over, r.s.MaxConcurrent, boolArg(r.leaving), smallestLease(r.s)}
+	r.args = [leaseArgs]any{ls.epoch, ls.seq, need, used, peak, r.over, r.s.MaxConcurrent, boolArg(r.leaving), smallestLease(r.s), ms(r.keep)}
+}
+
+// shareDemand returns the permits of bulkhead name's lease in use and its
+// peak, with the permits held for shares counted as what their Envoys use
+// (h.LeaseUse): otherwise a share's headroom would read as demand, and a
+// lease that backs a share of most of it would double at each renewal.
+func (c *Capacity) shareDemand(h Shares, name string, used, peak int) (int, int) {
+	held, use := h.LeaseUse(name)
+	if held == 0 && use == 0 {
+		return used, peak
+	}
+	u := max(0, used-held+use)
+	return u, max(u, peak-held+use)
 }
 
 // send calls the lease script for rs (prepared) and returns each one's
@@ -189,7 +210,9 @@ func (c *Capacity) apply(r *renewal, sent time.Time, ans leaseAnswer) bool {
 		// what is in use here.
 		ls.epoch, ls.seq = ls.epoch+1, 0
 		ls.end.Store(0)
+		ls.backing.Store(nil)
 		ls.far = false
+		ls.isFar.Store(false)
 		c.setLocal(name, 0, r.s)
 		return true
 	case leaseHeld:
@@ -197,7 +220,9 @@ func (c *Capacity) apply(r *renewal, sent time.Time, ans leaseAnswer) bool {
 		life := time.Duration(n(3)) * time.Millisecond
 		end := sent.Add(life - life/driftDivisor)
 		ls.far = len(a) >= 11 && n(10) == 1
+		ls.isFar.Store(ls.far)
 		ls.end.Store(int64(end.Sub(c.base)))
+		ls.backing.Store(&backing{end: int64(end.Sub(c.base)), keep: r.keep})
 		ls.target.Store(target)
 		ls.held.Store(held)
 		ls.waiters.Store(n(6) > 0)

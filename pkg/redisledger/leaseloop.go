@@ -147,7 +147,11 @@ func (c *Capacity) steady(ls *capLease, name string, s bulkhead.Settings, leavin
 		return false
 	}
 	_, used := c.localState(name)
-	return 2*int64(max(peak, used, ls.skipped)) <= target
+	peak = max(peak, ls.skipped)
+	if h := c.shares.Load(); h != nil {
+		used, peak = c.shareDemand(h, name, used, peak)
+	}
+	return 2*int64(max(peak, used)) <= target
 }
 
 // giveBack returns every lease when Run ends, in one round of calls: the

@@ -90,7 +90,7 @@ func TestSteadyLeaseRenewedEveryFewTicks(t *testing.T) {
 	// Near the limit (another replica wants 4 more: 2 x 8 wanted > 10):
 	// renewed each tick.
 	b := f.alone(Config{Prefix: "steady:", Replica: "b", Timeout: time.Second, Heartbeat: capHeartbeat, Tick: time.Hour})
-	f.leaseBatchCall(b, "b", 10000, leaseBulkhead{"catalog", [leaseArgs]any{1, 1, 0, 4, 4, 0, 10, "0", 1}})
+	f.leaseBatchCall(b, "b", 10000, leaseBulkhead{"catalog", [leaseArgs]any{1, 1, 0, 4, 4, 0, 10, "0", 1, 0}})
 	testkit.Eventually(t, "a's lease granted near the limit (for the ttl)", func() bool {
 		_, _, end, ok := f.leaseOf("steady:", "a")
 		return ok && end-f.redisNow() <= a.ttl.Milliseconds()

@@ -14,6 +14,10 @@
 --   7 limit   8 leaving (1: the target is 0, the replica stops)
 --   9 the smallest lease the replica can use (its reserves leave a
 --     best_effort permit in it); a smaller target is 0
+--   10 keep ms: how long after its end the lease stays counted here (0 but
+--     for a bulkhead whose permits the replica hands Envoys as shares,
+--     which an Envoy may use that long after the replica's last word:
+--     capacity.go, Shares)
 -- Returns one answer per bulkhead, in order, each
 -- {code, target, held, ms left, swept, now, waiters in the queue, in use
 -- (per request and in the leases), per-request permits in use, recovering
@@ -29,7 +33,7 @@
 -- Idempotent per (replica, bulkhead, epoch): a call run again (seq equal to
 -- the stored one: a client that retried after a lost answer) answers as the
 -- first run and changes nothing; the held count is set, never added to.
-local LEASE_ARGS = 9
+local LEASE_ARGS = 10
 -- A lease granted far from the limit lasts FAR_LEASE times the ttl: the
 -- replica then renews it about once every FAR_LEASE ttls' worth of ticks
 -- less one ttl while its demand holds (capacity.go, steady), and at once
@@ -40,6 +44,7 @@ local function lease(replica, ttl, rcv, adp, now, a)
   local epoch, seq = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local need, used, peak, over = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
   local limit, leaving, smallest = tonumber(ARGV[a + 7]), ARGV[a + 8] == '1', tonumber(ARGV[a + 9])
+  local keep = math.max(tonumber(ARGV[a + 10]) or 0, 0)
   touch(now, rcv, adp)
   local cfg = redis.call('HMGET', S, 'rcv', 'adp')
   if num(cfg[1]) ~= rcv or num(cfg[2]) ~= adp then redis.call('HSET', S, 'rcv', rcv, 'adp', adp) end
@@ -50,7 +55,8 @@ local function lease(replica, ttl, rcv, adp, now, a)
   if cur then
     if epoch < old.epoch or (epoch == old.epoch and seq < old.seq) then return {LEASE_STALE, 0, 0, 0, swept, now} end
     if epoch == old.epoch and seq == old.seq then
-      local left = num(redis.call('ZSCORE', CX, replica)) - now
+      -- The same call again: its keep is this one's.
+      local left = num(redis.call('ZSCORE', CX, replica)) - keep - now
       return {LEASE_HELD, old.target, old.held, math.max(left, 0), swept, now, num(redis.call('HGET', S, 'qlen'))}
     end
   elseif seq > 1 then
@@ -98,7 +104,9 @@ local function lease(replica, ttl, rcv, adp, now, a)
   local held = math.max(target, need)
   local life = ttl
   if far and target > 0 then life = FAR_LEASE * ttl end
-  local exp = now + life
+  -- The replica admits until now + life (less its drift margin, by its
+  -- clock); Redis reclaims the lease keep ms later.
+  local exp = now + life + keep
   if leaving and held == 0 then
     end_capacity(replica)
   else
