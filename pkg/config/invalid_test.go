@@ -38,9 +38,8 @@ func TestParseInvalid(t *testing.T) {
 			`bulkheads.c.shares.mode: a dry run (enforce: false) admits everyone: it hands out no shares; use mode strict (got auto)`},
 		{"one share cluster for two bulkheads", "bulkheads: {a: {max_concurrent: 1, shares: {mode: auto, cluster: x}}, b: {max_concurrent: 1, shares: {mode: shares, cluster: x}}}\n",
 			`bulkheads.b.shares.cluster: cluster "x" is already bulkheads.a's share cluster`},
-		{"shares with the Redis ledger", "ledger: {backend: redis, redis: {address: 127.0.0.1:6379}}\nbulkheads: {c: {max_concurrent: 1, shares: {mode: auto}}}\n",
-			`bulkheads.c.shares.mode: shares need ledger.backend memory in this version (one daemon for the mesh); ` +
-				`with the Redis ledger use mode strict, or capacity leases (ledger.redis.capacity_leases) (got auto)`},
+		{"shares on the Redis ledger without capacity leases", "ledger: {backend: redis, redis: {address: 127.0.0.1:6379, capacity_leases: false}}\nbulkheads: {c: {max_concurrent: 1, shares: {mode: auto}}}\n",
+			`bulkheads.c.shares.mode: shares on the Redis ledger are held from capacity leases: set ledger.redis.capacity_leases: true, or use mode strict (got auto)`},
 		{"shares ttl under two intervals", "shares: {ttl: 1s, interval: 1s}\n",
 			`shares.ttl: must be at least twice shares.interval and at most 10m0s: an Envoy drops its shares when it hears nothing for this long (got 1s)`},
 		{"unknown queue discipline", "bulkheads: {c: {max_concurrent: 1, queue: lifo}}\n",

@@ -93,7 +93,8 @@ func (d *decoder) sharesSection(path, name string, raw any) (p shares.Policy) {
 	return p
 }
 
-// sharesRules checks what shares need: the in-memory ledger, a bulkhead
+// sharesRules checks what shares need: the in-memory ledger or capacity
+// leases on the Redis one (a share is held from a lease), a bulkhead
 // that enforces and counts requests with no tenants, a share cluster of
 // its own, and settings that let a share end.
 func (d *decoder) sharesRules(c *Config) {
@@ -112,9 +113,8 @@ func (d *decoder) sharesRules(c *Config) {
 		}
 		path := "bulkheads." + name + ".shares"
 		switch {
-		case c.Ledger.Backend != LedgerMemory:
-			d.ps.add(path+".mode", "shares need ledger.backend memory in this version (one daemon for the mesh); "+
-				"with the Redis ledger use mode strict, or capacity leases (ledger.redis.capacity_leases)", b.Shares.Mode.String())
+		case c.Ledger.Backend == LedgerRedis && !c.Ledger.Redis.CapacityLeases:
+			d.ps.add(path+".mode", "shares on the Redis ledger are held from capacity leases: set ledger.redis.capacity_leases: true, or use mode strict", b.Shares.Mode.String())
 		case b.Settings.DryRun:
 			d.ps.add(path+".mode", "a dry run (enforce: false) admits everyone: it hands out no shares; use mode strict", b.Shares.Mode.String())
 		case b.Connections != nil:

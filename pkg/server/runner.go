@@ -36,6 +36,7 @@ import (
 	"github.com/bulkhead-mesh/bulkhead/pkg/creds"
 	"github.com/bulkhead-mesh/bulkhead/pkg/metrics"
 	"github.com/bulkhead-mesh/bulkhead/pkg/permit"
+	"github.com/bulkhead-mesh/bulkhead/pkg/redisledger"
 	"github.com/bulkhead-mesh/bulkhead/pkg/replication"
 	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 	"github.com/bulkhead-mesh/bulkhead/pkg/sizing"
@@ -182,7 +183,15 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 		return nil, err
 	}
 	r.authz = authz.New(r.Registry, backend, m, authz.DefaultPolicy(), azOpts...)
-	r.shares = shares.New(cfg.Shares.Settings(), r.Registry, clock.Real{}, log.With("component", "shares"))
+	if c := r.capacity(); c != nil {
+		// Shares are held from this replica's capacity leases, and Redis
+		// keeps a lease that backs them as long as an Envoy may use them.
+		r.shares = shares.New(cfg.Shares.Settings(), c.Local(), clock.Real{}, log.With("component", "shares"))
+		r.shares.Lend(c)
+		c.SetShares(r.shares)
+	} else {
+		r.shares = shares.New(cfg.Shares.Settings(), r.Registry, clock.Real{}, log.With("component", "shares"))
+	}
 	if err := metrics.RegisterShares(r.promReg, r.shares); err != nil {
 		return nil, err
 	}
@@ -224,6 +233,14 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Runner, error) 
 	r.shares.Apply(cfg.Policies())
 	r.als = accesslog.New(backend, m, log, alsOpts...)
 	return r, nil
+}
+
+// capacity is the Redis ledger's capacity-lease backend, nil without one.
+func (r *Runner) capacity() *redisledger.Capacity {
+	if r.replica == nil {
+		return nil
+	}
+	return r.replica.Capacity
 }
 
 // recoveryWindow is how long a starting daemon pauses admissions: the

@@ -172,10 +172,27 @@ type Limiters interface {
 	Get(key string) *bulkhead.Limiter
 }
 
+// Lender is where a bulkhead's limiters get their capacity when it is not
+// this process's to give: the Redis ledger's capacity leases
+// (redisledger.Capacity, whose Local registry is then the Limiters). A
+// share is held from the replica's lease, and Redis must count it as long
+// as its Envoy may use it.
+type Lender interface {
+	// Backs reports whether bulkhead name's lease may back shares now: it
+	// is live, and Redis keeps it at least keep after its end (the
+	// shares' Tail: an Envoy may use its share that long after this
+	// process's last word, and this process may be cut off or die).
+	Backs(name string, keep time.Duration) bool
+	// Far reports whether the mesh is far from bulkhead name's limit (the
+	// lease was granted so): mode auto hands out shares only then.
+	Far(name string) bool
+}
+
 // Manager keeps the shares of every Envoy and bulkhead.
 type Manager struct {
 	set      Settings
 	limiters Limiters
+	lender   Lender
 	clock    clock.Clock
 	log      *slog.Logger
 	boot     string // this process's start, in every version
@@ -228,6 +245,71 @@ func New(set Settings, limiters Limiters, clk clock.Clock, log *slog.Logger) *Ma
 // Settings returns the manager's settings.
 func (m *Manager) Settings() Settings { return m.set }
 
+// Lend makes the manager hold shares from l's leases (its limiters are
+// then the leases' local ones): a bulkhead's shares are handed out only
+// while l backs them (Lender.Backs), and in mode auto only while l is far
+// from the limit. Call it before the manager serves.
+func (m *Manager) Lend(l Lender) { m.lender = l }
+
+// Keep is how long after this process's last word an Envoy may use a
+// share of bulkhead name: the Tail while the bulkhead is in mode shares
+// or auto or any permit is held for its shares, else 0 (redisledger.Shares:
+// how long Redis keeps the lease after its end).
+func (m *Manager) Keep(name string) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, on := m.policies[name]; on || m.heldLocked(name)+m.heldLocked(criticalUnit(name)) > 0 {
+		return m.Tail()
+	}
+	return 0
+}
+
+// LeaseUse returns the permits held for bulkhead name's shares and what
+// their Envoys use: a live Envoy's demand (its peak in flight plus what its
+// circuit breakers turned away, over its last reports), and the whole of
+// what a silent Envoy or a replaced process holds (unknown: counted in
+// use). A capacity lease reports that as its demand (redisledger.Shares).
+func (m *Manager) LeaseUse(name string) (held, used int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, n := range m.nodes {
+		for _, u := range [...]string{name, criticalUnit(name)} {
+			s := n.shares[u]
+			if s == nil {
+				continue
+			}
+			held += len(s.held)
+			if n.live() {
+				used += n.demand(s.cluster)
+			} else {
+				used += len(s.held)
+			}
+		}
+	}
+	for _, o := range m.orphans {
+		if bulkheadOf(o.unit) == name {
+			held += len(o.held)
+			used += len(o.held)
+		}
+	}
+	return held, used
+}
+
+// unbackedLocked withdraws n's shares of bulkheads whose lease no longer
+// backs them (Lend), before a response carries them: a layer sent after
+// the lease's end could outlive what Redis keeps.
+func (m *Manager) unbackedLocked(n *node) {
+	if m.lender == nil {
+		return
+	}
+	tail := m.Tail()
+	for u, s := range n.shares {
+		if s.limit > 0 && !m.lender.Backs(bulkheadOf(u), tail) {
+			s.strict, s.limit = true, 0
+		}
+	}
+}
+
 // Apply sets the bulkheads in mode shares or auto (the others are strict).
 // A bulkhead that leaves them goes strict: its Envoys are told, and their
 // shares drain as usual.
@@ -235,21 +317,40 @@ func (m *Manager) Apply(policies map[string]Policy) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	next := map[string]Policy{}
-	byCluster := map[string]string{}
 	for name, p := range policies {
 		if p.Mode == Strict {
 			continue
 		}
 		next[name] = p
-		byCluster[p.Cluster] = name
-		byCluster[CriticalCluster(p.Cluster)] = criticalUnit(name)
 		if m.states[name] == nil {
 			m.states[name] = &modeState{}
 		}
 	}
-	m.policies, m.byCluster = next, byCluster
-	m.clusters = slices.Sorted(maps.Keys(byCluster))
+	m.policies = next
+	m.indexLocked()
 	m.wakeAllLocked()
+}
+
+// indexLocked sets the share clusters the Envoys report: those of the
+// bulkheads in mode shares or auto, and those of the shares that still
+// hold permits after their bulkhead left them (config reload): their
+// permits come back as their Envoys report them drained, so their reports
+// are still wanted (without them the last in-flight count was kept, and
+// its permits with it, for as long as the Envoy stayed connected).
+func (m *Manager) indexLocked() {
+	byCluster := map[string]string{}
+	for name, p := range m.policies {
+		byCluster[p.Cluster] = name
+		byCluster[CriticalCluster(p.Cluster)] = criticalUnit(name)
+	}
+	for _, n := range m.nodes {
+		for u, s := range n.shares {
+			if _, taken := byCluster[s.cluster]; !taken && s.cluster != "" && len(s.held) > 0 {
+				byCluster[s.cluster] = u
+			}
+		}
+	}
+	m.byCluster, m.clusters = byCluster, slices.Sorted(maps.Keys(byCluster))
 }
 
 // Tail is how long after the last response an Envoy can have received
@@ -285,6 +386,7 @@ func (m *Manager) Round() {
 		}
 		n.wakeLRS()
 	}
+	m.indexLocked()
 }
 
 // roundLocked sizes every live Envoy's shares of bulkhead name: its
@@ -321,14 +423,23 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 	strictInUse := max(0, snap.InUse-held)
 	demand := inflight + strictInUse
 	st := m.states[name]
+	// On capacity leases (Lend) a share is held from this replica's lease:
+	// none while the lease cannot back it, and in mode auto none unless
+	// Redis finds the mesh far from the limit (at most half of it in
+	// demand: the leases are then twice their replicas' demand; nearer,
+	// a lease is its replica's peak, with no headroom for a share).
+	backed, far := true, true
+	if m.lender != nil {
+		backed, far = m.lender.Backs(name, m.Tail()), m.lender.Far(name)
+	}
 	switch {
 	case p.Mode == Shares:
 		st.strict = false
-	case !st.strict && float64(demand) >= SwitchToStrict*float64(limit):
+	case !st.strict && (float64(demand) >= SwitchToStrict*float64(limit) || !far):
 		st.strict, st.calm = true, 0
 		st.switches[0]++
 		m.log.Info("bulkhead switches to strict permits", "bulkhead", name, "demand", demand, "limit", limit)
-	case st.strict && float64(demand) <= SwitchToShares*float64(limit):
+	case st.strict && float64(demand) <= SwitchToShares*float64(limit) && far:
 		if st.calm++; st.calm >= CalmRounds {
 			st.strict, st.calm = false, 0
 			st.switches[1]++
@@ -351,7 +462,7 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 	slices.SortFunc(liveCrit, func(a, b *node) int { return b.inflight[crit] - a.inflight[crit] })
 	for _, n := range liveCrit {
 		s := n.share(critUnit)
-		s.cluster, s.strict = crit, st.strict || n.duplicate
+		s.cluster, s.strict = crit, st.strict || n.duplicate || !backed
 		if s.strict {
 			s.limit = 0
 			continue
@@ -398,7 +509,7 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 	slices.SortFunc(live, func(a, b *node) int { return b.inflight[p.Cluster] - a.inflight[p.Cluster] })
 	for _, n := range live {
 		s := n.share(name)
-		s.cluster, s.strict = p.Cluster, st.strict || n.duplicate
+		s.cluster, s.strict = p.Cluster, st.strict || n.duplicate || !backed
 		if s.strict {
 			s.limit = 0
 			continue

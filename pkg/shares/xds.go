@@ -249,6 +249,7 @@ func (m *Manager) response(n *node) (*discovery.DiscoveryResponse, error) {
 		return nil, nil
 	}
 	m.seq++
+	m.unbackedLocked(n)
 	if n.resend || n.dirty() || len(n.sent) == 0 {
 		limits := map[string]int{}
 		for name, s := range n.shares {
@@ -531,6 +532,12 @@ func (m *Manager) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			if m.lender != nil {
+				// On capacity leases the permits stay held: the lease's last
+				// call (the process stops) then counts them in Redis for the
+				// Tail after its end, as long as an Envoy may still use them.
+				return nil
+			}
 			m.mu.Lock()
 			for _, n := range m.nodes {
 				release(n.heldTotal())
