@@ -3,6 +3,7 @@ package redisledger
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,6 +41,9 @@ type capReplica struct {
 	*Capacity
 	ledger *Ledger
 	leases *permit.Memory
+	// stop stops the replica as a daemon stops (its leases given back),
+	// once; the test's end does it otherwise.
+	stop func()
 }
 
 // capSpec is one replica of the capacity-lease backend to start: its name
@@ -83,17 +87,18 @@ func (f *fixture) capacity(t testing.TB, sp capSpec) capReplica {
 	go func() { defer func() { done <- struct{}{} }(); _ = fb.Run(ctx, reg) }()
 	go func() { defer func() { done <- struct{}{} }(); _ = c.Run(ctx, reg) }()
 	go func() { defer func() { done <- struct{}{} }(); _ = leases.Run(ctx) }()
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		for range 3 {
 			<-done
 		}
 		leases.Close(permit.Shutdown)
 	})
+	t.Cleanup(stop)
 	testkit.Eventually(t, "ledger strict", func() bool { return l.State() == admission.Strict })
 	testkit.Eventually(t, "wake-up channel subscribed", func() bool {
 		n, err := f.rdb.PubSubNumSub(context.Background(), prefix+"wake:"+id).Result()
 		return err == nil && n[prefix+"wake:"+id] == 1
 	})
-	return capReplica{Capacity: c, ledger: l, leases: leases}
+	return capReplica{Capacity: c, ledger: l, leases: leases, stop: stop}
 }
