@@ -423,23 +423,29 @@ func (m *Manager) roundLocked(name string, p Policy, now time.Time) {
 	strictInUse := max(0, snap.InUse-held)
 	demand := inflight + strictInUse
 	st := m.states[name]
-	// On capacity leases (Lend) a share is held from this replica's lease:
-	// none while the lease cannot back it, and in mode auto none unless
-	// Redis finds the mesh far from the limit (at most half of it in
-	// demand: the leases are then twice their replicas' demand; nearer,
-	// a lease is its replica's peak, with no headroom for a share).
-	backed, far := true, true
+	// Mode auto goes strict near the limit, back after CalmRounds calm
+	// rounds. On capacity leases (Lend) a share is held from this
+	// replica's lease, which Redis sizes to the replica's demand (twice
+	// it far from the limit, its peak near it): demand against the lease
+	// says how far the lease is from growing, not the mesh from its limit.
+	// There mode auto follows Redis's own judgement (Far: the mesh's demand
+	// at most half the limit, no waiter), and no share is handed out while
+	// the lease cannot back it.
+	near := float64(demand) >= SwitchToStrict*float64(limit)
+	calm := float64(demand) <= SwitchToShares*float64(limit)
+	backed := true
 	if m.lender != nil {
-		backed, far = m.lender.Backs(name, m.Tail()), m.lender.Far(name)
+		far := m.lender.Far(name)
+		backed, near, calm = m.lender.Backs(name, m.Tail()), !far, far
 	}
 	switch {
 	case p.Mode == Shares:
 		st.strict = false
-	case !st.strict && (float64(demand) >= SwitchToStrict*float64(limit) || !far):
+	case !st.strict && near:
 		st.strict, st.calm = true, 0
 		st.switches[0]++
 		m.log.Info("bulkhead switches to strict permits", "bulkhead", name, "demand", demand, "limit", limit)
-	case st.strict && float64(demand) <= SwitchToShares*float64(limit) && far:
+	case st.strict && calm:
 		if st.calm++; st.calm >= CalmRounds {
 			st.strict, st.calm = false, 0
 			st.switches[1]++
