@@ -12,7 +12,7 @@ type fakeLender struct {
 }
 
 func (f *fakeLender) Backs(_ string, keep time.Duration) bool { f.keep = keep; return f.backs }
-func (f *fakeLender) Far(string) bool                        { return f.far }
+func (f *fakeLender) Far(string) bool                         { return f.far }
 
 // TestLeaseNoLongerBacksShares: on capacity leases a share is pushed only
 // while the lease backs it for the shares' Tail; once it does not (its end

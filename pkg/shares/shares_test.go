@@ -156,16 +156,62 @@ func held(m *Manager, id, u string) int {
 // and permits never take the critical reserve.
 func TestModelNeverOverShare(t *testing.T) {
 	for seed := range uint64(100) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { runModel(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { runModel(t, seed, false) })
 	}
 }
 
-func runModel(t *testing.T, seed uint64) {
+// TestModelNeverOverShareOnLeases is the model on a capacity lease (Lend)
+// that is renewed now and then and lapses for a second or two at times
+// (a replica cut off from Redis): besides every check of the model, no
+// response carries a share while the lease does not back it.
+func TestModelNeverOverShareOnLeases(t *testing.T) {
+	for seed := range uint64(50) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { runModel(t, seed, true) })
+	}
+}
+
+// modelLease is a capacity lease in the model: it backs shares until
+// until, and is far from the limit while far.
+type modelLease struct {
+	clk   *clock.Fake
+	until time.Time
+	far   bool
+}
+
+func (l *modelLease) Backs(string, time.Duration) bool { return l.clk.Now().Before(l.until) }
+func (l *modelLease) Far(string) bool                  { return l.far }
+
+// layerShares are the shares a response's layer grants (key: share key).
+func layerShares(t *testing.T, r *discovery.DiscoveryResponse) map[string]float64 {
+	t.Helper()
+	var res discovery.Resource
+	if err := r.GetResources()[0].UnmarshalTo(&res); err != nil {
+		t.Fatal(err)
+	}
+	var rt runtimesvc.Runtime
+	if err := res.GetResource().UnmarshalTo(&rt); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, k := range [...]string{ShareKey(testCluster), ShareKey(testCritical)} {
+		if v, ok := rt.GetLayer().GetFields()[k]; ok && v.GetNumberValue() > 0 {
+			out[k] = v.GetNumberValue()
+		}
+	}
+	return out
+}
+
+func runModel(t *testing.T, seed uint64, leased bool) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	clk := clock.NewFake(t0)
 	const limit = 20
 	m, reg := newTestManagerWith(t, bulkhead.Settings{MaxConcurrent: limit, ReserveCritical: 0.25}, clk)
 	l := reg.Get("orders")
+	var lease *modelLease
+	if leased {
+		lease = &modelLease{clk: clk, until: t0.Add(time.Second), far: true}
+		m.Lend(lease)
+	}
 	type strictPermit struct {
 		p        bulkhead.Permit
 		critical bool
@@ -195,6 +241,11 @@ func runModel(t *testing.T, seed uint64) {
 				if r, err := m.response(e.node); err != nil {
 					t.Fatal(err)
 				} else if r != nil {
+					if lease != nil && !lease.Backs("orders", 0) {
+						if got := layerShares(t, r); len(got) > 0 {
+							t.Fatalf("step %d: a layer with shares %v sent while the lease did not back them", i, got)
+						}
+					}
 					e.pending, e.sentAt = append(e.pending, r), append(e.sentAt, now)
 				}
 			}
@@ -290,6 +341,16 @@ func runModel(t *testing.T, seed uint64) {
 		}
 		if i%20 == 0 {
 			m.Round()
+		}
+		if lease != nil {
+			switch {
+			case rng.IntN(400) == 0: // cut off: no renewal for a while
+				lease.until = now.Add(time.Duration(rng.IntN(500)) * time.Millisecond)
+			case rng.IntN(4) == 0 && now.After(lease.until.Add(-800*time.Millisecond)): // renewed
+				lease.until = now.Add(time.Second)
+			case lease.far && rng.IntN(300) == 0, !lease.far && rng.IntN(40) == 0: // near the limit now and then
+				lease.far = !lease.far
+			}
 		}
 		runs := map[string][2]int{}
 		for _, e := range append(append(append([]*envoy{}, envoys...), twin), dead...) {
