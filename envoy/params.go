@@ -108,6 +108,18 @@ func (r Route) StrictKey() string {
 	return shares.StrictKey(r.BulkheadName())
 }
 
+// SharesXDSCluster is the cluster of the shares' RTDS and LRS streams:
+// bulkhead, or with several replicas (and no BulkheadAffinity, whose one
+// connection per thread already keeps the main thread's streams on one
+// replica) bulkhead_xds, whose replicas are priorities in order, so that
+// both streams reach the same replica.
+func (p Params) SharesXDSCluster() string {
+	if len(p.BulkheadReplicas) > 0 && !p.BulkheadAffinity {
+		return "bulkhead_xds"
+	}
+	return "bulkhead"
+}
+
 // SharesOn reports whether any route has a share route: the bootstrap then
 // takes the runtime layer and sends load reports to the daemon.
 func (p Params) SharesOn() bool {

@@ -91,7 +91,10 @@ func paramSets(t *testing.T) map[string]envoy.Params {
 	orders := critical.Routes[2]
 	critical.Routes = append(critical.Routes[:2], envoy.Route{Name: "orders-checkout", Prefix: "/orders/checkout",
 		Bulkhead: "orders", Priority: "critical", Shares: true, Upstream: orders.Upstream}, orders)
-	return map[string]envoy.Params{"demo": envoy.DemoParams(), "port zero": zero, "custom": custom,
+	sharesReplicas := critical // shares with several replicas: RTDS and LRS on one
+	sharesReplicas.BulkheadReplicas = []envoy.Endpoint{{Host: "127.0.0.2", Port: 9001}, {Host: "127.0.0.1", Port: 9002}}
+	sharesReplicas.BulkheadTLS = mtlsSNI.BulkheadTLS
+	return map[string]envoy.Params{"demo": envoy.DemoParams(), "port zero": zero, "custom": custom, "shares with replicas": sharesReplicas,
 		"tcp listener": tcp, "tcp listeners custom": tcpCustom,
 		"mtls to an IP": mtls, "tls to a DNS name": tlsDNS, "mtls with SNI": mtlsSNI,
 		"single access log": single, "no heartbeat": noHeartbeat, "heartbeat 500ms": fast,
@@ -197,6 +200,9 @@ func TestRenderedShape(t *testing.T) {
 			bulkheads := 1 // the bulkhead cluster, and with affinity its replicas'
 			if p.BulkheadAffinity {
 				bulkheads = 2
+			}
+			if p.SharesOn() && p.SharesXDSCluster() != envoy.BulkheadClusterName {
+				bulkheads++ // bulkhead_xds, checked by checkShares
 			}
 			if len(clusters) != bulkheads+len(p.Routes)+shares+len(p.TCPListeners) {
 				t.Fatalf("%d clusters, want %d", len(clusters), bulkheads+len(p.Routes)+shares+len(p.TCPListeners))
@@ -693,10 +699,41 @@ func checkShares(t *testing.T, p envoy.Params, doc map[string]any, routes []any)
 		t.Errorf("%d share routes: layered_runtime %v, cluster_manager (LRS) %v", pairs, runtime, lrs)
 	}
 	if pairs > 0 {
+		// RTDS and LRS on one cluster: the bulkhead cluster, or with several
+		// replicas bulkhead_xds, whose replicas are priorities in order
+		// (both streams reach the first healthy one).
+		xds := envoy.BulkheadClusterName
+		if len(p.BulkheadReplicas) > 0 && !p.BulkheadAffinity {
+			xds = "bulkhead_xds"
+		}
 		layers := dig(t, doc, "layered_runtime", "layers").([]any)
 		if dig(t, layers[1], "rtds_layer", "name") != "bulkhead" ||
-			dig(t, layers[1], "rtds_layer", "rtds_config", "api_config_source", "grpc_services", 0, "envoy_grpc", "cluster_name") != envoy.BulkheadClusterName {
-			t.Errorf("runtime layers = %v", layers)
+			dig(t, layers[1], "rtds_layer", "rtds_config", "api_config_source", "grpc_services", 0, "envoy_grpc", "cluster_name") != xds {
+			t.Errorf("runtime layers = %v, want RTDS on %s", layers, xds)
+		}
+		if got := dig(t, doc, "cluster_manager", "load_stats_config", "grpc_services", 0, "envoy_grpc", "cluster_name"); got != xds {
+			t.Errorf("LRS on %v, want %s", got, xds)
+		}
+		if xds != envoy.BulkheadClusterName {
+			c, ok := clusters[xds]
+			if !ok {
+				t.Fatalf("no cluster %s", xds)
+			}
+			eps := dig(t, c, "load_assignment", "endpoints").([]any)
+			if len(eps) != len(p.BulkheadEndpoints()) {
+				t.Fatalf("%s: %d priorities, want one per replica (%d)", xds, len(eps), len(p.BulkheadEndpoints()))
+			}
+			for i, e := range p.BulkheadEndpoints() {
+				prio, _ := eps[i].(map[string]any)["priority"].(int)
+				addr := dig(t, eps[i], "lb_endpoints", 0, "endpoint", "address", "socket_address")
+				if prio != i || dig(t, addr, "address") != e.Host || dig(t, addr, "port_value") != e.Port {
+					t.Errorf("%s endpoint %d: priority %d, %v; want priority %d, %s:%d", xds, i, prio, addr, i, e.Host, e.Port)
+				}
+			}
+			dig(t, c, "health_checks", 0, "grpc_health_check")
+			if p.BulkheadTLS != nil {
+				dig(t, c, "transport_socket", "typed_config", "common_tls_context")
+			}
 		}
 	}
 	return pairs
