@@ -14,6 +14,7 @@ import (
 
 	"github.com/bulkhead-mesh/bulkhead/pkg/admission"
 	"github.com/bulkhead-mesh/bulkhead/pkg/config"
+	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 )
 
 // mountedSecret returns the Secret name and key behind the file path in
@@ -163,6 +164,12 @@ func TestLedgerVariants(t *testing.T) {
 				}
 				if !tls.Enabled {
 					t.Error("tls.enabled false with a TLS Secret")
+				}
+			}},
+		{name: "shares on redis, 2 replicas", set: redis + ",replicaCount=2,bulkheads.catalog.shares.mode=auto",
+			check: func(t *testing.T, cfg *config.Config, _ corev1.PodSpec) {
+				if m := cfg.Bulkheads["catalog"].Shares.Mode; m != shares.Auto || !cfg.Ledger.Redis.CapacityLeases {
+					t.Errorf("catalog's shares mode %v, capacity leases %v: want auto, held from capacity leases", m, cfg.Ledger.Redis.CapacityLeases)
 				}
 			}},
 		{name: "own affinity kept", set: redis + ",replicaCount=2,affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=pool," +

@@ -100,10 +100,10 @@ bulkhead's shares.classes (the snippet's route pairs) its shares mode.
 {{- fail (printf "bulkheads.%s.shares.classes renders share route pairs: it needs shares.mode shares or auto on a request bulkhead (no connections)" $name) }}
 {{- end }}
 {{- end }}
-{{- if ne $backend "memory" }}
+{{- if and (ne $backend "memory") (eq (toString (dig "capacity_leases" true $redis)) "false") }}
 {{- range $name, $b := .Values.bulkheads }}
 {{- if ne (dig "shares" "mode" "strict" $b) "strict" }}
-{{- fail (printf "bulkheads.%s.shares.mode %s needs config.ledger.backend memory (one daemon for the mesh: the daemon refuses shares with the Redis ledger); use mode strict, or capacity leases (config.ledger.redis.capacity_leases)" $name (dig "shares" "mode" "" $b)) }}
+{{- fail (printf "bulkheads.%s.shares.mode %s: shares on the Redis ledger are held from capacity leases (the daemon refuses them without); remove config.ledger.redis.capacity_leases: false, or use mode strict" $name (dig "shares" "mode" "" $b)) }}
 {{- end }}
 {{- end }}
 {{- end }}
