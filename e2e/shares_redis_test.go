@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/bulkhead-mesh/bulkhead/envoy"
 	"github.com/bulkhead-mesh/bulkhead/pkg/envoyproc"
+	"github.com/bulkhead-mesh/bulkhead/pkg/shares"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testbed"
 	"github.com/bulkhead-mesh/bulkhead/pkg/testkit"
 )
@@ -40,11 +43,32 @@ bulkheads:
 // that long, and the upstream never sees more than the limit. envoy-a's
 // streams move to B, which hands it a share again. At the end Redis counts
 // no permit in use.
-func TestSharesOnRedisReplicaKilled(t *testing.T) {
+// sharesRedisMesh is two replicas on one Redis, each reaching it through
+// a proxy the test can cut (link), and an Envoy per replica: envoy-a lists
+// A then B, envoy-b only B.
+type sharesRedisMesh struct {
+	t      *testing.T
+	ctx    context.Context
+	up     *testbed.Upstream
+	rdb    *redis.Client
+	nodes  []*sharesRedisNode
+	envLog testkit.SyncBuffer
+}
+
+type sharesRedisNode struct {
+	name   string
+	daemon *daemonProc
+	http   string
+	log    testkit.SyncBuffer
+	envoy  *envoyproc.Proc
+	base   string
+	link   *testkit.Proxy // the replica's way to Redis
+}
+
+func startSharesRedis(t *testing.T, ctx context.Context) *sharesRedisMesh {
+	t.Helper()
 	srv := testkit.StartRedis(t)
-	rdb := newRedisClient(t, srv.Addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	m := &sharesRedisMesh{t: t, ctx: ctx, rdb: newRedisClient(t, srv.Addr)}
 	dir := t.TempDir()
 	up, err := testbed.NewUpstream("orders", "")
 	if err != nil {
@@ -52,28 +76,19 @@ func TestSharesOnRedisReplicaKilled(t *testing.T) {
 	}
 	t.Cleanup(func() { up.Close() })
 	up.SetDelay(sharesDelay)
-	cfgPath := filepath.Join(dir, "bulkhead.yaml")
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, sharesRedisYAML, srv.Addr), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	type node struct {
-		name   string
-		daemon *daemonProc
-		http   string
-		log    testkit.SyncBuffer
-		envoy  *envoyproc.Proc
-		base   string
-	}
-	var envLog testkit.SyncBuffer
-	nodes := []*node{{name: "a"}, {name: "b"}}
+	m.up = up
+	m.nodes = []*sharesRedisNode{{name: "a"}, {name: "b"}}
 	grpc := map[string]string{}
-	for _, n := range nodes {
+	for _, n := range m.nodes {
+		n.link = testkit.StartProxy(t, srv.Addr)
+		cfgPath := filepath.Join(dir, "bulkhead-"+n.name+".yaml")
+		if err := os.WriteFile(cfgPath, fmt.Appendf(nil, sharesRedisYAML, n.link.Addr), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		d, addrs := startDaemonProc(t, ctx, cfgPath, filepath.Join(dir, "addr-"+n.name+".json"), &n.log)
 		n.daemon, n.http, grpc[n.name] = d, addrs["http"], addrs["grpc"]
 	}
-	for _, n := range nodes {
-		// envoy-a lists both replicas, A first (its RTDS and LRS streams go
-		// to A while A answers, then to B); envoy-b only B.
+	for _, n := range m.nodes {
 		p := envoy.Params{NodeID: "envoy-" + n.name, Bulkhead: endpoint(t, grpc[n.name]), SharesMaxRequest: 2 * time.Second,
 			Routes: []envoy.Route{{Name: "orders", Prefix: "/orders", Upstream: endpoint(t, up.Addr()), Shares: true}}}
 		if n.name == "a" {
@@ -83,8 +98,8 @@ func TestSharesOnRedisReplicaKilled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n.envoy, err = envoyproc.Start(ctx, envoyproc.Options{Binary: envoyBin, ConfigYAML: bootstrap, Concurrency: 2, Stderr: &envLog}); err != nil {
-			t.Fatalf("envoy-%s: %v\n%s", n.name, err, tail(envLog.String(), 4000))
+		if n.envoy, err = envoyproc.Start(ctx, envoyproc.Options{Binary: envoyBin, ConfigYAML: bootstrap, Concurrency: 2, Stderr: &m.envLog}); err != nil {
+			t.Fatalf("envoy-%s: %v\n%s", n.name, err, tail(m.envLog.String(), 4000))
 		}
 		addr, err := n.envoy.ListenerAddr(ctx, envoy.DefaultListenerName)
 		if err != nil {
@@ -93,7 +108,7 @@ func TestSharesOnRedisReplicaKilled(t *testing.T) {
 		n.base = "http://" + addr
 	}
 	t.Cleanup(func() {
-		for _, n := range nodes {
+		for _, n := range m.nodes {
 			_ = n.envoy.Kill()
 			if n.daemon != nil {
 				n.daemon.stop(t)
@@ -103,36 +118,71 @@ func TestSharesOnRedisReplicaKilled(t *testing.T) {
 			}
 		}
 		if t.Failed() {
-			t.Logf("envoy log:\n%s", tail(envLog.String(), 3000))
+			t.Logf("envoy log:\n%s", tail(m.envLog.String(), 3000))
 		}
 	})
-	value := func(n *node, name string) float64 {
-		ms, err := testbed.Scrape(ctx, "http://"+n.http+"/metrics")
-		if err != nil {
-			return 0
-		}
-		return ms.Sum(name, orders)
-	}
-	checks := func() (c float64) {
-		for _, n := range nodes {
-			if n.daemon != nil {
-				c += value(n, "bulkhead_admitted_total") + value(n, "bulkhead_rejected_total")
-			}
-		}
-		return c
-	}
-	load := func(n *node, rate float64, d time.Duration) func() testbed.Stats {
-		_, wait := runLoad(t, ctx, testbed.LoadSpec{URL: n.base + "/orders", Rate: rate, Duration: d,
-			MaxRequests: int(rate*d.Seconds()) + 1, MaxOutstanding: 200, Timeout: 5 * time.Second})
-		return wait
-	}
-	for _, n := range nodes {
+	for _, n := range m.nodes {
 		poll(t, ctx, "envoy-"+n.name+" holds a share from replica "+n.name+"'s lease", func() bool {
 			// A strict request wakes the lease; the share follows.
-			load(n, 10, 100*time.Millisecond)()
-			return value(n, "bulkhead_shares_envoys") == 1
+			m.load(n, 10, 100*time.Millisecond)()
+			return m.value(n, "bulkhead_shares_envoys") == 1
 		})
 	}
+	return m
+}
+
+// value reads a series of orders from replica n (0 when it does not answer).
+func (m *sharesRedisMesh) value(n *sharesRedisNode, name string) float64 {
+	ms, err := testbed.Scrape(m.ctx, "http://"+n.http+"/metrics")
+	if err != nil {
+		return 0
+	}
+	return ms.Sum(name, orders)
+}
+
+// checks counts the Checks the live replicas decided.
+func (m *sharesRedisMesh) checks() (c float64) {
+	for _, n := range m.nodes {
+		if n.daemon != nil {
+			c += m.value(n, "bulkhead_admitted_total") + m.value(n, "bulkhead_rejected_total")
+		}
+	}
+	return c
+}
+
+// load sends rate requests a second to n's Envoy for d; wait for its stats.
+func (m *sharesRedisMesh) load(n *sharesRedisNode, rate float64, d time.Duration) func() testbed.Stats {
+	_, wait := runLoad(m.t, m.ctx, testbed.LoadSpec{URL: n.base + "/orders", Rate: rate, Duration: d,
+		MaxRequests: int(rate*d.Seconds()) + 1, MaxOutstanding: 200, Timeout: 5 * time.Second})
+	return wait
+}
+
+// leases are the replicas holding a capacity lease of orders in Redis.
+func (m *sharesRedisMesh) leases() []string { return m.rdb.HKeys(m.ctx, "bulkhead:{orders}:cl").Val() }
+
+// checkCap fails the test if the upstream ever saw more than the limit.
+func (m *sharesRedisMesh) checkCap() {
+	if got := m.up.Max(); got > sharesLimit {
+		m.t.Errorf("INVARIANT: the upstream saw %d concurrent requests on a limit of %d", got, sharesLimit)
+	}
+}
+
+// noneInUse waits until Redis counts no permit of orders in use: none
+// per request and none in the leases (an idle share reports its Envoy's
+// use, 0).
+func (m *sharesRedisMesh) noneInUse() {
+	poll(m.t, m.ctx, "Redis counts no permit of orders in use", func() bool {
+		v := m.rdb.HMGet(m.ctx, "bulkhead:{orders}:s", "inuse", "lused").Val()
+		return len(v) == 2 && (v[0] == nil || v[0] == "0") && (v[1] == nil || v[1] == "0")
+	})
+}
+
+func TestSharesOnRedisReplicaKilled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	m := startSharesRedis(t, ctx)
+	nodes, up, load, checks, leases := m.nodes, m.up, m.load, m.checks, m.leases
+	value := m.value
 
 	// Far from the limit: 2 in flight at each Envoy (20% over the mesh;
 	// Redis grants leases far from the limit while twice the replicas'
@@ -152,7 +202,6 @@ func TestSharesOnRedisReplicaKilled(t *testing.T) {
 
 	// Replica A dies while envoy-a runs 4 in flight under its share; half a
 	// second later envoy-b asks for 25 (125%).
-	leases := func() []string { return rdb.HKeys(ctx, "bulkhead:{orders}:cl").Val() }
 	waitA := load(nodes[0], 40, 14*time.Second)
 	time.Sleep(2 * time.Second) // envoy-a's load runs under its share before the kill
 	held := leases()
@@ -181,9 +230,7 @@ func TestSharesOnRedisReplicaKilled(t *testing.T) {
 	if reclaimed < 8*time.Second {
 		t.Errorf("Redis reclaimed the dead replica's lease %v after the kill: before its Envoy's share could have run out (its layer's TTL, 8 s)", reclaimed)
 	}
-	if got := up.Max(); got > sharesLimit {
-		t.Errorf("INVARIANT: the upstream saw %d concurrent requests on a limit of %d", got, sharesLimit)
-	}
+	m.checkCap()
 	if sb.OK() == 0 {
 		t.Error("envoy-b was served nothing beside the dead replica's lease")
 	}
@@ -192,10 +239,65 @@ func TestSharesOnRedisReplicaKilled(t *testing.T) {
 		load(nodes[0], 10, 100*time.Millisecond)()
 		return value(nodes[1], "bulkhead_shares_envoys") == 2
 	})
-	// Nothing left in use: Redis counts no permit per request and none in
-	// the leases (B's share is idle: it reports its Envoy's use, 0).
-	poll(t, ctx, "Redis counts no permit of orders in use", func() bool {
-		v := rdb.HMGet(ctx, "bulkhead:{orders}:s", "inuse", "lused").Val()
-		return len(v) == 2 && (v[0] == nil || v[0] == "0") && (v[1] == nil || v[1] == "0")
+	m.noneInUse()
+}
+
+// TestSharesOnRedisReplicaCutOff: replica B is cut off from Redis (its
+// link hangs) while envoy-b stays connected to it and runs 4 in flight
+// under its share. B withdraws the share at its lease's end by its own
+// clock (envoy-b then runs strict, and B, without Redis, fails closed);
+// Redis keeps B's lease counted for the shares' tail after that end; and
+// envoy-a floods (125%) meanwhile: the upstream never sees more than the
+// limit. Healed, B hands envoy-b a share again, and nothing stays in use.
+func TestSharesOnRedisReplicaCutOff(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	m := startSharesRedis(t, ctx)
+	a, b := m.nodes[0], m.nodes[1]
+	strictKey := shares.StrictKey("orders")
+	waitB := m.load(b, 40, 14*time.Second)
+	time.Sleep(2 * time.Second) // envoy-b's load runs under its share before the cut
+	held := m.leases()
+	if len(held) != 2 || runtimeIntAt(b.envoy.AdminAddr(), strictKey) != 0 {
+		t.Fatalf("before the cut: leases %v (want one per replica), envoy-b's %s %d (want 0: its share)",
+			held, strictKey, runtimeIntAt(b.envoy.AdminAddr(), strictKey))
+	}
+	b.link.Hang()
+	cut := time.Now()
+	time.Sleep(500 * time.Millisecond)
+	waitA := m.load(a, 250, 12*time.Second)
+	var withdrawn, reclaimed time.Duration
+	poll(t, ctx, "envoy-b told to run strict, and B's lease reclaimed by Redis", func() bool {
+		if withdrawn == 0 && runtimeIntAt(b.envoy.AdminAddr(), strictKey) == 100 {
+			withdrawn = time.Since(cut)
+		}
+		l := m.leases()
+		if reclaimed == 0 && slices.ContainsFunc(held, func(r string) bool { return !slices.Contains(l, r) }) {
+			reclaimed = time.Since(cut)
+		}
+		return withdrawn > 0 && reclaimed > 0
 	})
+	sa, sb := waitA(), waitB()
+	t.Logf("replica B cut off from Redis: envoy-b's share withdrawn %v after the cut, B's lease reclaimed %v after it (tail 10.75 s)",
+		withdrawn.Round(100*time.Millisecond), reclaimed.Round(100*time.Millisecond))
+	t.Logf("envoy-b across the cut: %d requests, %d OK, %d rejected; envoy-a at 125%%: %d requests, %d OK, %d rejected; upstream peak %d of %d",
+		sb.Responses(), sb.OK(), sb.Responses()-sb.OK(), sa.Responses(), sa.OK(), sa.Responses()-sa.OK(), m.up.Max(), sharesLimit)
+	// A far lease lasts 6 ticks (6 s) from its last renewal, before the
+	// cut; the share goes at the next response after its end.
+	if withdrawn > 7*time.Second {
+		t.Errorf("envoy-b's share withdrawn %v after the cut: after its lease's end (at most 6 s)", withdrawn)
+	}
+	if reclaimed-withdrawn < 10*time.Second {
+		t.Errorf("Redis reclaimed B's lease %v after the share was withdrawn: before envoy-b could have stopped using it (tail 10.75 s)", reclaimed-withdrawn)
+	}
+	m.checkCap()
+	if sa.OK() == 0 {
+		t.Error("envoy-a was served nothing beside the cut-off replica's lease")
+	}
+	b.link.Pass()
+	poll(t, ctx, "envoy-b holds a share from B again", func() bool {
+		m.load(b, 10, 100*time.Millisecond)()
+		return runtimeIntAt(b.envoy.AdminAddr(), strictKey) == 0 && m.value(b, "bulkhead_shares_envoys") == 1
+	})
+	m.noneInUse()
 }

@@ -178,9 +178,15 @@ var orders = map[string]string{"dependency": "orders"}
 // runtimeInt reads an integer runtime key of node's Envoy (admin /runtime);
 // -1 when absent.
 func (m *sharesMesh) runtimeInt(node, key string) int {
+	return runtimeIntAt(m.envoys[node].AdminAddr(), key)
+}
+
+// runtimeIntAt reads an integer runtime key of the Envoy whose admin
+// listens on admin; -1 when absent.
+func runtimeIntAt(admin, key string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.envoys[node].AdminAddr()+"/runtime", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/runtime", nil)
 	resp, err := client.Do(req)
 	if err != nil {
 		return -1
