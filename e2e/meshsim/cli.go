@@ -219,8 +219,8 @@ func (p Plan) check() error {
 	case p.Shares == "":
 	case p.Shares != shares.Shares.String() && p.Shares != shares.Auto.String():
 		return fmt.Errorf("%w: -shares %q: want shares or auto (or none)", ErrConfig, p.Shares)
-	case p.Ledger != LedgerMemory || p.Replicas > 1:
-		return fmt.Errorf("%w: -shares needs one daemon on the in-memory ledger", ErrConfig)
+	case p.Ledger == LedgerRedis:
+		return fmt.Errorf("%w: -shares on Redis are held from capacity leases (-ledger leases, or memory)", ErrConfig)
 	case p.Tenants > 0:
 		return fmt.Errorf("%w: -shares: a bulkhead with tenants stays strict (-tenants 0)", ErrConfig)
 	case p.Storm:

@@ -242,9 +242,6 @@ func New(cfg Config) (*Mesh, error) {
 	if cfg.Envoys <= 0 || len(cfg.Routes) == 0 || len(cfg.Targets) == 0 || !cfg.Spread.valid() {
 		return nil, fmt.Errorf("%w: want Envoys > 0, Routes, Targets and a known Spread", ErrConfig)
 	}
-	if cfg.Shares && len(cfg.Targets) != 1 {
-		return nil, fmt.Errorf("%w: shares want one daemon (got %d targets)", ErrConfig, len(cfg.Targets))
-	}
 	t, err := loadTemplates()
 	if err != nil {
 		return nil, err
@@ -269,7 +266,10 @@ func New(cfg Config) (*Mesh, error) {
 			}
 		}
 		if cfg.Shares {
-			conn, err := dial(cfg.Targets[0], m.pinger)
+			// The main thread's one connection reaches one replica (Envoy e's
+			// is replica e mod K, as a Service or bulkhead_xds spreads them):
+			// its RTDS and LRS streams both go there.
+			conn, err := dial(cfg.Targets[e%len(cfg.Targets)], m.pinger)
 			if err != nil {
 				m.Close()
 				return nil, err

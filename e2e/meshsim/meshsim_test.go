@@ -475,7 +475,8 @@ func TestPlanCheck(t *testing.T) {
 		{"shares mode strict", func(p *Plan) { p.Shares, p.Storm = "strict", false }, false},
 		{"shares with the storm", func(p *Plan) { p.Shares = "shares" }, false},
 		{"shares with tenants", func(p *Plan) { p.Shares, p.Storm, p.Tenants = "shares", false, 10 }, false},
-		{"shares on redis", func(p *Plan) { p.Shares, p.Storm, p.Ledger = "shares", false, LedgerRedis }, false},
+		{"shares on redis per request", func(p *Plan) { p.Shares, p.Storm, p.Ledger = "shares", false, LedgerRedis }, false},
+		{"shares on capacity leases, two replicas", func(p *Plan) { p.Shares, p.Storm, p.Ledger, p.Replicas = "auto", false, LedgerLeases, 2 }, true},
 	}
 	for _, tt := range tests {
 		p := ok
