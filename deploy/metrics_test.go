@@ -33,6 +33,10 @@ func (oneBulkhead) EachSharesClass(each func(dependency string, priority bulkhea
 	each("x", bulkhead.Critical, 0, 0, 0, 0)
 }
 
+func (oneBulkhead) EachSharesRequests(each func(dependency string, admitted, overflowed uint64)) {
+	each("x", 10, 1)
+}
+
 // capture records the collectors registered on it, and registers them on
 // reg too.
 type capture struct {
@@ -186,7 +190,7 @@ func TestDashboardCoverage(t *testing.T) {
 		"bulkhead_oldest_permit_age_seconds",
 		// Shares (pkg/shares).
 		"bulkhead_shares_permits", "bulkhead_shares_limit", "bulkhead_shares_in_flight",
-		"bulkhead_shares_envoys", "bulkhead_shares_mode", "bulkhead_shares_switches_total", "by (dependency, to)",
+		"bulkhead_shares_envoys", "bulkhead_shares_mode", "bulkhead_shares_switches_total", "by (dependency, to)", "bulkhead_shares_requests_total",
 		// Their class split (priority normal or critical).
 		"bulkhead_shares_class_permits", "bulkhead_shares_class_limit", "bulkhead_shares_class_in_flight",
 		"bulkhead_shares_class_envoys",
@@ -229,6 +233,7 @@ func TestRulesCoverage(t *testing.T) {
 		"BulkheadFailOpen":           "warning",
 		"BulkheadCircuitFlapping":    "warning",
 		"BulkheadSharesFlapping":     "warning",
+		"BulkheadSharesOverflowing":  "warning",
 	}
 	var got []string
 	for _, r := range rules {

@@ -16,6 +16,11 @@ import (
 type SharesSource interface {
 	EachShares(each func(dependency string, strict bool, envoys, held, limit, inFlight int, toStrict, toShares uint64))
 	EachSharesClass(each func(dependency string, priority bulkhead.Priority, envoys, held, limit, inFlight int))
+	// EachSharesRequests gives, per bulkhead, the requests its Envoys'
+	// circuit breakers admitted under their shares and those they turned
+	// away (overflowed), as the Envoys' load reports count them, since the
+	// start.
+	EachSharesRequests(each func(dependency string, admitted, overflowed uint64))
 }
 
 // RegisterShares registers the shares series on reg: bulkhead_shares_mode,
@@ -41,6 +46,10 @@ var (
 		"Sum of the circuit-breaker thresholds (max_requests) the bulkhead's Envoys were last told.", []string{"dependency"}, nil)
 	descSharesInFlight = prometheus.NewDesc("bulkhead_shares_in_flight",
 		"Requests the bulkhead's Envoys last reported in flight under their shares (LRS).", []string{"dependency"}, nil)
+	descSharesRequests = prometheus.NewDesc("bulkhead_shares_requests_total",
+		"Requests the bulkhead's Envoys' circuit breakers admitted under their shares (result admitted) or turned away "+
+			"(result overflowed: Envoy's 503, x-envoy-overloaded), as their load reports (LRS) count them.",
+		[]string{"dependency", "result"}, nil)
 	descSharesSwitches = prometheus.NewDesc("bulkhead_shares_switches_total",
 		"Switches of a bulkhead in mode auto, to strict permits (near the limit) or back to shares.",
 		[]string{"dependency", "to"}, nil)
@@ -64,7 +73,7 @@ var (
 type sharesCollector struct{ src SharesSource }
 
 func (c *sharesCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSharesMode, descSharesEnvoys, descSharesPermits, descSharesLimit, descSharesInFlight, descSharesSwitches,
+	for _, d := range []*prometheus.Desc{descSharesMode, descSharesEnvoys, descSharesPermits, descSharesLimit, descSharesInFlight, descSharesSwitches, descSharesRequests,
 		descSharesClassEnvoys, descSharesClassPermits, descSharesClassLimit, descSharesClassInFlight} {
 		ch <- d
 	}
@@ -90,5 +99,9 @@ func (c *sharesCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descSharesClassPermits, prometheus.GaugeValue, float64(held), dep, class)
 		ch <- prometheus.MustNewConstMetric(descSharesClassLimit, prometheus.GaugeValue, float64(limit), dep, class)
 		ch <- prometheus.MustNewConstMetric(descSharesClassInFlight, prometheus.GaugeValue, float64(inFlight), dep, class)
+	})
+	c.src.EachSharesRequests(func(dep string, admitted, overflowed uint64) {
+		ch <- prometheus.MustNewConstMetric(descSharesRequests, prometheus.CounterValue, float64(admitted), dep, "admitted")
+		ch <- prometheus.MustNewConstMetric(descSharesRequests, prometheus.CounterValue, float64(overflowed), dep, "overflowed")
 	})
 }

@@ -24,6 +24,10 @@ func (twoClasses) EachSharesClass(each func(dependency string, priority bulkhead
 	each("orders", bulkhead.Critical, 1, 4, 4, 1)
 }
 
+func (twoClasses) EachSharesRequests(each func(dependency string, admitted, overflowed uint64)) {
+	each("orders", 1000, 3)
+}
+
 // The shares series keep both classes together under their own names
 // (what the rules and the dashboard read), and the class series split
 // them by priority.
@@ -58,10 +62,14 @@ bulkhead_shares_class_limit{dependency="orders",priority="normal"} 10
 # TYPE bulkhead_shares_class_in_flight gauge
 bulkhead_shares_class_in_flight{dependency="orders",priority="critical"} 1
 bulkhead_shares_class_in_flight{dependency="orders",priority="normal"} 4
+# HELP bulkhead_shares_requests_total Requests the bulkhead's Envoys' circuit breakers admitted under their shares (result admitted) or turned away (result overflowed: Envoy's 503, x-envoy-overloaded), as their load reports (LRS) count them.
+# TYPE bulkhead_shares_requests_total counter
+bulkhead_shares_requests_total{dependency="orders",result="admitted"} 1000
+bulkhead_shares_requests_total{dependency="orders",result="overflowed"} 3
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "bulkhead_shares_permits", "bulkhead_shares_in_flight",
 		"bulkhead_shares_envoys", "bulkhead_shares_class_envoys", "bulkhead_shares_class_permits",
-		"bulkhead_shares_class_limit", "bulkhead_shares_class_in_flight"); err != nil {
+		"bulkhead_shares_class_limit", "bulkhead_shares_class_in_flight", "bulkhead_shares_requests_total"); err != nil {
 		t.Error(err)
 	}
 }

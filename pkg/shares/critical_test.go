@@ -1,9 +1,11 @@
 package shares
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	runtimesvc "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 
@@ -193,5 +195,20 @@ func TestStatsSplitByClass(t *testing.T) {
 	})
 	if strings.Join(classes, ",") != "normal,critical" {
 		t.Errorf("EachSharesClass classes %v, want normal then critical", classes)
+	}
+}
+
+// TestSharesRequestsCounted: the Envoys' load reports count the requests
+// their circuit breakers admitted (issued) and turned away (dropped), both
+// classes, per bulkhead (bulkhead_shares_requests_total); a report of a
+// cluster that is no share cluster counts for none.
+func TestSharesRequestsCounted(t *testing.T) {
+	s := newSizingMeshWith(t, criticalSettings, "a", "b")
+	s.m.report(s.nodes["a"], []*endpointv3.ClusterStats{clusterStats(testCluster, 2, 100, 3), clusterStats(testCritical, 1, 10, 1)})
+	s.m.report(s.nodes["b"], []*endpointv3.ClusterStats{clusterStats(testCluster, 1, 50, 0), clusterStats("other", 9, 900, 90)})
+	var got [][3]any
+	s.m.EachSharesRequests(func(dep string, admitted, overflowed uint64) { got = append(got, [3]any{dep, admitted, overflowed}) })
+	if want := [][3]any{{"orders", uint64(160), uint64(4)}}; !slices.Equal(got, want) {
+		t.Fatalf("EachSharesRequests = %v, want %v", got, want)
 	}
 }

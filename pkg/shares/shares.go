@@ -202,6 +202,7 @@ type Manager struct {
 	byCluster map[string]string // share cluster -> unit (bulkhead, or its critical share)
 	clusters  []string          // byCluster's keys, sorted: what the Envoys report
 	states    map[string]*modeState
+	requests  map[string]*[2]uint64 // by bulkhead: admitted and turned away under shares (LRS)
 	nodes     map[string]*node
 	orphans   []orphan
 	seq       uint64
@@ -237,7 +238,7 @@ func New(set Settings, limiters Limiters, clk clock.Clock, log *slog.Logger) *Ma
 	return &Manager{
 		set: set, limiters: limiters, clock: clk, log: log,
 		boot:     fmt.Sprintf("%x", clk.Now().UnixNano()),
-		policies: map[string]Policy{}, byCluster: map[string]string{}, states: map[string]*modeState{},
+		policies: map[string]Policy{}, byCluster: map[string]string{}, states: map[string]*modeState{}, requests: map[string]*[2]uint64{},
 		nodes: map[string]*node{},
 	}
 }
@@ -741,6 +742,26 @@ func (m *Manager) EachSharesClass(each func(dependency string, priority bulkhead
 		}{{bulkhead.Normal, s.Normal}, {bulkhead.Critical, s.Critical}} {
 			each(s.Bulkhead, c.p, c.s.Envoys, c.s.Held, c.s.Limit, c.s.InFlight)
 		}
+	}
+}
+
+// EachSharesRequests calls each with every bulkhead in mode shares or
+// auto: the requests its Envoys' circuit breakers admitted under their
+// shares and those they turned away, both classes, since the start
+// (metrics.SharesSource).
+func (m *Manager) EachSharesRequests(each func(dependency string, admitted, overflowed uint64)) {
+	m.mu.Lock()
+	out := make(map[string][2]uint64, len(m.states))
+	for name := range m.states {
+		if c := m.requests[name]; c != nil {
+			out[name] = *c
+		} else {
+			out[name] = [2]uint64{}
+		}
+	}
+	m.mu.Unlock()
+	for _, name := range slices.Sorted(maps.Keys(out)) {
+		each(name, out[name][0], out[name][1])
 	}
 }
 

@@ -488,6 +488,9 @@ func (m *Manager) report(n *node, stats []*endpointv3.ClusterStats) {
 			inflight += loc.GetTotalRequestsInProgress()
 			issued += loc.GetTotalIssuedRequests()
 		}
+		c := m.requestsOf(bulkheadOf(m.byCluster[cs.GetClusterName()]))
+		c[0] += issued
+		c[1] += cs.GetTotalDroppedRequests()
 		n.inflight[cs.GetClusterName()] = int(min(inflight, 1<<30))
 		n.dropped[cs.GetClusterName()] = turnedAway(inflight, issued, cs.GetTotalDroppedRequests())
 		r := n.recent[cs.GetClusterName()]
@@ -507,6 +510,17 @@ func (m *Manager) report(n *node, stats []*endpointv3.ClusterStats) {
 		}
 	}
 	n.reports++
+}
+
+// requestsOf is the request counts of bulkhead name, made at its first
+// report.
+func (m *Manager) requestsOf(name string) *[2]uint64 {
+	c := m.requests[name]
+	if c == nil {
+		c = new([2]uint64)
+		m.requests[name] = c
+	}
+	return c
 }
 
 // turnedAway is the concurrency the requests a circuit breaker turned
