@@ -287,9 +287,13 @@ func TestSharesRampAcrossTheSwitch(t *testing.T) {
 	// limit over the mesh, a slower machine's longer requests would take
 	// mode auto past its switch (75%), which is not what is measured here.
 	m.setMode(ctx, "shares")
-	stepDone := make(chan testbed.Stats, 1)
+	overflowed := func() float64 {
+		return m.value("bulkhead_shares_requests_total", map[string]string{"dependency": "orders", "result": "overflowed"})
+	}
+	overflowedBefore := overflowed()
+	stepDone, otherDone := make(chan testbed.Stats, 1), make(chan testbed.Stats, 1)
 	go func() { stepDone <- m.load(ctx, 120, 3*time.Second, "envoy-a") }()
-	go m.load(ctx, 10, 3*time.Second, "envoy-b")
+	go func() { otherDone <- m.load(ctx, 10, 3*time.Second, "envoy-b") }()
 	stepStart := time.Now()
 	var covered time.Duration
 	poll(t, ctx, "envoy-a's share covers 60% of the limit", func() bool {
@@ -302,6 +306,13 @@ func TestSharesRampAcrossTheSwitch(t *testing.T) {
 	step := <-stepDone
 	t.Logf("step 10%% -> 60%% at envoy-a: its share covered it after %v; %d of %d requests rejected (%.2f%%) over the 3 s step",
 		covered.Round(time.Millisecond), step.Count(503), step.Responses(), 100*float64(step.Count(503))/float64(max(step.Responses(), 1)))
+	// In mode shares every 503 is a circuit breaker's: the daemon counts
+	// each one from the Envoys' load reports (bulkhead_shares_requests_total).
+	turned := float64(step.Count(503) + (<-otherDone).Count(503))
+	poll(t, ctx, "the daemon counts the share overflows the clients saw", func() bool { return overflowed()-overflowedBefore >= turned })
+	if got := overflowed() - overflowedBefore; got != turned {
+		t.Errorf("bulkhead_shares_requests_total{result=\"overflowed\"} grew by %v over the step, the clients saw %v 503s", got, turned)
+	}
 	if covered > 2*time.Second {
 		t.Errorf("a step to 60%% of the limit at one Envoy took %v to get its share (goal 2 s)", covered)
 	}
