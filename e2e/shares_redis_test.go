@@ -167,14 +167,30 @@ func (m *sharesRedisMesh) checkCap() {
 	}
 }
 
-// noneInUse waits until Redis counts no permit of orders in use: none
-// per request and none in the leases (an idle share reports its Envoy's
-// use, 0).
+// noneInUse waits until Redis counts no permit of orders in use but the
+// shares': none per request, and in the leases only the permits the live
+// replicas hold for their Envoys' (idle) shares.
 func (m *sharesRedisMesh) noneInUse() {
-	poll(m.t, m.ctx, "Redis counts no permit of orders in use", func() bool {
-		v := m.rdb.HMGet(m.ctx, "bulkhead:{orders}:s", "inuse", "lused").Val()
-		return len(v) == 2 && (v[0] == nil || v[0] == "0") && (v[1] == nil || v[1] == "0")
-	})
+	var last []any
+	var shares float64
+	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+	defer cancel()
+	for {
+		last, shares = m.rdb.HMGet(m.ctx, "bulkhead:{orders}:s", "inuse", "lused").Val(), 0
+		for _, n := range m.nodes {
+			if n.daemon != nil {
+				shares += m.value(n, "bulkhead_shares_permits")
+			}
+		}
+		if len(last) == 2 && (last[0] == nil || last[0] == "0") && fmt.Sprint(last[1]) == fmt.Sprint(shares) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			m.t.Fatalf("Redis counts %v of orders in use per request and %v in the leases; the replicas hold %v for shares", last[0], last[1], shares)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func TestSharesOnRedisReplicaKilled(t *testing.T) {

@@ -103,12 +103,14 @@ func (c *Capacity) prepare(r *renewal) {
 	size, used := c.localState(r.name)
 	peak := max(r.peak, used)
 	need := max(size, used)
-	// Demand counts a share's permits as what its Envoys use (Shares); need
-	// counts them all: the lease never falls below what is handed out.
+	// Demand (the peak) counts a share's permits as what its Envoys use
+	// (Shares); need and used count them all: the lease never falls below
+	// what is handed out, and Redis counts them in use, as the in-memory
+	// ledger does (its class ceilings, bulkhead_active_calls).
 	r.keep = 0
 	if h := c.shares.Load(); h != nil {
 		r.keep = h.Keep(r.name)
-		used, peak = c.shareDemand(h, r.name, used, peak)
+		_, peak = c.shareDemand(h, r.name, used, peak)
 	}
 	ls.seq++
 	ls.sent = r.s

@@ -23,8 +23,9 @@ func (f *fakeShares) LeaseUse(string) (int, int) {
 	return int(f.held.Load()), int(f.use.Load())
 }
 
-// leaseFields reads replica's lease of catalog as Redis keeps it: held,
-// target, used (as reported) and want, and its end there less Redis's now.
+// leaseFields reads replica's lease of catalog as Redis keeps it (epoch,
+// seq, held, target, used as reported, want) and its end there less
+// Redis's now.
 func (f *fixture) leaseFields(prefix, replica string) (fields []string, left time.Duration, ok bool) {
 	ctx := context.Background()
 	v, err := f.rdb.HGet(ctx, Key(prefix, "catalog", "cl"), replica).Result()
@@ -36,8 +37,9 @@ func (f *fixture) leaseFields(prefix, replica string) (fields []string, left tim
 }
 
 // A lease that backs shares: it backs them (Backs) only once a call asked
-// Redis to keep it the shares' keep after its end; it reports the permits
-// held for shares as what their Envoys use, not as demand; and when its
+// Redis to keep it the shares' keep after its end; its demand counts the
+// permits held for shares as what their Envoys use (they are in use all the
+// same); and when its
 // replica stops, Redis keeps counting those permits for the keep, as long
 // as an Envoy may still use them, where a lease with nothing in use goes
 // back at once.
@@ -69,10 +71,10 @@ func TestCapacityBacksShares(t *testing.T) {
 	sh.use.Store(1)
 	a.wake()
 	var fs []string
-	testkit.Eventually(t, "the lease reports the share's use, 1, not its 8 permits", func() bool {
+	testkit.Eventually(t, "the lease's demand is the share's use, 1, not its 8 permits, which it counts in use", func() bool {
 		var ok bool
 		fs, _, ok = f.leaseFields("shares:", "a")
-		return ok && fs[4] == "1" && atoi(fs[2]) >= 8
+		return ok && fs[5] == "1" && fs[4] == "8" && atoi(fs[2]) >= 8
 	})
 	if !a.Far("catalog") {
 		t.Fatal("one request in flight of 20: not far from the limit")
