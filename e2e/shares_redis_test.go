@@ -70,13 +70,7 @@ func startSharesRedis(t *testing.T, ctx context.Context) *sharesRedisMesh {
 	srv := testkit.StartRedis(t)
 	m := &sharesRedisMesh{t: t, ctx: ctx, rdb: newRedisClient(t, srv.Addr)}
 	dir := t.TempDir()
-	up, err := testbed.NewUpstream("orders", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { up.Close() })
-	up.SetDelay(sharesDelay)
-	m.up = up
+	m.up = sharesUpstream(t)
 	m.nodes = []*sharesRedisNode{{name: "a"}, {name: "b"}}
 	grpc := map[string]string{}
 	for _, n := range m.nodes {
@@ -90,7 +84,7 @@ func startSharesRedis(t *testing.T, ctx context.Context) *sharesRedisMesh {
 	}
 	for _, n := range m.nodes {
 		p := envoy.Params{NodeID: "envoy-" + n.name, Bulkhead: endpoint(t, grpc[n.name]), SharesMaxRequest: 2 * time.Second,
-			Routes: []envoy.Route{{Name: "orders", Prefix: "/orders", Upstream: endpoint(t, up.Addr()), Shares: true}}}
+			Routes: []envoy.Route{{Name: "orders", Prefix: "/orders", Upstream: endpoint(t, m.up.Addr()), Shares: true}}}
 		if n.name == "a" {
 			p.BulkheadReplicas = []envoy.Endpoint{endpoint(t, grpc["b"])}
 		}

@@ -78,13 +78,7 @@ func startSharesMeshWith(t *testing.T, opts sharesOpts, nodes ...string) *shares
 		opts.mode = "auto"
 	}
 	m := &sharesMesh{t: t, dir: t.TempDir(), envoys: map[string]*envoyproc.Proc{}, bases: map[string]string{}, opts: opts}
-	up, err := testbed.NewUpstream("orders", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { up.Close() })
-	up.SetDelay(sharesDelay)
-	m.up = up
+	m.up = sharesUpstream(t)
 	m.cfgPath = filepath.Join(m.dir, "bulkhead.yaml")
 	m.startDaemon(ctx, "127.0.0.1:0")
 	t.Cleanup(func() {
@@ -103,6 +97,19 @@ func startSharesMeshWith(t *testing.T, opts sharesOpts, nodes ...string) *shares
 		m.startEnvoy(ctx, n)
 	}
 	return m
+}
+
+// sharesUpstream is the shares tests' upstream, orders: each request
+// held sharesDelay, until the test ends.
+func sharesUpstream(t *testing.T) *testbed.Upstream {
+	t.Helper()
+	up, err := testbed.NewUpstream("orders", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { up.Close() })
+	up.SetDelay(sharesDelay)
+	return up
 }
 
 func (m *sharesMesh) startDaemon(ctx context.Context, grpc string) {
