@@ -259,6 +259,9 @@ func (m *Manager) Lend(l Lender) { m.lender = l }
 func (m *Manager) Keep(name string) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if _, ever := m.states[name]; !ever {
+		return 0 // never in mode shares or auto: nothing held (and no walk over the Envoys)
+	}
 	if _, on := m.policies[name]; on || m.heldLocked(name)+m.heldLocked(criticalUnit(name)) > 0 {
 		return m.Tail()
 	}
@@ -273,6 +276,9 @@ func (m *Manager) Keep(name string) time.Duration {
 func (m *Manager) LeaseUse(name string) (held, used int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if _, ever := m.states[name]; !ever {
+		return 0, 0
+	}
 	for _, n := range m.nodes {
 		for _, u := range [...]string{name, criticalUnit(name)} {
 			s := n.shares[u]
