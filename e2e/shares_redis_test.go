@@ -188,6 +188,7 @@ func (m *sharesRedisMesh) noneInUse() {
 }
 
 func TestSharesOnRedisReplicaKilled(t *testing.T) {
+	parallelE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	m := startSharesRedis(t, ctx)
@@ -260,6 +261,7 @@ func TestSharesOnRedisReplicaKilled(t *testing.T) {
 // envoy-a floods (125%) meanwhile: the upstream never sees more than the
 // limit. Healed, B hands envoy-b a share again, and nothing stays in use.
 func TestSharesOnRedisReplicaCutOff(t *testing.T) {
+	parallelE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	m := startSharesRedis(t, ctx)
