@@ -211,10 +211,15 @@ func TestSharesOnRedisReplicaKilled(t *testing.T) {
 		t.Errorf("far from the limit %d of %d requests were rejected", far.Count(503), far.Responses())
 	}
 
-	// Replica A dies while envoy-a runs 4 in flight under its share; half a
-	// second later envoy-b asks for 25 (125%).
-	waitA := load(nodes[0], 40, 14*time.Second)
-	time.Sleep(2 * time.Second) // envoy-a's load runs under its share before the kill
+	// Replica A dies while envoy-a runs 3 in flight under its share (30%:
+	// far from the limit for Redis, twice the peaks within it, even on a
+	// busy machine, where requests take longer); half a second later
+	// envoy-b asks for 25 (125%).
+	strictKey := shares.StrictKey("orders")
+	waitA := load(nodes[0], 30, 14*time.Second)
+	poll(t, ctx, "envoy-a runs its load under its share", func() bool {
+		return runtimeIntAt(nodes[0].envoy.AdminAddr(), strictKey) == 0 && up.Inflight() > 0
+	})
 	held := leases()
 	if len(held) != 2 {
 		t.Fatalf("capacity leases of orders before the kill: %v, want one per replica", held)
@@ -254,7 +259,7 @@ func TestSharesOnRedisReplicaKilled(t *testing.T) {
 }
 
 // TestSharesOnRedisReplicaCutOff: replica B is cut off from Redis (its
-// link hangs) while envoy-b stays connected to it and runs 4 in flight
+// link hangs) while envoy-b stays connected to it and runs 3 in flight
 // under its share. B withdraws the share at its lease's end by its own
 // clock (envoy-b then runs strict, and B, without Redis, fails closed);
 // Redis keeps B's lease counted for the shares' tail after that end; and
@@ -267,8 +272,10 @@ func TestSharesOnRedisReplicaCutOff(t *testing.T) {
 	m := startSharesRedis(t, ctx)
 	a, b := m.nodes[0], m.nodes[1]
 	strictKey := shares.StrictKey("orders")
-	waitB := m.load(b, 40, 14*time.Second)
-	time.Sleep(2 * time.Second) // envoy-b's load runs under its share before the cut
+	waitB := m.load(b, 30, 14*time.Second) // 3 in flight: see TestSharesOnRedisReplicaKilled
+	poll(t, ctx, "envoy-b runs its load under its share", func() bool {
+		return runtimeIntAt(b.envoy.AdminAddr(), strictKey) == 0 && m.up.Inflight() > 0
+	})
 	held := m.leases()
 	if len(held) != 2 || runtimeIntAt(b.envoy.AdminAddr(), strictKey) != 0 {
 		t.Fatalf("before the cut: leases %v (want one per replica), envoy-b's %s %d (want 0: its share)",
