@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -192,6 +193,22 @@ func TestMeshHealthChecks(t *testing.T) {
 				d.mu.Lock()
 				defer d.mu.Unlock()
 				return int64(d.ends) == m.Stats.ChecksOK.Load()
+			})
+			// Every connection that carries calls is PINGed once per Ping,
+			// in slices of Ping/200 (50 us here): wait for a PING on each
+			// rather than take the run to be long enough (under make test's
+			// load the slices fall behind, and a 0.28 s run once saw none on
+			// the health-check connections).
+			testkit.Eventually(t, "a PING on every connection that carried calls", func() bool {
+				sl.mu.Lock()
+				conns := slices.Clone(sl.conns)
+				sl.mu.Unlock()
+				for _, c := range conns {
+					if f := c.frames(t); len(f.paths) > 0 && f.pings == 0 {
+						return false
+					}
+				}
+				return true
 			})
 			m.Close()
 			gs.Stop()
