@@ -73,9 +73,10 @@ type Capacity struct {
 // Keep after the replica's last word (its runtime layer's TTL, then its
 // share route's timeout). So every lease call of a bulkhead that may back
 // shares asks Redis to keep the lease counted that much longer than the
-// replica admits from it (lease.lua's keep), and the lease reports its
-// shares' permits as what their Envoys use (LeaseUse), not as the
-// capacity handed out: a share's idle headroom is no demand.
+// replica admits from it (lease.lua's keep), and the lease's demand (its
+// peak) counts its shares as what their Envoys use (LeaseUse), not as the
+// capacity handed out: a share's idle headroom is no demand. Its permits
+// in use count them whole.
 type Shares interface {
 	// Keep is how long after the replica's last word an Envoy may use a
 	// share of bulkhead name: 0 when the bulkhead hands out none and
@@ -127,7 +128,7 @@ func (c *Capacity) Far(name string) bool {
 		return false
 	}
 	ls := v.(*capLease)
-	return ls.isFar.Load() && c.live(ls)
+	return ls.far.Load() && c.live(ls)
 }
 
 // capLease is this replica's capacity lease of one bulkhead.
@@ -138,9 +139,8 @@ type capLease struct {
 	// target is the local limit; held what Redis counts (>= target).
 	target, held atomic.Int64
 	// backing is the end the last answer set and the keep (lease.lua) of
-	// its call, together (Backs); isFar is far, for other goroutines (Far).
+	// its call, together (Backs).
 	backing atomic.Pointer[backing]
-	isFar   atomic.Bool
 	// overflow counts the admissions the lease had no room for since the
 	// last call (demand, reported with it).
 	overflow atomic.Int64
@@ -150,10 +150,12 @@ type capLease struct {
 	// epoch and seq number the calls (lease loop only).
 	epoch, seq int64
 	// far: the last answer granted the lease far from the limit, for
-	// longer (lease.lua's FAR_LEASE); sent: the settings the last call
-	// reported; skipped: the most in use over the rounds that skipped
-	// their call since (steady). The lease loop's only.
-	far     bool
+	// longer (lease.lua's FAR_LEASE); set by the lease loop, read by the
+	// shares (Far) too.
+	far atomic.Bool
+	// sent: the settings the last call reported; skipped: the most in use
+	// over the rounds that skipped their call since (steady). The lease
+	// loop's only.
 	sent    bulkhead.Settings
 	skipped int
 	// idle counts the rounds in a row with nothing of the lease in use and

@@ -213,16 +213,14 @@ func (c *Capacity) apply(r *renewal, sent time.Time, ans leaseAnswer) bool {
 		ls.epoch, ls.seq = ls.epoch+1, 0
 		ls.end.Store(0)
 		ls.backing.Store(nil)
-		ls.far = false
-		ls.isFar.Store(false)
+		ls.far.Store(false)
 		c.setLocal(name, 0, r.s)
 		return true
 	case leaseHeld:
 		target, held := n(1), n(2)
 		life := time.Duration(n(3)) * time.Millisecond
 		end := sent.Add(life - life/driftDivisor)
-		ls.far = len(a) >= 11 && n(10) == 1
-		ls.isFar.Store(ls.far)
+		ls.far.Store(len(a) >= 11 && n(10) == 1)
 		ls.end.Store(int64(end.Sub(c.base)))
 		ls.backing.Store(&backing{end: int64(end.Sub(c.base)), keep: r.keep})
 		ls.target.Store(target)

@@ -136,7 +136,7 @@ func (c *Capacity) park(ls *capLease, name string, leaving *bool, peak int) bool
 // holds its far lease's capacity for up to twice as long (6 ticks), while
 // the bulkhead is far from its limit.
 func (c *Capacity) steady(ls *capLease, name string, s bulkhead.Settings, leaving bool, peak int) bool {
-	if c.eachRound || !ls.far || leaving || ls.sent != s || ls.waiters.Load() || ls.overflow.Load() > 0 {
+	if c.eachRound || !ls.far.Load() || leaving || ls.sent != s || ls.waiters.Load() || ls.overflow.Load() > 0 {
 		return false
 	}
 	target := ls.target.Load()
